@@ -1,0 +1,18 @@
+"""TensorFlow's gradient accumulators, on numpy, without TensorFlow.
+
+import tf_accum as tfa
+acc = tfa.compat.v1.ConditionalAccumulator(tfa.float32, shape=[2])
+acc.apply_grad([1.0, 2.0], local_step=0)
+acc.take_grad(1)            # array([1., 2.], dtype=float32)
+
+h = tfa.raw_ops.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[2])
+tfa.raw_ops.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=[1.0, 2.0])
+"""
+
+from tf_accum import compat, dtypes, errors, raw_ops
+from tf_accum.dtypes import *  # noqa: F403 - tfa.float32 etc., like tf.float32
+from tf_accum.dtypes import __all__ as _dtype_names
+
+__version__ = "0.1.0"
+
+__all__ = ["compat", "dtypes", "errors", "raw_ops", *_dtype_names]

@@ -1,0 +1,6 @@
+"""Accumulator state: the shared step/counter/queue machine and its dense and sparse leaves."""
+
+from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec
+from tf_accum.accumulators.dense import DenseAccumulator
+
+__all__ = ["AccumulatorBase", "AccumulatorSpec", "DenseAccumulator"]

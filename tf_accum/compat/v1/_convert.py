@@ -1,0 +1,106 @@
+"""Conversions the compat.v1 classes do in Python before calling a raw op.
+
+These follow ``tf.convert_to_tensor(value, dtype)`` and ``tf.cast(value,
+tf.int64)`` as TensorFlow's classes use them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tf_accum import errors
+from tf_accum.dtypes import DType, as_dtype
+
+
+def _first_element(array: np.ndarray[Any, Any]) -> Any:
+    return array.flat[0].item() if array.size else array
+
+
+def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
+    """Convert a gradient to ``dtype``, as ``tf.convert_to_tensor(value, dtype)``.
+
+    Python numbers and numpy arrays of any real numeric type convert. A tensor
+    object (anything non-numpy with a TensorFlow ``dtype``) of another dtype does
+    not.
+
+    Raises:
+        ValueError: a tensor of another dtype, or a ragged sequence.
+        TypeError: strings, complex values for a real dtype, or fractions for an
+            integer dtype.
+    """
+    if not isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, complex)):
+        value_dtype = getattr(value, "dtype", None)
+        if value_dtype is not None:
+            try:
+                found = as_dtype(value_dtype)
+            except TypeError:
+                found = None
+            if found is not None and found != dtype:
+                raise ValueError(
+                    f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype "
+                    f"{found.name}: {value!r}"
+                )
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
+    target = dtype.numpy_dtype
+    if array.dtype == target:
+        return array
+    kind = array.dtype.kind
+    lossy = (
+        kind in "USOV"
+        or (kind == "c" and not dtype.is_complex)
+        or (kind == "f" and dtype.is_integer and not np.all(np.trunc(array) == array))
+    )
+    if lossy:
+        bad = _first_element(array)
+        raise TypeError(f"Expected {dtype.name}, but got {bad} of type '{type(bad).__name__}'.")
+    return array.astype(target)
+
+
+def cast_to_int64(value: Any) -> Any:
+    """Cast a step to int64 as ``tf.cast`` does: floats truncate toward zero.
+
+    Returns a Python int for a scalar, else an int64 array (the raw op then
+    reports that it is not a scalar).
+
+    Raises:
+        UnimplementedError: strings.
+    """
+    if type(value) is int:
+        return value
+    array = np.asarray(value)
+    if array.dtype.kind in "USO":
+        raise errors.UnimplementedError(None, None, "Cast string to int64 is not supported")
+    array = np.trunc(array).astype(np.int64) if array.dtype.kind == "f" else array.astype(np.int64)
+    return int(array) if array.ndim == 0 else array
+
+
+def int32_num_required(value: Any, op_name: str) -> Any:
+    """Check ``num_required`` converts to int32, as the graph-mode op builder does.
+
+    Raises:
+        TypeError: a float, or a tensor of another integer type.
+    """
+    if isinstance(value, (float, np.floating)):
+        raise TypeError(
+            f"Expected int32 passed to parameter 'num_required' of op '{op_name}', got "
+            f"{value!r} of type '{type(value).__name__}' instead. Error: Expected int32, but "
+            f"got {value!r} of type '{type(value).__name__}'."
+        )
+    value_dtype = getattr(value, "dtype", None)
+    if value_dtype is not None and not isinstance(value, (np.ndarray, np.generic)):
+        try:
+            found = as_dtype(value_dtype)
+        except TypeError:
+            found = None
+        if found is not None and found.name != "int32":
+            raise TypeError(
+                f"Input 'num_required' of '{op_name}' Op has type {found.name} that does not "
+                "match expected type of int32."
+            )
+        return np.asarray(value)
+    return value

@@ -1,0 +1,143 @@
+"""``tf.compat.v1.ConditionalAccumulator``: the dense accumulator class."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tf_accum import raw_ops
+from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
+from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
+from tf_accum.compat.v1.lifetime import destroy_with
+from tf_accum.raw_ops.constructors import accumulator_dtype
+from tf_accum.shapes import DeclaredShape, is_compatible, parse_tensor_shape, python_text
+
+_TAKE_OP = "ResourceAccumulatorTakeGradient"
+
+
+def check_reduction_type(reduction_type: Any, op_name: str) -> None:
+    """Raises ValueError (TensorFlow's graph-mode error) unless "MEAN" or "SUM"."""
+    if reduction_type not in ("MEAN", "SUM"):
+        raise ValueError(
+            f"Attr 'reduction_type' of '{op_name}' Op passed string '{reduction_type}' not "
+            'in: "MEAN", "SUM".'
+        )
+
+
+class ConditionalAccumulator(ConditionalAccumulatorBase):
+    """A dense gradient accumulator with a global step and a blocking take.
+
+    Every method acts at once (TensorFlow's eager mode): ``apply_grad`` returns
+    None and ``take_grad`` returns an ndarray.
+
+    Args:
+        dtype: one of the 19 accumulator dtypes.
+        shape: the declared gradient shape (None: any shape; a None entry: any size).
+        shared_name: share the accumulator with every other one made with this
+            name while it exists; None or "" for a private accumulator, which is
+            destroyed when this object is garbage-collected.
+        name: the accumulator's name.
+        reduction_type: "MEAN" or "SUM".
+
+    Raises:
+        TypeError: a dtype outside the accumulator list, or a non-integer dimension.
+        ValueError: a negative dimension, or a bad reduction_type.
+        InvalidArgumentError: ``shared_name`` names a live accumulator with other
+            attributes.
+
+    Differs from TensorFlow: accumulators without a shared_name never alias one
+    another (TensorFlow's eager mode makes equal-attribute ones share, and kills
+    them all when one is collected); every dtype of the op definition works;
+    ``dtype`` is a tf_accum DType; ``name`` is the name given; ``take_grad``
+    accepts ``timeout=``; ``close()`` destroys the accumulator.
+    """
+
+    def __init__(
+        self,
+        dtype: Any,
+        shape: Any = None,
+        shared_name: str | None = None,
+        name: str = "conditional_accumulator",
+        reduction_type: str = "MEAN",
+    ) -> None:
+        checked = accumulator_dtype(dtype)
+        declared = parse_tensor_shape(shape)
+        check_reduction_type(reduction_type, "ResourceConditionalAccumulator")
+        handle = raw_ops.ResourceConditionalAccumulator(
+            dtype=checked,
+            shape=None if declared is None else list(declared),
+            shared_name=shared_name or "",
+            name=name,
+            reduction_type=reduction_type,
+        )
+        super().__init__(checked, declared, handle)
+        self._name = name
+        self._declared: DeclaredShape = declared
+        self._finalizer = None if shared_name else destroy_with(self, handle)
+
+    def apply_grad(self, grad: Any, local_step: Any = 0, name: str | None = None) -> None:
+        """Add a gradient computed at ``local_step``; dropped if that step is stale.
+
+        Args:
+            grad: anything convertible to the accumulator's dtype (lists, numbers,
+                arrays of any real numeric dtype); its shape must fit the
+                declared shape.
+            local_step: the step it was computed at; floats truncate toward zero.
+
+        Returns:
+            None.
+
+        Raises:
+            ValueError: a shape that does not fit the declared shape, or a
+                tensor object of another dtype.
+            TypeError: values that do not convert (strings, say).
+            UnimplementedError: a string local_step.
+            InvalidArgumentError: the shape differs from this round's first
+                gradient, or local_step is not a scalar.
+            NotFoundError: the accumulator was destroyed.
+        """
+        array = convert_to_dtype(grad, self._dtype)
+        if not is_compatible(self._declared, array.shape):
+            raise ValueError(
+                f"Shapes {python_text(array.shape)} and {python_text(self._declared)} are "
+                "incompatible"
+            )
+        raw_ops.ResourceAccumulatorApplyGradient(
+            handle=self._accumulator_ref, local_step=cast_to_int64(local_step), gradient=array
+        )
+
+    def take_grad(
+        self, num_required: Any, name: str | None = None, *, timeout: float | None = None
+    ) -> np.ndarray[Any, Any]:
+        """Wait for ``num_required`` gradients and return their mean (or sum).
+
+        See :func:`tf_accum.raw_ops.ResourceAccumulatorTakeGradient` for the
+        queueing rules.
+
+        Args:
+            num_required: an int32 above zero.
+            timeout: keyword-only; seconds to wait at most (None: forever).
+
+        Returns:
+            A new ndarray of the accumulator's dtype.
+
+        Raises:
+            TypeError: num_required is a float or a non-int32 tensor.
+            InvalidArgumentError: num_required is not positive.
+            DeadlineExceededError: the timeout expired (nothing was consumed).
+            CancelledError: the accumulator was destroyed while waiting.
+        """
+        return raw_ops.ResourceAccumulatorTakeGradient(
+            handle=self._accumulator_ref,
+            num_required=int32_num_required(num_required, _TAKE_OP),
+            dtype=self._dtype,
+            timeout=timeout,
+        )
+
+    def close(self) -> None:
+        """Destroy the accumulator: waiting takes fail with CancelledError."""
+        if self._finalizer is not None:
+            self._finalizer()
+        else:
+            raw_ops.DestroyResourceOp(resource=self._accumulator_ref, ignore_lookup_error=True)

@@ -1,0 +1,36 @@
+"""Make a function a raw op: keyword arguments only, as ``tf.raw_ops`` are."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def snake_case(op_name: str) -> str:
+    """``ResourceAccumulatorApplyGradient`` -> ``resource_accumulator_apply_gradient``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", op_name).lower()
+
+
+def raw_op(func: F) -> F:
+    """Wrap ``func`` (whose parameters are all keyword-only) as a raw op.
+
+    A positional call raises TensorFlow's TypeError, which lists the valid keys.
+    """
+    keys = list(inspect.signature(func).parameters)
+    message = (
+        f"{snake_case(func.__name__)} only takes keyword args (possible keys: {keys}). "
+        "Please pass these args as kwargs instead."
+    )
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if args:
+            raise TypeError(message)
+        return func(**kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,44 @@
+"""Finding the accumulator an op acts on, and checking it is the right kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tf_accum import errors
+from tf_accum.accumulators.base import AccumulatorBase
+from tf_accum.raw_ops._convert import handle_of
+from tf_accum.resources import current_table
+
+# Handle type names as TensorFlow prints them in signature messages.
+RESOURCE = "resource"
+REF = "string_ref"
+
+
+def accumulator(handle: Any, op_name: str, kind: str | None = None) -> AccumulatorBase[Any]:
+    """The live accumulator behind ``handle``, of ``kind`` when one is required.
+
+    Raises:
+        NotFoundError: destroyed or unknown handle.
+        InvalidArgumentError: the accumulator is of the other kind.
+    """
+    found = current_table().lookup(handle_of(handle))
+    if kind is not None and found.kind != kind:
+        other = "SparseAccumulator" if found.kind == "sparse" else "Accumulator"
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"{op_name} needs a {kind} accumulator, but handle {handle} refers to "
+            f"{found.spec.describe()} ({found.label}); use the {other}* ops on it",
+        )
+    return found
+
+
+def handle_type(op_name: str) -> str:
+    """How TensorFlow names the handle input of ``op_name`` in its messages."""
+    return RESOURCE if op_name.startswith("Resource") else REF
+
+
+def signature_mismatch(have: str, expected: str, detail: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(
+        None, None, f"Signature mismatch, have: {have} expected: {expected}; {detail}"
+    )

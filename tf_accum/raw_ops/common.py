@@ -1,0 +1,110 @@
+"""Ops that work on every kind of accumulator: count, global step, destroy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tf_accum.raw_ops import _lookup
+from tf_accum.raw_ops._convert import handle_of, scalar_int
+from tf_accum.raw_ops._keyword_only import raw_op
+from tf_accum.resources import current_table
+
+
+def num_accumulated(op_name: str, handle: Any) -> np.int32:
+    count: int = _lookup.accumulator(handle, op_name).num_accumulated()
+    result: np.int32 = np.int32(count)
+    return result
+
+
+def set_global_step(op_name: str, handle: Any, new_global_step: Any) -> None:
+    acc = _lookup.accumulator(handle, op_name)
+    acc.set_global_step(scalar_int(new_global_step, "new_global_step", "int64"))
+
+
+_NUM_DOC = """The number of gradients accepted since the last completed take.
+
+    Args:
+        handle: an accumulator handle (dense or sparse).
+
+    Returns:
+        numpy.int32 scalar.
+
+    Raises:
+        NotFoundError: the handle was destroyed.
+    """
+
+_SET_STEP_DOC = """Set the accumulator's global step.
+
+    Gradients with a local_step below it are dropped from then on. A value
+    lower than the current step is applied too (with a logged warning).
+    Accumulated gradients are kept and waiting takes are not woken.
+
+    Args:
+        handle: an accumulator handle (dense or sparse).
+        new_global_step: int64 scalar.
+
+    Returns:
+        None.
+
+    Raises:
+        NotFoundError: the handle was destroyed.
+        InvalidArgumentError: new_global_step is not a scalar.
+        TypeError: new_global_step is a float.
+
+    Differs from TensorFlow: a non-scalar value changes nothing, and the
+    message names new_global_step (TensorFlow names num_required, and sets
+    the step anyway when the value has one element).
+    """
+
+
+@raw_op
+def AccumulatorNumAccumulated(*, handle: Any, name: str | None = None) -> np.int32:
+    return num_accumulated("AccumulatorNumAccumulated", handle)
+
+
+@raw_op
+def ResourceAccumulatorNumAccumulated(*, handle: Any, name: str | None = None) -> np.int32:
+    return num_accumulated("ResourceAccumulatorNumAccumulated", handle)
+
+
+@raw_op
+def AccumulatorSetGlobalStep(*, handle: Any, new_global_step: Any, name: str | None = None) -> None:
+    set_global_step("AccumulatorSetGlobalStep", handle, new_global_step)
+
+
+@raw_op
+def ResourceAccumulatorSetGlobalStep(
+    *, handle: Any, new_global_step: Any, name: str | None = None
+) -> None:
+    set_global_step("ResourceAccumulatorSetGlobalStep", handle, new_global_step)
+
+
+@raw_op
+def DestroyResourceOp(
+    *, resource: Any, ignore_lookup_error: bool = True, name: str | None = None
+) -> None:
+    """Destroy an accumulator (dense or sparse).
+
+    Every take waiting on it fails with CancelledError; any later use of the
+    handle is NotFoundError. A shared name becomes free: the next constructor
+    call with it makes a fresh accumulator.
+
+    Args:
+        resource: the handle.
+        ignore_lookup_error: when False, an unknown or already destroyed handle
+            is NotFoundError; when True it is ignored.
+
+    Returns:
+        None.
+
+    Differs from TensorFlow: waiting takes are cancelled (TensorFlow only
+    cancels them when the session closes); it accepts handles of every
+    constructor.
+    """
+    current_table().destroy(handle_of(resource), bool(ignore_lookup_error))
+
+
+AccumulatorNumAccumulated.__doc__ = ResourceAccumulatorNumAccumulated.__doc__ = _NUM_DOC
+AccumulatorSetGlobalStep.__doc__ = ResourceAccumulatorSetGlobalStep.__doc__ = _SET_STEP_DOC

@@ -1,0 +1,162 @@
+"""Applying dense gradients and taking their mean or sum."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tf_accum import errors
+from tf_accum.accumulators.dense import DenseAccumulator
+from tf_accum.dtypes import as_dtype, kernel_type_name
+from tf_accum.raw_ops import _lookup
+from tf_accum.raw_ops._convert import scalar_int, tensor_array
+from tf_accum.raw_ops._keyword_only import raw_op
+from tf_accum.raw_ops._timeout import check_timeout
+
+
+def apply_gradient(op_name: str, handle: Any, local_step: Any, gradient: Any) -> None:
+    acc = _lookup.accumulator(handle, op_name, "dense")
+    assert isinstance(acc, DenseAccumulator)
+    array = tensor_array(gradient)
+    expected = acc.dtype.numpy_dtype
+    if array.dtype != expected:
+        kind = _lookup.handle_type(op_name)
+        raise _lookup.signature_mismatch(
+            f"{kind}, int64, {kernel_type_name(array.dtype)}->",
+            f"{kind}, int64, {acc.dtype.kernel_name}->",
+            f"gradient has dtype {array.dtype} but the accumulator's dtype is {acc.dtype.name}",
+        )
+    acc.apply(scalar_int(local_step, "local_step", "int64"), array)
+
+
+def take_gradient(
+    op_name: str, handle: Any, num_required: Any, dtype: Any, timeout: float | None
+) -> np.ndarray[Any, Any]:
+    acc = _lookup.accumulator(handle, op_name, "dense")
+    wanted = as_dtype(dtype)
+    if wanted != acc.dtype:
+        kind = _lookup.handle_type(op_name)
+        raise _lookup.signature_mismatch(
+            f"{kind}, int32->{wanted.kernel_name}",
+            f"{kind}, int32->{acc.dtype.kernel_name}",
+            f"dtype is {wanted.name} but the accumulator's dtype is {acc.dtype.name}",
+        )
+    required = positive_num_required(num_required)
+    result: np.ndarray[Any, Any] = acc.take(required, check_timeout(timeout))
+    return result
+
+
+def positive_num_required(num_required: Any) -> int:
+    """Convert ``num_required``: an int32 scalar above zero.
+
+    Raises:
+        TypeError, ValueError: not an int32.
+        InvalidArgumentError: not a scalar, or not positive.
+    """
+    required = scalar_int(num_required, "num_required", "int32")
+    if required <= 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"Argument num_required must be positive, but was {required}"
+        )
+    return required
+
+
+_APPLY_DOC = """Add ``gradient`` to a dense accumulator, unless it is stale.
+
+    A gradient is stale when ``local_step`` is below the accumulator's global
+    step; it is then dropped silently. The first gradient after creation or a
+    take fixes the round's shape; later ones must match it exactly. A gradient
+    that completes a waiting take's count completes that take within this call.
+
+    Args:
+        handle: an accumulator handle from a dense constructor op.
+        local_step: int64 scalar, the step the gradient was computed at.
+        gradient: an array of the accumulator's dtype (Python floats infer
+            float32 and Python ints int32, as in TensorFlow); its shape must fit
+            the declared shape.
+
+    Returns:
+        None.
+
+    Raises:
+        NotFoundError: the handle was destroyed.
+        InvalidArgumentError: a dtype other than the accumulator's, a sparse
+            accumulator, a non-scalar local_step, or a shape that does not fit.
+        TypeError: local_step is a float.
+
+    Differs from TensorFlow: a gradient of the wrong dtype, or a non-scalar
+    local_step, is always refused without applying anything (TensorFlow crashes
+    or applies anyway); a stale gradient whose shape contradicts the declared
+    shape is refused (TensorFlow drops it unchecked).
+    """
+
+_TAKE_DOC = """Wait for ``num_required`` gradients, then return their mean (or sum).
+
+    The take joins a first-in first-out queue; it completes when it is at the
+    front and at least ``num_required`` gradients have been accepted. It then
+    takes all of them (there may be more than ``num_required``), the counter
+    goes back to 0 and the global step goes up by one.
+
+    Args:
+        handle: an accumulator handle from a dense constructor op.
+        num_required: int32 scalar above zero.
+        dtype: the accumulator's dtype.
+        timeout: keyword-only, seconds to wait at most; None waits forever.
+
+    Returns:
+        A new ndarray of the accumulator's dtype, shaped like the gradients.
+
+    Raises:
+        InvalidArgumentError: num_required not a positive scalar, a dtype other
+            than the accumulator's, or a sparse accumulator.
+        DeadlineExceededError: ``timeout`` expired; the take was withdrawn.
+        CancelledError: the accumulator was destroyed while the take waited.
+        NotFoundError: the handle was destroyed.
+        ValueError: a negative timeout.
+
+    Differs from TensorFlow: ``timeout`` is ours; a bad dtype or a non-scalar
+    num_required is refused without queueing the take (TensorFlow crashes).
+    """
+
+
+@raw_op
+def AccumulatorApplyGradient(
+    *, handle: Any, local_step: Any, gradient: Any, name: str | None = None
+) -> None:
+    apply_gradient("AccumulatorApplyGradient", handle, local_step, gradient)
+
+
+@raw_op
+def ResourceAccumulatorApplyGradient(
+    *, handle: Any, local_step: Any, gradient: Any, name: str | None = None
+) -> None:
+    apply_gradient("ResourceAccumulatorApplyGradient", handle, local_step, gradient)
+
+
+@raw_op
+def AccumulatorTakeGradient(
+    *,
+    handle: Any,
+    num_required: Any,
+    dtype: Any,
+    name: str | None = None,
+    timeout: float | None = None,
+) -> np.ndarray[Any, Any]:
+    return take_gradient("AccumulatorTakeGradient", handle, num_required, dtype, timeout)
+
+
+@raw_op
+def ResourceAccumulatorTakeGradient(
+    *,
+    handle: Any,
+    num_required: Any,
+    dtype: Any,
+    name: str | None = None,
+    timeout: float | None = None,
+) -> np.ndarray[Any, Any]:
+    return take_gradient("ResourceAccumulatorTakeGradient", handle, num_required, dtype, timeout)
+
+
+AccumulatorApplyGradient.__doc__ = ResourceAccumulatorApplyGradient.__doc__ = _APPLY_DOC
+AccumulatorTakeGradient.__doc__ = ResourceAccumulatorTakeGradient.__doc__ = _TAKE_DOC
