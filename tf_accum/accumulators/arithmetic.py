@@ -17,7 +17,8 @@ def divide_in_place(total: np.ndarray[Any, Any], counts: Any) -> np.ndarray[Any,
     """
     dtype = total.dtype
     if dtype.kind not in "iu":
-        np.divide(total, np.asarray(counts).astype(dtype), out=total)
+        with np.errstate(all="ignore"):
+            np.divide(total, np.asarray(counts).astype(dtype), out=total)
         return total
     wide_type = np.int64 if dtype.kind == "i" else np.uint64
     wide = total.astype(wide_type)

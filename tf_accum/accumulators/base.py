@@ -110,6 +110,11 @@ class AccumulatorBase(ABC, Generic[Round]):
             self._check_open_locked()
             return self._count
 
+    def num_waiting(self) -> int:
+        """The number of takes waiting in the queue (for tests and diagnostics)."""
+        with self._lock:
+            return len(self._waiting)
+
     def global_step(self) -> int:
         """The current global step."""
         with self._lock:

@@ -58,7 +58,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             if total is None:
                 self._sum = np.array(gradient, dtype=self.dtype.numpy_dtype, copy=True)
             else:
-                np.add(total, gradient, out=total)
+                # IEEE overflow and NaN are results here, not errors (as in TensorFlow).
+                with np.errstate(all="ignore"):
+                    np.add(total, gradient, out=total)
             self._accepted_locked()
 
     def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:

@@ -57,7 +57,7 @@ def _integer_array(value: Any, type_name: str) -> np.ndarray[Any, Any]:
         ) from None
     if array.dtype.kind in "iub":
         return array
-    if array.dtype.kind == "f" and array.size and np.all(np.mod(array, 1) == 0):
+    if array.dtype.kind == "f" and np.all(np.mod(array, 1) == 0):
         # numpy floats holding whole numbers convert, as TensorFlow lets them.
         return array.astype(np.int64)
     raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {type_name}")

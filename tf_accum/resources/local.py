@@ -15,6 +15,9 @@ DEFAULT_CONTAINER = "localhost"
 
 # Private names count up across the process, like TensorFlow's "_<k>_<name>".
 _private_names = itertools.count()
+# Handles are unique across every table of the process, so a handle kept from
+# one table can never name an accumulator of another.
+_handles = itertools.count(1)
 
 
 class LocalResourceTable(ResourceTable):
@@ -28,10 +31,10 @@ class LocalResourceTable(ResourceTable):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._next_handle = itertools.count(1)
         self._live: dict[int, AccumulatorBase[Any]] = {}
         self._by_name: dict[tuple[str, str], int] = {}
         self._labels: dict[int, str] = {}
+        self._shared_key: dict[int, tuple[str, str]] = {}
 
     def create(
         self,
@@ -61,12 +64,13 @@ class LocalResourceTable(ResourceTable):
                 name = shared_name
             else:
                 name = f"_{next(_private_names)}_{private_name}"
-            handle = next(self._next_handle)
+            handle = next(_handles)
             label = f"{container}/{name}"
             self._live[handle] = factory(spec, label)
             self._labels[handle] = label
             if shared_name:
                 self._by_name[(container, shared_name)] = handle
+                self._shared_key[handle] = (container, shared_name)
             return handle
 
     def lookup(self, handle: int) -> AccumulatorBase[Any]:
@@ -85,9 +89,9 @@ class LocalResourceTable(ResourceTable):
                 if ignore_lookup_error:
                     return
                 raise missing_resource_error(self._label_of(handle), type_known=False)
-            for key, value in list(self._by_name.items()):
-                if value == handle:
-                    del self._by_name[key]
+            key = self._shared_key.pop(handle, None)
+            if key is not None:
+                del self._by_name[key]
         # Wake waiting takes outside the table lock: close() takes the accumulator's.
         found.close()
 
