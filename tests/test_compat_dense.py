@@ -24,8 +24,10 @@ def test_attributes() -> None:  # P01, T13
     assert acc.take_grad(1).shape == (2,)
 
 
-@pytest.mark.parametrize("given", ["float32", np.float32, np.dtype("float32"), tfa.float32,
-                                   SimpleNamespace(name="float32")])
+@pytest.mark.parametrize(
+    "given",
+    ["float32", np.float32, np.dtype("float32"), tfa.float32, SimpleNamespace(name="float32")],
+)
 def test_dtype_equals_what_it_was_made_from(given) -> None:  # P10, T13
     acc = CA(given, shape=[2])
     assert acc.dtype == given
@@ -122,7 +124,9 @@ def test_take_grad_num_required_must_be_int32() -> None:  # P07
     class Int64Tensor:
         dtype = SimpleNamespace(name="int64")
 
-    with pytest.raises(TypeError, match="has type int64 that does not match expected type of int32"):
+    with pytest.raises(
+        TypeError, match="has type int64 that does not match expected type of int32"
+    ):
         acc.take_grad(Int64Tensor())
 
 

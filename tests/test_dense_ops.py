@@ -17,7 +17,9 @@ def f32(*values: float) -> np.ndarray:
 
 
 def make(ops, shape=(2,), **kw):  # type: ignore[no-untyped-def]
-    return ops.create(dtype=kw.pop("dtype", F32), shape=list(shape) if shape is not None else None, **kw)
+    return ops.create(
+        dtype=kw.pop("dtype", F32), shape=list(shape) if shape is not None else None, **kw
+    )
 
 
 def check_array(got: np.ndarray, expected, dtype) -> None:  # type: ignore[no-untyped-def]
@@ -203,7 +205,9 @@ class TestArgumentChecks:
             ops.apply(handle=h, local_step=[0], gradient=f32(1))
         assert ops.num(handle=h) == 0
 
-    @pytest.mark.parametrize(("step", "text"), [([0, 1], "[2]"), (np.zeros((2, 3), int), "[2,3]"), ([], "[0]")])
+    @pytest.mark.parametrize(
+        ("step", "text"), [([0, 1], "[2]"), (np.zeros((2, 3), int), "[2,3]"), ([], "[0]")]
+    )
     def test_other_non_scalar_local_steps(self, ops, step, text) -> None:  # X03, D49
         h = make(ops, shape=[1])
         with pytest.raises(errors.InvalidArgumentError) as info:
@@ -327,13 +331,18 @@ class TestConstructorAttributes:
     def test_reduction_type_is_case_sensitive(self, ops) -> None:  # E10
         with pytest.raises(errors.InvalidArgumentError) as info:
             make(ops, reduction_type="mean")
-        assert "Value for attr 'reduction_type' of 'mean' is not in the list of allowed values" in str(info.value)
+        assert (
+            "Value for attr 'reduction_type' of 'mean' is not in the list of allowed values"
+            in str(info.value)
+        )
 
     @pytest.mark.parametrize("dtype", [tfa.bool, "string", np.bool_])
     def test_dtype_outside_the_op_list(self, ops, dtype) -> None:  # D37
         with pytest.raises(TypeError) as info:
             make(ops, dtype=dtype)
-        assert "not in list of allowed values: float32, float64, int32, uint8, int16, int8" in str(info.value)
+        assert "not in list of allowed values: float32, float64, int32, uint8, int16, int8" in str(
+            info.value
+        )
 
     def test_not_a_dtype(self, ops) -> None:
         with pytest.raises(TypeError, match="to a TensorFlow DType"):

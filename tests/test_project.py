@@ -1,0 +1,81 @@
+"""The project as a user meets it: README commands and example, import cost, lint."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tf_accum as tfa
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+RAW_OPS = [  # the op table of the API contract
+    "ConditionalAccumulator",
+    "ResourceConditionalAccumulator",
+    "AccumulatorApplyGradient",
+    "ResourceAccumulatorApplyGradient",
+    "AccumulatorNumAccumulated",
+    "ResourceAccumulatorNumAccumulated",
+    "AccumulatorSetGlobalStep",
+    "ResourceAccumulatorSetGlobalStep",
+    "AccumulatorTakeGradient",
+    "ResourceAccumulatorTakeGradient",
+    "DestroyResourceOp",
+]
+
+
+def test_raw_ops_exports_exactly_the_op_table() -> None:
+    assert sorted(tfa.raw_ops.__all__) == sorted(RAW_OPS)
+    for name in RAW_OPS:
+        assert callable(getattr(tfa.raw_ops, name))
+
+
+def test_readme_gives_both_commands_and_ci_runs_the_test_one() -> None:
+    commands = re.findall(r"^    (python3 -m venv \.venv .*)$", README, re.M)
+    assert len(commands) == 2
+    assert commands[0].endswith("python -m tf_accum")
+    assert commands[1].endswith("python -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "grep -E '^    python3 -m venv \\.venv .*pytest' README.md" in ci
+
+
+def test_readme_quickstart_runs(capsys) -> None:
+    block = re.search(r"```python\n(.*?)```", README, re.S)
+    assert block is not None
+    exec(compile(block.group(1), "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == ["2", "[2. 3.]", "Timed out waiting for notification"]
+
+
+def test_main_job_trains() -> None:
+    from tf_accum.examples.sync_replicas import run
+
+    outcome = run(workers=3, replicas_to_aggregate=2, steps=30, report_every=1000)
+    assert outcome["loss"] < 0.01 and outcome["weight_error"] < 0.05
+
+
+def test_import_never_loads_tensorflow() -> None:
+    code = (
+        "import sys, tf_accum, tf_accum.compat.v1, tf_accum.raw_ops;"
+        "import tf_accum.examples.sync_replicas;"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras', 'torch', 'jax')];"
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize(
+    "tool", [["ruff", "check", "."], ["ruff", "format", "--check", "tf_accum"], ["mypy"]]
+)
+def test_lint_is_clean(tool) -> None:
+    if shutil.which(tool[0]) is None and not (Path(sys.executable).parent / tool[0]).exists():
+        pytest.fail(f"{tool[0]} is not installed: it is part of the test extra")
+    exe = shutil.which(tool[0]) or str(Path(sys.executable).parent / tool[0])
+    done = subprocess.run([exe, *tool[1:]], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
