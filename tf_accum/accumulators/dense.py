@@ -7,8 +7,8 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.arithmetic import divide_in_place
-from tf_accum.accumulators.base import AccumulatorBase
+from tf_accum.accumulators.arithmetic import divide_in_place, in_place_adder
+from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.shapes import is_compatible, kernel_text
 
 _Sum = Optional[np.ndarray]  # noqa: UP045 - runtime alias on 3.10
@@ -37,6 +37,18 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         total, self._sum = self._sum, None
         return total
 
+    def __init__(self, spec: AccumulatorSpec, label: str) -> None:
+        super().__init__(spec, label)
+        self._numpy_dtype = spec.dtype.numpy_dtype
+        self._add = in_place_adder(self._numpy_dtype)
+        declared = spec.shape
+        self._exact_shape = declared if declared is not None and None not in declared else None
+
+    def _fits_declared(self, shape: tuple[int, ...]) -> bool:
+        if self._exact_shape is not None:
+            return shape == self._exact_shape
+        return is_compatible(self.shape, shape)
+
     def apply(self, local_step: int, gradient: np.ndarray[Any, Any]) -> None:
         """Merge ``gradient`` unless it is stale (``local_step`` below the global step).
 
@@ -44,24 +56,25 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         shape does not fit the declared shape, or, for a gradient that is not
         stale, the shape fixed by the round's first gradient. Nothing changes on error.
         """
-        fits_declared = is_compatible(self.shape, gradient.shape)
+        shape = gradient.shape
         with self._lock:
-            self._check_open_locked()
-            stale = local_step < self._global_step
+            if self._closed:
+                raise missing_resource_error(self.label)
             total = self._sum
-            if not stale and total is not None and total.shape != gradient.shape:
-                raise _shape_mismatch(kernel_text(total.shape), gradient.shape)
-            if not fits_declared:
-                raise _shape_mismatch(kernel_text(self.shape), gradient.shape)
-            if stale:
-                return
-            if total is None:
-                self._sum = np.array(gradient, dtype=self.dtype.numpy_dtype, copy=True)
-            else:
-                # IEEE overflow and NaN are results here, not errors (as in TensorFlow).
-                with np.errstate(all="ignore"):
-                    np.add(total, gradient, out=total)
-            self._accepted_locked()
+            if local_step >= self._global_step:
+                if total is not None:
+                    # the round's shape already fits the declared one
+                    if total.shape != shape:
+                        raise _shape_mismatch(kernel_text(total.shape), shape)
+                    self._add(total, gradient)
+                else:
+                    if not self._fits_declared(shape):
+                        raise _shape_mismatch(kernel_text(self.shape), shape)
+                    self._sum = np.array(gradient, dtype=self._numpy_dtype, copy=True)
+                self._accepted_locked()
+            elif not self._fits_declared(shape):
+                # stale: only the declared attributes are checked (decisions T7)
+                raise _shape_mismatch(kernel_text(self.shape), shape)
 
     def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:
         assert state is not None

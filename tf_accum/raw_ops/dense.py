@@ -18,7 +18,7 @@ from tf_accum.raw_ops._timeout import check_timeout
 def apply_gradient(op_name: str, handle: Any, local_step: Any, gradient: Any) -> None:
     acc = _lookup.accumulator(handle, op_name, "dense")
     assert isinstance(acc, DenseAccumulator)
-    array = tensor_array(gradient)
+    array = gradient if type(gradient) is np.ndarray else tensor_array(gradient)
     expected = acc.dtype.numpy_dtype
     if array.dtype != expected:
         kind = _lookup.handle_type(op_name)

@@ -1,0 +1,64 @@
+"""Timing helpers: medians of repeated trials, and a plain-text table.
+
+The machines are shared and noisy, so every figure is the median over
+``repeat`` trials of the mean time of ``number`` calls, and comparisons are
+ratios measured in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def median_seconds(
+    fn: Callable[[], Any],
+    number: int,
+    repeat: int,
+    setup: Callable[[], Any] | None = None,
+) -> float:
+    """Median over ``repeat`` trials of the per-call time of ``number`` calls."""
+    trials = []
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        trials.append((time.perf_counter() - start) / number)
+    return statistics.median(trials)
+
+
+def load_tensorflow() -> Any:
+    """TensorFlow if the oracle extra is installed, else None."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    return tf
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "n/a"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def fmt_ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    print(f"\n{title}")
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
