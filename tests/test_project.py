@@ -26,6 +26,9 @@ RAW_OPS = [  # the op table of the API contract
     "ResourceAccumulatorSetGlobalStep",
     "AccumulatorTakeGradient",
     "ResourceAccumulatorTakeGradient",
+    "SparseConditionalAccumulator",
+    "SparseAccumulatorApplyGradient",
+    "SparseAccumulatorTakeGradient",
     "DestroyResourceOp",
 ]
 

@@ -54,11 +54,12 @@ def missing_resource_error(label: str, type_known: bool = True) -> errors.NotFou
 class _TakeAttempt(Generic[Round]):
     """A take waiting in the queue; it owns a condition on the accumulator's lock."""
 
-    __slots__ = ("num_required", "ready", "outcome", "count", "error")
+    __slots__ = ("num_required", "ready", "done", "outcome", "count", "error")
 
     def __init__(self, num_required: int, lock: threading.Lock) -> None:
         self.num_required = num_required
         self.ready = threading.Condition(lock)
+        self.done = False
         self.outcome: Round | None = None
         self.count = 0
         self.error: errors.OpError | None = None
@@ -164,7 +165,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         self._waiting.append(attempt)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            while attempt.outcome is None and attempt.error is None:
+            while not attempt.done and attempt.error is None:
                 if deadline is None:
                     attempt.ready.wait()
                     continue
@@ -177,15 +178,14 @@ class AccumulatorBase(ABC, Generic[Round]):
         except BaseException:
             # A timed-out or interrupted take must not swallow later gradients:
             # withdraw it and let whoever is behind it try.
-            if attempt.outcome is None and attempt in self._waiting:
+            if not attempt.done and attempt in self._waiting:
                 self._waiting.remove(attempt)
                 self._flush_locked()
-            if attempt.outcome is None:
+            if not attempt.done:
                 raise
         if attempt.error is not None:
             raise attempt.error
-        assert attempt.outcome is not None
-        return attempt.outcome, attempt.count
+        return attempt.outcome, attempt.count  # type: ignore[return-value]
 
     def _complete_round_locked(self) -> Round:
         step = self._global_step + 1
@@ -199,6 +199,7 @@ class AccumulatorBase(ABC, Generic[Round]):
             attempt = self._waiting.popleft()
             attempt.count = self._count
             attempt.outcome = self._complete_round_locked()
+            attempt.done = True
             attempt.ready.notify()
 
     def _accepted_locked(self) -> None:

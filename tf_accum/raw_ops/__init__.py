@@ -11,13 +11,18 @@ from tf_accum.raw_ops.common import (
     ResourceAccumulatorNumAccumulated,
     ResourceAccumulatorSetGlobalStep,
 )
-from tf_accum.raw_ops.constructors import ConditionalAccumulator, ResourceConditionalAccumulator
+from tf_accum.raw_ops.constructors import (
+    ConditionalAccumulator,
+    ResourceConditionalAccumulator,
+    SparseConditionalAccumulator,
+)
 from tf_accum.raw_ops.dense import (
     AccumulatorApplyGradient,
     AccumulatorTakeGradient,
     ResourceAccumulatorApplyGradient,
     ResourceAccumulatorTakeGradient,
 )
+from tf_accum.raw_ops.sparse import SparseAccumulatorApplyGradient, SparseAccumulatorTakeGradient
 
 __all__ = [
     "ConditionalAccumulator",
@@ -30,5 +35,8 @@ __all__ = [
     "ResourceAccumulatorSetGlobalStep",
     "AccumulatorTakeGradient",
     "ResourceAccumulatorTakeGradient",
+    "SparseConditionalAccumulator",
+    "SparseAccumulatorApplyGradient",
+    "SparseAccumulatorTakeGradient",
     "DestroyResourceOp",
 ]

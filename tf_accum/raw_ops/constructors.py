@@ -7,12 +7,13 @@ from typing import Any
 from tf_accum import errors
 from tf_accum.accumulators.base import REDUCTION_TYPES, AccumulatorSpec
 from tf_accum.accumulators.dense import DenseAccumulator
+from tf_accum.accumulators.sparse import SparseAccumulator
 from tf_accum.dtypes import ACCUMULATOR_DTYPES, DType, as_dtype
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.resources import current_table
 from tf_accum.shapes import DeclaredShape, parse_attr_shape
 
-_FACTORIES: dict[str, Any] = {"dense": DenseAccumulator}
+_FACTORIES: dict[str, Any] = {"dense": DenseAccumulator, "sparse": SparseAccumulator}
 
 
 def accumulator_dtype(dtype: Any) -> DType:
@@ -60,11 +61,6 @@ def create(
     return current_table().create(
         str(container), str(shared_name), name or op_name, spec, _FACTORIES[kind]
     )
-
-
-def register_kind(kind: str, factory: Any) -> None:
-    """Make ``kind`` creatable (the sparse module registers itself)."""
-    _FACTORIES[kind] = factory
 
 
 @raw_op
@@ -129,6 +125,38 @@ def ResourceConditionalAccumulator(
     return create(
         "dense",
         "ResourceConditionalAccumulator",
+        dtype,
+        parse_attr_shape(shape),
+        container,
+        shared_name,
+        reduction_type,
+        name,
+    )
+
+
+@raw_op
+def SparseConditionalAccumulator(
+    *,
+    dtype: Any,
+    shape: Any,
+    container: str = "",
+    shared_name: str = "",
+    reduction_type: str = "MEAN",
+    name: str | None = None,
+) -> int:
+    """Create a sparse accumulator; returns its integer handle.
+
+    Arguments as for :func:`ConditionalAccumulator`; the declared shape is that
+    of the dense tensor the sparse gradients are slices of (dimension 0 bounds
+    the indices).
+
+    Differs from TensorFlow: works eagerly; every dtype of the op definition
+    works; a shared name already used by a dense accumulator (or with other
+    attributes) is an InvalidArgumentError.
+    """
+    return create(
+        "sparse",
+        "SparseConditionalAccumulator",
         dtype,
         parse_attr_shape(shape),
         container,

@@ -8,6 +8,7 @@ import numpy as np
 
 from tf_accum import raw_ops
 from tf_accum.compat.v1._convert import cast_to_int64
+from tf_accum.compat.v1.lifetime import destroy_with
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.resources import current_table
 from tf_accum.shapes import DeclaredShape, parse_tensor_shape
@@ -34,6 +35,11 @@ class ConditionalAccumulatorBase:
         self._shape: DeclaredShape = parse_tensor_shape(shape)
         self._accumulator_ref = accumulator_ref
         self._name = _resource_name(accumulator_ref)
+        self._finalizer: Any = None
+
+    def _destroy_when_collected(self) -> None:
+        """Tie a private accumulator's life to this object."""
+        self._finalizer = destroy_with(self, self._accumulator_ref)
 
     @property
     def accumulator_ref(self) -> int:
@@ -72,6 +78,18 @@ class ConditionalAccumulatorBase:
         raw_ops.ResourceAccumulatorSetGlobalStep(
             handle=self._accumulator_ref, new_global_step=cast_to_int64(new_global_step)
         )
+
+    def close(self) -> None:
+        """Destroy the accumulator: waiting takes fail with CancelledError.
+
+        Later calls raise NotFoundError. Closing twice is harmless.
+
+        Differs from TensorFlow: TensorFlow's classes have no close().
+        """
+        if self._finalizer is not None:
+            self._finalizer()
+        else:
+            raw_ops.DestroyResourceOp(resource=self._accumulator_ref, ignore_lookup_error=True)
 
 
 def _resource_name(handle: int) -> str:

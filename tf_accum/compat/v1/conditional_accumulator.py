@@ -9,7 +9,6 @@ import numpy as np
 from tf_accum import raw_ops
 from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
-from tf_accum.compat.v1.lifetime import destroy_with
 from tf_accum.raw_ops.constructors import accumulator_dtype
 from tf_accum.shapes import DeclaredShape, is_compatible, parse_tensor_shape, python_text
 
@@ -74,7 +73,8 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
         super().__init__(checked, declared, handle)
         self._name = name
         self._declared: DeclaredShape = declared
-        self._finalizer = None if shared_name else destroy_with(self, handle)
+        if not shared_name:
+            self._destroy_when_collected()
 
     def apply_grad(self, grad: Any, local_step: Any = 0, name: str | None = None) -> None:
         """Add a gradient computed at ``local_step``; dropped if that step is stale.
@@ -134,10 +134,3 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
             dtype=self._dtype,
             timeout=timeout,
         )
-
-    def close(self) -> None:
-        """Destroy the accumulator: waiting takes fail with CancelledError."""
-        if self._finalizer is not None:
-            self._finalizer()
-        else:
-            raw_ops.DestroyResourceOp(resource=self._accumulator_ref, ignore_lookup_error=True)

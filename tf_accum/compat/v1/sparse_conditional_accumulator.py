@@ -1,0 +1,140 @@
+"""``tf.compat.v1.SparseConditionalAccumulator``: the sparse accumulator class."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tf_accum import raw_ops
+from tf_accum.accumulators.sparse import SparseTakeResult
+from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
+from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
+from tf_accum.compat.v1.conditional_accumulator import check_reduction_type
+from tf_accum.indexed_slices import IndexedSlices
+from tf_accum.raw_ops.constructors import accumulator_dtype
+from tf_accum.shapes import parse_tensor_shape
+
+_TAKE_OP = "SparseAccumulatorTakeGradient"
+
+
+class SparseConditionalAccumulator(ConditionalAccumulatorBase):
+    """A sparse gradient accumulator: gradients are rows of a dense tensor.
+
+    Each row's result is the mean over the gradients that touched that row
+    (or their sum, with reduction_type "SUM").
+
+    Args:
+        dtype: one of the 19 accumulator dtypes.
+        shape: the declared dense shape (None: unknown); dimension 0, when
+            known, bounds the indices.
+        shared_name: share by name while the accumulator exists; None or "" for
+            a private accumulator destroyed when this object is collected.
+        name: the accumulator's name.
+        reduction_type: "MEAN" or "SUM".
+
+    Raises:
+        As :class:`ConditionalAccumulator`.
+
+    Differs from TensorFlow: it works eagerly (TensorFlow's refuses to);
+    values are converted to the accumulator's dtype (TensorFlow passes them
+    unconverted and crashes on Python ints); indices need not be sorted or
+    unique; takes accept ``timeout=``; ``close()`` destroys.
+    """
+
+    def __init__(
+        self,
+        dtype: Any,
+        shape: Any = None,
+        shared_name: str | None = None,
+        name: str = "sparse_conditional_accumulator",
+        reduction_type: str = "MEAN",
+    ) -> None:
+        checked = accumulator_dtype(dtype)
+        declared = parse_tensor_shape(shape)
+        check_reduction_type(reduction_type, "SparseConditionalAccumulator")
+        handle = raw_ops.SparseConditionalAccumulator(
+            dtype=checked,
+            shape=None if declared is None else list(declared),
+            shared_name=shared_name or "",
+            name=name,
+            reduction_type=reduction_type,
+        )
+        super().__init__(checked, declared, handle)
+        self._name = name
+        if not shared_name:
+            self._destroy_when_collected()
+
+    def apply_grad(
+        self,
+        grad_indices: Any,
+        grad_values: Any,
+        grad_shape: Any = None,
+        local_step: Any = 0,
+        name: str | None = None,
+    ) -> None:
+        """Add a sparse gradient computed at ``local_step``; dropped if stale.
+
+        Args:
+            grad_indices: row indices; cast to int64 (floats truncate).
+            grad_values: one row per index, converted to the accumulator's dtype.
+            grad_shape: the dense shape, or None when unknown (then it is not
+                checked). An explicit ``[]`` is a known, rank-0 shape.
+            local_step: the step it was computed at; floats truncate.
+
+        Returns:
+            None.
+
+        Raises:
+            InvalidArgumentError: see :func:`tf_accum.raw_ops.SparseAccumulatorApplyGradient`.
+            TypeError, ValueError: values that do not convert.
+            UnimplementedError: string indices, shape or step.
+        """
+        known = grad_shape is not None
+        raw_ops.SparseAccumulatorApplyGradient(
+            handle=self._accumulator_ref,
+            local_step=cast_to_int64(local_step),
+            gradient_indices=np.asarray(cast_to_int64(grad_indices), np.int64),
+            gradient_values=convert_to_dtype(grad_values, self._dtype),
+            gradient_shape=np.asarray(cast_to_int64(grad_shape) if known else [], np.int64),
+            has_known_shape=known,
+        )
+
+    def apply_indexed_slices_grad(
+        self, grad: Any, local_step: Any = 0, name: str | None = None
+    ) -> None:
+        """Apply an IndexedSlices (or anything with values, indices, dense_shape)."""
+        self.apply_grad(
+            grad.indices, grad.values, grad.dense_shape, local_step=local_step, name=name
+        )
+
+    def take_grad(
+        self, num_required: Any, name: str | None = None, *, timeout: float | None = None
+    ) -> SparseTakeResult:
+        """Wait for ``num_required`` gradients; return ``(indices, values, shape)``.
+
+        See :func:`tf_accum.raw_ops.SparseAccumulatorTakeGradient`.
+        """
+        return raw_ops.SparseAccumulatorTakeGradient(
+            handle=self._accumulator_ref,
+            num_required=int32_num_required(num_required, _TAKE_OP),
+            dtype=self._dtype,
+            timeout=timeout,
+        )
+
+    def take_indexed_slices_grad(
+        self, num_required: Any, name: str | None = None, *, timeout: float | None = None
+    ) -> IndexedSlices:
+        """As :meth:`take_grad`, as ``IndexedSlices(values, indices, dense_shape)``."""
+        indices, values, shape = self.take_grad(num_required, timeout=timeout)
+        return IndexedSlices(values=values, indices=indices, dense_shape=shape)
+
+    def num_accumulated(self, name: str | None = None) -> np.int32:
+        """The number of gradients accepted since the last take, as numpy.int32."""
+        return raw_ops.AccumulatorNumAccumulated(handle=self._accumulator_ref)
+
+    def set_global_step(self, new_global_step: Any, name: str | None = None) -> None:
+        """Set the global step; floats are truncated toward zero first."""
+        raw_ops.AccumulatorSetGlobalStep(
+            handle=self._accumulator_ref, new_global_step=cast_to_int64(new_global_step)
+        )
