@@ -54,6 +54,7 @@ def test_readme_quickstart_runs(capsys) -> None:
     exec(compile(block.group(1), "README.md", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == ["2", "[2. 3.]", "Timed out waiting for notification"]
+    assert out[-1] == "[3 7] [1. 2.] [1000    4]"
 
 
 def test_main_job_trains() -> None:

@@ -2,16 +2,17 @@
 
 State of a round (all guarded by the base's lock):
 
-- ``_index``: the touched row indices, sorted and unique (int64, length m);
-- ``_slot``: for each entry of ``_index``, the row of ``_rows`` holding its sum;
-- ``_rows``: an append-only buffer of row sums, in first-touch order, with
-  spare capacity so that appending is amortised O(rows added);
-- ``_counts``: per slot, how many gradients touched that row.
+- ``index``: the touched row indices, sorted and unique (int64, length m);
+- ``slot``: for each entry of ``index``, the number of the row holding its sum;
+- ``chunks``: the row sums, in blocks: each apply appends its new rows as one
+  block (slots ``starts[c]`` onwards), so no apply ever copies the rows
+  accumulated so far (TensorFlow's kernel rebuilds them all on every apply);
+  blocks are joined when there are more than ``MAX_CHUNKS``;
+- ``counts``: per block, how many gradients touched each row.
 
-A gradient's rows that are already present are added in place; new rows are
-appended, and only the small index arrays are merged. No apply ever copies the
-rows accumulated so far (TensorFlow's kernel rebuilds them on every apply), and
-a take gathers them into index order once.
+Rows a gradient shares with the round are added in place; only the small
+index arrays are merged. A take divides each block in place and scatters it
+into index order once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tf_accum.accumulators.arithmetic import divide_in_place, in_place_adder
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 
 Array = np.ndarray[Any, Any]
-_GROWTH = 1.5
+MAX_CHUNKS = 16
 
 
 class SparseTakeResult(NamedTuple):
@@ -41,8 +42,9 @@ class SparseTakeResult(NamedTuple):
 class SparseRound:
     index: Array
     slot: Array
-    rows: Array
-    counts: Array
+    chunks: list[Array]
+    counts: list[Array]
+    starts: list[int]
     used: int
 
 
@@ -188,7 +190,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             state = self._round
             stale = local_step < self._global_step
             if not stale and state is not None:
-                self._check_round_values(state.rows, values)
+                self._check_round_values(state.chunks[0], values)
             if declared_error is not None:
                 raise declared_error
             if stale:
@@ -217,62 +219,80 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         return SparseRound(
             index=own(index, np.int64),
             slot=np.arange(k, dtype=np.int64),
-            rows=own(rows, self._numpy_dtype),
-            counts=np.ones(k, np.int64),
+            chunks=[own(rows, self._numpy_dtype)],
+            counts=[np.ones(k, np.int64)],
+            starts=[0],
             used=k,
         )
 
     def _merge(self, state: SparseRound, index: Array, rows: Array) -> None:
+        # np.take / np.compress gather whole rows several times faster than
+        # fancy or boolean indexing on 2-D arrays.
         m = state.index.shape[0]
         position = np.searchsorted(state.index, index)
         found = position < m
         found[found] = state.index[position[found]] == index[found]
-        if found.any():
-            slots = state.slot[position[found]]
-            hit = rows[found] if not found.all() else rows
-            state.rows[slots] = self._sum_rows(state.rows[slots], hit)
-            state.counts[slots] += 1
-        if found.all():
+        all_found = bool(found.all())
+        if all_found or found.any():
+            slots = np.take(state.slot, position if all_found else position[found])
+            hit = rows if all_found else np.compress(found, rows, axis=0)
+            self._add_to_held_rows(state, slots, hit)
+        if all_found:
             return
         fresh = ~found
         new_index = index[fresh]
         added = new_index.shape[0]
-        used = state.used
-        self._reserve(state, used + added)
-        state.rows[used : used + added] = rows[fresh]
-        state.counts[used : used + added] = 1
-        state.used = used + added
         insert_at = position[fresh]
         state.index = np.insert(state.index, insert_at, new_index)
-        state.slot = np.insert(state.slot, insert_at, np.arange(used, used + added))
+        state.slot = np.insert(state.slot, insert_at, np.arange(state.used, state.used + added))
+        state.chunks.append(np.compress(fresh, rows, axis=0))
+        state.counts.append(np.ones(added, np.int64))
+        state.starts.append(state.used)
+        state.used += added
+        if len(state.chunks) > MAX_CHUNKS:
+            state.chunks = [np.concatenate(state.chunks)]
+            state.counts = [np.concatenate(state.counts)]
+            state.starts = [0]
 
-    def _sum_rows(self, held: Array, added: Array) -> Array:
-        self._add(held, added)
-        return held
-
-    @staticmethod
-    def _reserve(state: SparseRound, needed: int) -> None:
-        capacity = state.rows.shape[0]
-        if needed <= capacity:
-            return
-        grown = max(needed, int(capacity * _GROWTH) + 1)
-        rows = np.empty((grown, *state.rows.shape[1:]), state.rows.dtype)
-        rows[: state.used] = state.rows[: state.used]
-        counts = np.empty(grown, np.int64)
-        counts[: state.used] = state.counts[: state.used]
-        state.rows, state.counts = rows, counts
+    def _add_to_held_rows(self, state: SparseRound, slots: Array, hit: Array) -> None:
+        """Add ``hit[i]`` to the row of ``slots[i]``; the slots are distinct."""
+        if len(state.chunks) == 1:
+            groups = [(0, slots, hit)]
+        else:
+            chunk_of = np.searchsorted(np.array(state.starts), slots, side="right") - 1
+            order = np.argsort(chunk_of, kind="stable")
+            bounds = np.searchsorted(chunk_of[order], np.arange(len(state.chunks) + 1))
+            groups = []
+            for c in range(len(state.chunks)):  # a loop over blocks, never rows
+                lo, hi = bounds[c], bounds[c + 1]
+                if lo < hi:
+                    pick = order[lo:hi]
+                    groups.append((c, slots[pick] - state.starts[c], np.take(hit, pick, axis=0)))
+        for c, local, added in groups:
+            chunk = state.chunks[c]
+            held = np.take(chunk, local, axis=0)
+            self._add(held, added)
+            chunk[local] = held
+            state.counts[c][local] += 1
 
     # --- take ------------------------------------------------------------------
 
     def _finish_round(self, state: SparseRound | None, count: int) -> SparseTakeResult:
         assert state is not None
-        in_order = state.used == state.rows.shape[0] and bool(
-            np.array_equal(state.slot, np.arange(state.used))
-        )
-        values = state.rows if in_order else state.rows[state.slot]
         if self.reduction_type == "MEAN":
-            counts = state.counts[: state.used] if in_order else state.counts[state.slot]
-            divide_in_place(values, counts.reshape((-1,) + (1,) * (values.ndim - 1)))
+            for chunk, counts in zip(state.chunks, state.counts, strict=True):
+                divide_in_place(chunk, counts.reshape((-1,) + (1,) * (chunk.ndim - 1)))
+        if len(state.chunks) == 1 and bool(np.array_equal(state.slot, np.arange(state.used))):
+            values = state.chunks[0]
+        else:
+            # every slot holds exactly one index entry: scatter each block into
+            # the entry's place in index order
+            place = np.empty(state.used, np.int64)
+            place[state.slot] = np.arange(state.used)
+            first = state.chunks[0]
+            values = np.empty((state.used, *first.shape[1:]), first.dtype)
+            for chunk, start in zip(state.chunks, state.starts, strict=True):
+                values[place[start : start + chunk.shape[0]]] = chunk
         return SparseTakeResult(state.index, values, self._dense_shape(values.shape))
 
     def _dense_shape(self, values_shape: tuple[int, ...]) -> Array:
