@@ -1,0 +1,40 @@
+"""Conversions both backends share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from conformance.case_format import Typed
+
+_NUMPY = {"bfloat16": ml_dtypes.bfloat16}
+
+CONSTRUCTORS = {
+    "ConditionalAccumulator",
+    "ResourceConditionalAccumulator",
+    "SparseConditionalAccumulator",
+}
+HANDLE_ARGS = {"handle", "resource"}
+INT64_INPUTS = {"local_step", "new_global_step", "gradient_indices", "gradient_shape"}
+INT32_INPUTS = {"num_required"}
+VALUE_INPUTS = {"gradient", "gradient_values"}
+
+
+def typed_array(typed: Typed) -> np.ndarray:
+    dtype = _NUMPY.get(typed.dtype, typed.dtype)
+    array = np.asarray(typed.value, dtype=dtype)
+    return array.reshape(typed.shape) if typed.shape is not None else array
+
+
+def inferred_array(value: Any) -> np.ndarray:
+    """A Python value as TensorFlow infers it: floats float32, ints int32."""
+    if isinstance(value, Typed):
+        return typed_array(value)
+    array = np.asarray(value)
+    if array.dtype == np.float64:
+        return array.astype(np.float32)
+    if array.dtype == np.int64:
+        return array.astype(np.int32)
+    return array

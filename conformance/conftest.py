@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backend",
+        default=None,
+        help="conformance backends to run: tf_accum, tensorflow or both (comma-separated); "
+        "default: TF_ACCUM_BACKEND, else every installed one. The golden checks always run.",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests of a backend that was not selected have no cases: deselect them
+    # rather than report them as skipped.
+    unselected = [
+        item
+        for item in items
+        if any(
+            str(mark.kwargs.get("reason", "")).startswith("got empty parameter set")
+            for mark in item.iter_markers("skip")
+        )
+    ]
+    if unselected:
+        config.hook.pytest_deselected(items=unselected)
+        items[:] = [item for item in items if item not in unselected]

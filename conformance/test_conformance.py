@@ -1,0 +1,183 @@
+"""The conformance suite under pytest.
+
+- every case passes against tf_accum, and where no departure is listed behaves
+  as TensorFlow's recorded (golden) outcomes, call for call;
+- TensorFlow's golden outcomes meet every case's expectations except the
+  listed departures, which must fail (so the list cannot rot);
+- with TensorFlow installed: a live run (in a child process) meets the same
+  expectations and agrees with the golden file, and every case marked as a
+  crash really kills TensorFlow's process;
+- signatures match TensorFlow's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import signatures
+from conformance.backends import make_backend, selected_backends
+from conformance.case_format import Case, load_cases
+from conformance.outcomes import meets, same_behaviour
+from conformance.record import GOLDEN_FILE, load_golden, record_in_subprocess
+from conformance.runner import run_case
+from conformance.xfails import load_xfails
+
+CASES = load_cases()
+XFAILS = load_xfails()
+GOLDEN = load_golden()
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _ids(cases: list[Case]) -> list[str]:
+    return [c.id for c in cases]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    backends = selected_backends(metafunc.config.getoption("--backend"))
+    if "tf_accum_case" in metafunc.fixturenames:
+        cases = CASES if "tf_accum" in backends else []
+        metafunc.parametrize("tf_accum_case", cases, ids=_ids(cases))
+    if "tensorflow_case" in metafunc.fixturenames:
+        run = "tensorflow" in backends
+        cases = [c for c in CASES if run and not XFAILS.crashes_tensorflow(c.id)]
+        metafunc.parametrize("tensorflow_case", cases, ids=_ids(cases))
+    if "tensorflow_selected" in metafunc.fixturenames:
+        metafunc.parametrize("tensorflow_selected", [True] if "tensorflow" in backends else [])
+    if "crash_case" in metafunc.fixturenames:
+        run = "tensorflow" in backends
+        cases = [c for c in CASES if run and XFAILS.crashes_tensorflow(c.id)]
+        metafunc.parametrize("crash_case", cases, ids=_ids(cases))
+
+
+def _expectation_failures(case: Case, records: list[dict[str, Any]]) -> list[str]:
+    assert len(records) == len(case.statements), "records do not match the case's statements"
+    failures = []
+    for statement, record in zip(case.statements, records, strict=True):
+        if statement.expect is None and not case.require_success:
+            continue
+        problem = meets(record, statement.expect)
+        if problem:
+            failures.append(f"line {statement.line}: {statement.text}: {problem}")
+    return failures
+
+
+def _check_tensorflow_outcome(case: Case, records: list[dict[str, Any]]) -> None:
+    failures = _expectation_failures(case, records)
+    reason = XFAILS.reason(case.id)
+    if reason is None:
+        assert not failures, "TensorFlow fails a case that lists no departure:\n" + "\n".join(
+            failures
+        )
+    else:
+        assert failures, f"{case.id} is listed as a departure ({reason}) but TensorFlow passes it"
+
+
+def _golden_records(case: Case) -> list[dict[str, Any]]:
+    entry = GOLDEN["cases"].get(case.id)
+    assert entry is not None, f"no golden outcome for {case.id}: run python -m conformance.record"
+    return entry["records"]  # type: ignore[no-any-return]
+
+
+def test_on_tf_accum(tf_accum_case: Case) -> None:
+    run = run_case(tf_accum_case, make_backend("tf_accum"))
+    assert run.passed, "\n".join(run.failures)
+    if XFAILS.reason(tf_accum_case.id) is not None or XFAILS.crashes_tensorflow(tf_accum_case.id):
+        return
+    golden = _golden_records(tf_accum_case)
+    differences = []
+    for statement, ours, theirs in zip(tf_accum_case.statements, run.records, golden, strict=True):
+        problem = same_behaviour(ours, theirs)
+        if problem:
+            differences.append(f"line {statement.line}: {statement.text}: {problem}")
+    assert not differences, "tf_accum differs from TensorFlow:\n" + "\n".join(differences)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_golden_describes_tensorflow(case: Case) -> None:
+    entry = GOLDEN["cases"].get(case.id)
+    assert entry is not None, f"no golden outcome for {case.id}: run python -m conformance.record"
+    if "crash" in entry:
+        assert XFAILS.crashes_tensorflow(case.id)
+        return
+    _check_tensorflow_outcome(case, entry["records"])
+
+
+def test_golden_covers_exactly_the_cases() -> None:
+    assert sorted(GOLDEN["cases"]) == sorted(_ids(CASES)), (
+        "golden results are stale: run python -m conformance.record"
+    )
+
+
+def test_every_xfail_entry_matches_a_case() -> None:
+    assert XFAILS.unmatched(_ids(CASES)) == []
+
+
+def test_tf_accum_signatures_match_the_golden_file() -> None:
+    assert signatures.ours() == signatures.load()
+
+
+@pytest.fixture(scope="session")
+def live_tensorflow() -> dict[str, Any]:
+    return record_in_subprocess("tensorflow")
+
+
+def _masked(record: dict[str, Any]) -> dict[str, Any]:
+    if "message" not in record:
+        return record
+    # TensorFlow numbers private resources per process (_<k>_name) and lists a
+    # node's attributes in no fixed order
+    message = re.sub(r"_\d+_", "_<k>_", record["message"])
+    message = re.sub(
+        r"with these attrs: \[(?:[^\[\]]|\[[^\]]*\])*\]", "with these attrs: [...]", message
+    )
+    return dict(record, message=message)
+
+
+def test_on_tensorflow(tensorflow_case: Case, live_tensorflow: dict[str, Any]) -> None:
+    records = live_tensorflow["cases"][tensorflow_case.id]["records"]
+    _check_tensorflow_outcome(tensorflow_case, records)
+    golden = _golden_records(tensorflow_case)
+    assert len(golden) == len(records)
+    for statement, live, recorded in zip(tensorflow_case.statements, records, golden, strict=True):
+        problem = same_behaviour(live, recorded)
+        assert problem is None, (
+            f"line {statement.line}: golden and live TensorFlow disagree: {problem}"
+        )
+        assert _masked(live).get("message") == _masked(recorded).get("message"), (
+            f"line {statement.line}: golden and live TensorFlow messages disagree"
+        )
+
+
+def test_crash_case_crashes_tensorflow(crash_case: Case) -> None:
+    """Run the case alone against TensorFlow in a child process: it must die."""
+    code = (
+        "import sys; from conformance.case_format import load_cases;"
+        "from conformance.runner import run_case;"
+        "from conformance.backends import make_backend;"
+        f"case = [c for c in load_cases() if c.id == {crash_case.id!r}][0];"
+        "run_case(case, make_backend('tensorflow')); print('SURVIVED')"
+    )
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert "SURVIVED" not in done.stdout and done.returncode < 0, (
+        f"{crash_case.id} is marked as a crash but TensorFlow survived it "
+        f"(exit code {done.returncode})"
+    )
+
+
+def test_tensorflow_signatures_match_the_golden_file(tensorflow_selected: bool) -> None:
+    assert signatures.tensorflow_signatures() == signatures.load()
+
+
+def test_golden_file_names_no_machine_paths() -> None:
+    text = GOLDEN_FILE.read_text()
+    assert 'File "' not in text and "site-packages" not in text
