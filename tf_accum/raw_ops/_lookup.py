@@ -6,6 +6,7 @@ from typing import Any
 
 from tf_accum import errors
 from tf_accum.accumulators.base import AccumulatorBase
+from tf_accum.dtypes import as_dtype
 from tf_accum.raw_ops._convert import handle_of
 from tf_accum.resources import current_table
 
@@ -42,3 +43,23 @@ def signature_mismatch(have: str, expected: str, detail: str) -> errors.InvalidA
     return errors.InvalidArgumentError(
         None, None, f"Signature mismatch, have: {have} expected: {expected}; {detail}"
     )
+
+
+def check_take_dtype(acc: AccumulatorBase[Any], dtype: Any, op_name: str, outputs: str) -> None:
+    """Refuse a take whose ``dtype`` is not the accumulator's.
+
+    ``outputs`` spells the op's outputs with ``{}`` for the value dtype, as
+    TensorFlow's signature message does (``"{}"``, ``"int64, {}, int64"``).
+
+    Raises:
+        TypeError: not a dtype.
+        InvalidArgumentError: another dtype.
+    """
+    wanted = as_dtype(dtype)
+    if wanted != acc.dtype:
+        kind = handle_type(op_name)
+        raise signature_mismatch(
+            f"{kind}, int32->{outputs.format(wanted.kernel_name)}",
+            f"{kind}, int32->{outputs.format(acc.dtype.kernel_name)}",
+            f"dtype is {wanted.name} but the accumulator's dtype is {acc.dtype.name}",
+        )

@@ -11,7 +11,7 @@ from tf_accum.accumulators.sparse import SparseAccumulator
 from tf_accum.dtypes import ACCUMULATOR_DTYPES, DType, as_dtype
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.resources import current_table
-from tf_accum.shapes import DeclaredShape, parse_attr_shape
+from tf_accum.shapes import parse_attr_shape
 
 _FACTORIES: dict[str, Any] = {"dense": DenseAccumulator, "sparse": SparseAccumulator}
 
@@ -44,20 +44,15 @@ def check_reduction_type(reduction_type: Any) -> str:
     return str(reduction_type)
 
 
-def create(
-    kind: str,
-    op_name: str,
-    dtype: Any,
-    shape: DeclaredShape,
-    container: str,
-    shared_name: str,
-    reduction_type: Any,
-    name: str | None,
-) -> int:
-    """Validate the attributes and create the accumulator; returns its handle."""
+def create(kind: str, op_name: str, attrs: dict[str, Any]) -> int:
+    """Validate a constructor's attributes and create the accumulator; returns its handle."""
     spec = AccumulatorSpec(
-        kind, accumulator_dtype(dtype), shape, check_reduction_type(reduction_type)
+        kind,
+        accumulator_dtype(attrs["dtype"]),
+        parse_attr_shape(attrs["shape"]),
+        check_reduction_type(attrs["reduction_type"]),
     )
+    container, shared_name, name = attrs["container"], attrs["shared_name"], attrs["name"]
     return current_table().create(
         str(container), str(shared_name), name or op_name, spec, _FACTORIES[kind]
     )
@@ -96,16 +91,7 @@ def ConditionalAccumulator(
     shared_name always makes a new accumulator; a shared name with conflicting
     attributes is an error instead of silently returning the first accumulator.
     """
-    return create(
-        "dense",
-        "ConditionalAccumulator",
-        dtype,
-        parse_attr_shape(shape),
-        container,
-        shared_name,
-        reduction_type,
-        name,
-    )
+    return create("dense", "ConditionalAccumulator", locals())
 
 
 @raw_op
@@ -122,16 +108,7 @@ def ResourceConditionalAccumulator(
 
     Handles of both are interchangeable and shared names are common to both.
     """
-    return create(
-        "dense",
-        "ResourceConditionalAccumulator",
-        dtype,
-        parse_attr_shape(shape),
-        container,
-        shared_name,
-        reduction_type,
-        name,
-    )
+    return create("dense", "ResourceConditionalAccumulator", locals())
 
 
 @raw_op
@@ -154,13 +131,4 @@ def SparseConditionalAccumulator(
     works; a shared name already used by a dense accumulator (or with other
     attributes) is an InvalidArgumentError.
     """
-    return create(
-        "sparse",
-        "SparseConditionalAccumulator",
-        dtype,
-        parse_attr_shape(shape),
-        container,
-        shared_name,
-        reduction_type,
-        name,
-    )
+    return create("sparse", "SparseConditionalAccumulator", locals())

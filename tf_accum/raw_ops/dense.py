@@ -8,7 +8,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.dense import DenseAccumulator
-from tf_accum.dtypes import as_dtype, kernel_type_name
+from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops._convert import scalar_int, tensor_array
 from tf_accum.raw_ops._keyword_only import raw_op
@@ -34,14 +34,7 @@ def take_gradient(
     op_name: str, handle: Any, num_required: Any, dtype: Any, timeout: float | None
 ) -> np.ndarray[Any, Any]:
     acc = _lookup.accumulator(handle, op_name, "dense")
-    wanted = as_dtype(dtype)
-    if wanted != acc.dtype:
-        kind = _lookup.handle_type(op_name)
-        raise _lookup.signature_mismatch(
-            f"{kind}, int32->{wanted.kernel_name}",
-            f"{kind}, int32->{acc.dtype.kernel_name}",
-            f"dtype is {wanted.name} but the accumulator's dtype is {acc.dtype.name}",
-        )
+    _lookup.check_take_dtype(acc, dtype, op_name, "{}")
     required = positive_num_required(num_required)
     result: np.ndarray[Any, Any] = acc.take(required, check_timeout(timeout))
     return result

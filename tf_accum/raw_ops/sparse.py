@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators.sparse import SparseAccumulator, SparseTakeResult
-from tf_accum.dtypes import as_dtype, kernel_type_name
+from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops._convert import index_array, scalar_int, tensor_array
 from tf_accum.raw_ops._keyword_only import raw_op
@@ -110,14 +110,7 @@ def SparseAccumulatorTakeGradient(
     Differs from TensorFlow: ``timeout``; a wrong dtype never crashes.
     """
     acc = _lookup.accumulator(handle, _TAKE, "sparse")
-    wanted = as_dtype(dtype)
-    if wanted != acc.dtype:
-        kind = _lookup.handle_type(_TAKE)
-        raise _lookup.signature_mismatch(
-            f"{kind}, int32->int64, {wanted.kernel_name}, int64",
-            f"{kind}, int32->int64, {acc.dtype.kernel_name}, int64",
-            f"dtype is {wanted.name} but the accumulator's dtype is {acc.dtype.name}",
-        )
+    _lookup.check_take_dtype(acc, dtype, _TAKE, "int64, {}, int64")
     required = positive_num_required(num_required)
     result: SparseTakeResult = acc.take(required, check_timeout(timeout))
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -10,8 +11,18 @@ from tf_accum import raw_ops
 from tf_accum.compat.v1._convert import cast_to_int64
 from tf_accum.compat.v1.lifetime import destroy_with
 from tf_accum.dtypes import DType, as_dtype
+from tf_accum.raw_ops.constructors import accumulator_dtype
 from tf_accum.resources import current_table
 from tf_accum.shapes import DeclaredShape, parse_tensor_shape
+
+
+def check_reduction_type(reduction_type: Any, op_name: str) -> None:
+    """Raises ValueError (TensorFlow's graph-mode error) unless "MEAN" or "SUM"."""
+    if reduction_type not in ("MEAN", "SUM"):
+        raise ValueError(
+            f"Attr 'reduction_type' of '{op_name}' Op passed string '{reduction_type}' not "
+            'in: "MEAN", "SUM".'
+        )
 
 
 class ConditionalAccumulatorBase:
@@ -37,9 +48,33 @@ class ConditionalAccumulatorBase:
         self._name = _resource_name(accumulator_ref)
         self._finalizer: Any = None
 
-    def _destroy_when_collected(self) -> None:
-        """Tie a private accumulator's life to this object."""
-        self._finalizer = destroy_with(self, self._accumulator_ref)
+    def _create_and_own(
+        self,
+        constructor: Callable[..., int],
+        dtype: Any,
+        shape: Any,
+        shared_name: str | None,
+        name: str,
+        reduction_type: str,
+    ) -> None:
+        """What the subclasses' constructors share: check, create, and own the accumulator.
+
+        A private accumulator (no shared_name) is destroyed with this object.
+        """
+        checked = accumulator_dtype(dtype)
+        declared = parse_tensor_shape(shape)
+        check_reduction_type(reduction_type, constructor.__name__)
+        handle = constructor(
+            dtype=checked,
+            shape=None if declared is None else list(declared),
+            shared_name=shared_name or "",
+            name=name,
+            reduction_type=reduction_type,
+        )
+        ConditionalAccumulatorBase.__init__(self, checked, declared, handle)
+        self._name = name
+        if not shared_name:
+            self._finalizer = destroy_with(self, handle)
 
     @property
     def accumulator_ref(self) -> int:

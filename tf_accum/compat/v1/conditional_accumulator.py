@@ -9,19 +9,9 @@ import numpy as np
 from tf_accum import raw_ops
 from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
-from tf_accum.raw_ops.constructors import accumulator_dtype
-from tf_accum.shapes import DeclaredShape, is_compatible, parse_tensor_shape, python_text
+from tf_accum.shapes import is_compatible, python_text
 
 _TAKE_OP = "ResourceAccumulatorTakeGradient"
-
-
-def check_reduction_type(reduction_type: Any, op_name: str) -> None:
-    """Raises ValueError (TensorFlow's graph-mode error) unless "MEAN" or "SUM"."""
-    if reduction_type not in ("MEAN", "SUM"):
-        raise ValueError(
-            f"Attr 'reduction_type' of '{op_name}' Op passed string '{reduction_type}' not "
-            'in: "MEAN", "SUM".'
-        )
 
 
 class ConditionalAccumulator(ConditionalAccumulatorBase):
@@ -60,21 +50,9 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
         name: str = "conditional_accumulator",
         reduction_type: str = "MEAN",
     ) -> None:
-        checked = accumulator_dtype(dtype)
-        declared = parse_tensor_shape(shape)
-        check_reduction_type(reduction_type, "ResourceConditionalAccumulator")
-        handle = raw_ops.ResourceConditionalAccumulator(
-            dtype=checked,
-            shape=None if declared is None else list(declared),
-            shared_name=shared_name or "",
-            name=name,
-            reduction_type=reduction_type,
+        self._create_and_own(
+            raw_ops.ResourceConditionalAccumulator, dtype, shape, shared_name, name, reduction_type
         )
-        super().__init__(checked, declared, handle)
-        self._name = name
-        self._declared: DeclaredShape = declared
-        if not shared_name:
-            self._destroy_when_collected()
 
     def apply_grad(self, grad: Any, local_step: Any = 0, name: str | None = None) -> None:
         """Add a gradient computed at ``local_step``; dropped if that step is stale.
@@ -98,10 +76,9 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
             NotFoundError: the accumulator was destroyed.
         """
         array = convert_to_dtype(grad, self._dtype)
-        if not is_compatible(self._declared, array.shape):
+        if not is_compatible(self._shape, array.shape):
             raise ValueError(
-                f"Shapes {python_text(array.shape)} and {python_text(self._declared)} are "
-                "incompatible"
+                f"Shapes {python_text(array.shape)} and {python_text(self._shape)} are incompatible"
             )
         raw_ops.ResourceAccumulatorApplyGradient(
             handle=self._accumulator_ref, local_step=cast_to_int64(local_step), gradient=array

@@ -10,10 +10,7 @@ from tf_accum import raw_ops
 from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
-from tf_accum.compat.v1.conditional_accumulator import check_reduction_type
 from tf_accum.indexed_slices import IndexedSlices
-from tf_accum.raw_ops.constructors import accumulator_dtype
-from tf_accum.shapes import parse_tensor_shape
 
 _TAKE_OP = "SparseAccumulatorTakeGradient"
 
@@ -50,20 +47,9 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
         name: str = "sparse_conditional_accumulator",
         reduction_type: str = "MEAN",
     ) -> None:
-        checked = accumulator_dtype(dtype)
-        declared = parse_tensor_shape(shape)
-        check_reduction_type(reduction_type, "SparseConditionalAccumulator")
-        handle = raw_ops.SparseConditionalAccumulator(
-            dtype=checked,
-            shape=None if declared is None else list(declared),
-            shared_name=shared_name or "",
-            name=name,
-            reduction_type=reduction_type,
+        self._create_and_own(
+            raw_ops.SparseConditionalAccumulator, dtype, shape, shared_name, name, reduction_type
         )
-        super().__init__(checked, declared, handle)
-        self._name = name
-        if not shared_name:
-            self._destroy_when_collected()
 
     def apply_grad(
         self,
