@@ -57,6 +57,7 @@ class TensorFlowDense:
         self.eager_gradient = tf.constant(gradient)
         self.tiny_handle = tf.raw_ops.ResourceConditionalAccumulator(dtype=tf.float32, shape=[1])
         self.tiny_gradient = tf.constant([1.0], tf.float32)
+        self.tiny_numpy = np.ones(1, np.float32)
 
     def graph_apply(self) -> None:
         self.session.run(self.apply_op)
@@ -75,6 +76,12 @@ class TensorFlowDense:
     def eager_tiny_apply(self) -> None:
         self.tf.raw_ops.ResourceAccumulatorApplyGradient(
             handle=self.tiny_handle, local_step=0, gradient=self.tiny_gradient
+        )
+
+    def eager_tiny_apply_numpy(self) -> None:
+        # the same input tf_accum gets: a numpy array, converted by TensorFlow each call
+        self.tf.raw_ops.ResourceAccumulatorApplyGradient(
+            handle=self.tiny_handle, local_step=0, gradient=self.tiny_numpy
         )
 
 
@@ -131,7 +138,7 @@ def run(repeat: int, with_tensorflow: bool) -> None:
         2000,
         repeat,
     )
-    apply_graph = apply_eager = take_graph = num_eager = tiny_eager = None
+    apply_graph = apply_eager = take_graph = num_eager = tiny_eager = tiny_eager_numpy = None
     if reference is not None:
         reference.graph_apply()
         apply_graph = median_seconds(reference.graph_apply, 20, repeat)
@@ -144,6 +151,7 @@ def run(repeat: int, with_tensorflow: bool) -> None:
         take_graph = median_seconds(reference.graph_take, 1, repeat * 3, setup=graph_fill_four)
         num_eager = median_seconds(reference.eager_num, 500, repeat)
         tiny_eager = median_seconds(reference.eager_tiny_apply, 500, repeat)
+        tiny_eager_numpy = median_seconds(reference.eager_tiny_apply_numpy, 500, repeat)
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else a / b
@@ -156,8 +164,11 @@ def run(repeat: int, with_tensorflow: bool) -> None:
          f"TF graph/ours {fmt_ratio(ratio(take_graph, take_ours))}"],
         ["num_accumulated", fmt_time(num_ours), "", "", fmt_time(num_eager),
          f"TF eager/ours {fmt_ratio(ratio(num_eager, num_ours))}"],
-        ["apply 1 element", fmt_time(tiny_ours), "", "", fmt_time(tiny_eager),
-         f"TF eager/ours {fmt_ratio(ratio(tiny_eager, tiny_ours))}"],
+        ["apply 1 element (TF given an EagerTensor)", fmt_time(tiny_ours), "", "",
+         fmt_time(tiny_eager), f"TF eager/ours {fmt_ratio(ratio(tiny_eager, tiny_ours))}"],
+        ["apply 1 element (TF given a numpy array)", fmt_time(tiny_ours), "", "",
+         fmt_time(tiny_eager_numpy),
+         f"TF eager/ours {fmt_ratio(ratio(tiny_eager_numpy, tiny_ours))}"],
     ]  # fmt: skip
     print_table(
         f"Dense accumulator, median of {repeat} trials (per call)",

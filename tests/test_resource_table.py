@@ -174,3 +174,39 @@ def test_compat_shared_accumulator_outlives_its_object() -> None:
     gc.collect()
     assert num(h) == 1
     raw.DestroyResourceOp(resource=h)
+
+
+def test_collection_inside_a_table_operation_does_not_deadlock() -> None:
+    """The collector may finalize a compat object while the table's lock is held."""
+    table = current_table()
+    acc = tfa.compat.v1.ConditionalAccumulator(F32, shape=[2])
+    h = acc.accumulator_ref
+    finalizer = acc._finalizer
+
+    def collected_while_busy() -> None:
+        with table._lock:  # type: ignore[attr-defined]
+            finalizer()  # what the garbage collector would run here
+
+    Background(collected_while_busy).result(timeout=5)
+    with pytest.raises(errors.NotFoundError):
+        num(h)  # destroyed at the table's next operation
+
+
+def test_collection_inside_an_accumulator_operation_does_not_deadlock() -> None:
+    acc = tfa.compat.v1.ConditionalAccumulator(F32, shape=[2])
+    h = acc.accumulator_ref
+    state = current_table().lookup(h)
+    finalizer = acc._finalizer
+    waiting = Background(acc.take_grad, 1)
+
+    def collected_while_busy() -> None:
+        with state._lock:
+            finalizer()
+
+    from tests.helpers import wait_for_waiting
+
+    wait_for_waiting(h, 1)
+    Background(collected_while_busy).result(timeout=5)
+    with pytest.raises(errors.NotFoundError):
+        num(h)
+    assert isinstance(waiting.error(), errors.CancelledError)

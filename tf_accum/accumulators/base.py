@@ -80,6 +80,7 @@ class AccumulatorBase(ABC, Generic[Round]):
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         self.spec = spec
         self.dtype = spec.dtype
+        self.numpy_dtype = spec.dtype.numpy_dtype
         self.shape = spec.shape
         self.reduction_type = spec.reduction_type
         self.label = label

@@ -39,8 +39,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
-        self._numpy_dtype = spec.dtype.numpy_dtype
-        self._add = in_place_adder(self._numpy_dtype)
+        self._add = in_place_adder(self.numpy_dtype)
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
 
@@ -70,7 +69,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 else:
                     if not self._fits_declared(shape):
                         raise _shape_mismatch(kernel_text(self.shape), shape)
-                    self._sum = np.array(gradient, dtype=self._numpy_dtype, copy=True)
+                    self._sum = np.array(gradient, dtype=self.numpy_dtype, copy=True)
                 self._accepted_locked()
             elif not self._fits_declared(shape):
                 # stale: only the declared attributes are checked (decisions T7)

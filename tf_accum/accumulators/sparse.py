@@ -85,8 +85,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
-        self._numpy_dtype = spec.dtype.numpy_dtype
-        self._add = in_place_adder(self._numpy_dtype)
+        self._add = in_place_adder(self.numpy_dtype)
         self._round: SparseRound | None = None
 
     def _detach_round_locked(self) -> SparseRound | None:
@@ -219,7 +218,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         return SparseRound(
             index=own(index, np.int64),
             slot=np.arange(k, dtype=np.int64),
-            chunks=[own(rows, self._numpy_dtype)],
+            chunks=[own(rows, self.numpy_dtype)],
             counts=[np.ones(k, np.int64)],
             starts=[0],
             used=k,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -16,11 +16,9 @@ from tf_accum.raw_ops._timeout import check_timeout
 
 
 def apply_gradient(op_name: str, handle: Any, local_step: Any, gradient: Any) -> None:
-    acc = _lookup.accumulator(handle, op_name, "dense")
-    assert isinstance(acc, DenseAccumulator)
+    acc = cast(DenseAccumulator, _lookup.accumulator(handle, op_name, "dense"))
     array = gradient if type(gradient) is np.ndarray else tensor_array(gradient)
-    expected = acc.dtype.numpy_dtype
-    if array.dtype != expected:
+    if array.dtype != acc.numpy_dtype:
         kind = _lookup.handle_type(op_name)
         raise _lookup.signature_mismatch(
             f"{kind}, int64, {kernel_type_name(array.dtype)}->",

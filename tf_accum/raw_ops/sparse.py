@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -60,12 +60,11 @@ def SparseAccumulatorApplyGradient(
     silently mis-merges them); negative indices are refused; malformed stale
     gradients are refused; a wrong dtype never crashes.
     """
-    acc = _lookup.accumulator(handle, _APPLY, "sparse")
-    assert isinstance(acc, SparseAccumulator)
+    acc = cast(SparseAccumulator, _lookup.accumulator(handle, _APPLY, "sparse"))
     values = (
         gradient_values if type(gradient_values) is np.ndarray else tensor_array(gradient_values)
     )
-    if values.dtype != acc.dtype.numpy_dtype:
+    if values.dtype != acc.numpy_dtype:
         kind = _lookup.handle_type(_APPLY)
         raise _lookup.signature_mismatch(
             f"{kind}, int64, int64, {kernel_type_name(values.dtype)}, int64->",

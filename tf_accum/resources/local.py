@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 import threading
 from collections.abc import Callable
@@ -35,6 +36,9 @@ class LocalResourceTable(ResourceTable):
         self._by_name: dict[tuple[str, str], int] = {}
         self._labels: dict[int, str] = {}
         self._shared_key: dict[int, tuple[str, str]] = {}
+        # Handles whose owners were garbage-collected; deque appends are atomic,
+        # so finalizers can queue them without taking any lock.
+        self._doomed: collections.deque[int] = collections.deque()
 
     def create(
         self,
@@ -45,6 +49,8 @@ class LocalResourceTable(ResourceTable):
         factory: Callable[[AccumulatorSpec, str], AccumulatorBase[Any]],
     ) -> int:
         container = container or DEFAULT_CONTAINER
+        if self._doomed:
+            self._reap()
         with self._lock:
             if shared_name:
                 key = (container, shared_name)
@@ -74,6 +80,8 @@ class LocalResourceTable(ResourceTable):
             return handle
 
     def lookup(self, handle: int) -> AccumulatorBase[Any]:
+        if self._doomed:
+            self._reap()
         found = self._live.get(handle)  # a dict read is atomic; no lock needed
         if found is None:
             raise missing_resource_error(self._label_of(handle))
@@ -82,7 +90,24 @@ class LocalResourceTable(ResourceTable):
     def _label_of(self, handle: int) -> str:
         return self._labels.get(handle, f"{DEFAULT_CONTAINER}/<handle {handle}>")
 
+    def destroy_soon(self, handle: int) -> None:
+        self._doomed.append(handle)
+
+    def _reap(self) -> None:
+        """Destroy what finalizers queued (called outside every lock)."""
+        while True:
+            try:
+                handle = self._doomed.popleft()
+            except IndexError:
+                return
+            self._destroy(handle, ignore_lookup_error=True)
+
     def destroy(self, handle: int, ignore_lookup_error: bool = True) -> None:
+        if self._doomed:
+            self._reap()
+        self._destroy(handle, ignore_lookup_error)
+
+    def _destroy(self, handle: int, ignore_lookup_error: bool) -> None:
         with self._lock:
             found = self._live.pop(handle, None)
             if found is None:
@@ -97,5 +122,7 @@ class LocalResourceTable(ResourceTable):
 
     def live_handles(self) -> list[int]:
         """The handles not yet destroyed (for tests and diagnostics)."""
+        if self._doomed:
+            self._reap()
         with self._lock:
             return list(self._live)

@@ -51,6 +51,14 @@ class ResourceTable(ABC):
         """
 
     @abstractmethod
+    def destroy_soon(self, handle: int) -> None:
+        """Destroy ``handle`` at the table's next operation; never blocks.
+
+        Safe to call from a finalizer, which the garbage collector may run in
+        the middle of any operation, with any lock held.
+        """
+
+    @abstractmethod
     def destroy(self, handle: int, ignore_lookup_error: bool = True) -> None:
         """Destroy an accumulator: waiting takes fail with CancelledError.
 

@@ -122,9 +122,8 @@ class ConditionalAccumulatorBase:
         Differs from TensorFlow: TensorFlow's classes have no close().
         """
         if self._finalizer is not None:
-            self._finalizer()
-        else:
-            raw_ops.DestroyResourceOp(resource=self._accumulator_ref, ignore_lookup_error=True)
+            self._finalizer.detach()
+        raw_ops.DestroyResourceOp(resource=self._accumulator_ref, ignore_lookup_error=True)
 
 
 def _resource_name(handle: int) -> str:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from tf_accum import raw_ops
-
-
-def _destroy_quietly(handle: int) -> None:
-    raw_ops.DestroyResourceOp(resource=handle, ignore_lookup_error=True)
+from tf_accum.resources import ResourceTable, current_table
 
 
 def destroy_with(owner: Any, handle: int) -> weakref.finalize[[int], None]:
-    """Destroy ``handle`` when ``owner`` is garbage-collected (or at exit)."""
-    return weakref.finalize(owner, _destroy_quietly, handle)
+    """Destroy ``handle`` when ``owner`` is garbage-collected (or at exit).
+
+    The collector may run the finalizer inside any operation, with the table's
+    or an accumulator's lock held; so it only queues the handle, and the table
+    destroys it at its next operation.
+    """
+    table: ResourceTable = current_table()
+    return weakref.finalize(owner, table.destroy_soon, handle)
