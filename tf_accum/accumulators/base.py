@@ -130,14 +130,15 @@ class AccumulatorBase(ABC, Generic[Round]):
         """
         with self._lock:
             self._check_open_locked()
-            if new_global_step < self._global_step:
-                logger.warning(
-                    "Attempt to set the global step of %s to a smaller value: %d -> %d",
-                    self.label,
-                    self._global_step,
-                    new_global_step,
-                )
-            self._global_step = new_global_step
+            previous, self._global_step = self._global_step, new_global_step
+        if new_global_step < previous:
+            # logged outside the lock: handlers are user code
+            logger.warning(
+                "Attempt to set the global step of %s to a smaller value: %d -> %d",
+                self.label,
+                previous,
+                new_global_step,
+            )
 
     def take(self, num_required: int, timeout: float | None = None) -> Any:
         """Wait until at least ``num_required`` gradients are in, then take them all.
