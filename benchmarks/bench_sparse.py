@@ -159,12 +159,14 @@ def run(repeat: int, with_tensorflow: bool) -> None:
             fmt_ratio(apply_ours / baseline),
             fmt_ratio(None if apply_tf is None else apply_tf / apply_ours),
             fmt_ratio(None if take_tf is None else take_tf / take_ours),
+            fmt_ratio(None if apply_tf is None or take_tf is None
+                      else (APPLIES * apply_tf + take_tf) / (APPLIES * apply_ours + take_ours)),
         ])  # fmt: skip
     print_table(
         f"Sparse accumulator [1e6, 64] float32, {APPLIES} applies then a take; "
         f"median of {repeat} rounds",
         ["case", "apply", "apply unsorted", "numpy sort+copy", "TF graph apply", "take",
-         "TF graph take", "apply/numpy", "TF/ours apply", "TF/ours take"],
+         "TF graph take", "apply/numpy", "TF/ours apply", "TF/ours take", "TF/ours round"],
         rows,
     )  # fmt: skip
     held, peak = state_memory(cases[2][1])
