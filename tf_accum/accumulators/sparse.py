@@ -56,6 +56,22 @@ def _text(shape: tuple[int, ...]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+def _divide_rows(rows: Array, counts: Array) -> None:
+    """Divide each row by its count, in place. Rows touched once are left alone:
+    dividing by 1 changes nothing, and with scattered updates most rows are."""
+    several = counts > 1
+    if not several.any():
+        return
+    tail = (1,) * (rows.ndim - 1)
+    if several.all():
+        divide_in_place(rows, counts.reshape((-1, *tail)))
+        return
+    picked = np.flatnonzero(several)
+    part = np.take(rows, picked, axis=0)
+    divide_in_place(part, counts[picked].reshape((-1, *tail)))
+    rows[picked] = part
+
+
 def normalize(indices: Array, values: Array) -> tuple[Array, Array, bool]:
     """Sort a gradient's rows by index and sum duplicate indices (decisions T5).
 
@@ -280,7 +296,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         assert state is not None
         if self.reduction_type == "MEAN":
             for chunk, counts in zip(state.chunks, state.counts, strict=True):
-                divide_in_place(chunk, counts.reshape((-1,) + (1,) * (chunk.ndim - 1)))
+                _divide_rows(chunk, counts)
         if len(state.chunks) == 1 and bool(np.array_equal(state.slot, np.arange(state.used))):
             values = state.chunks[0]
         else:
