@@ -46,6 +46,21 @@ def scalar_int(value: Any, arg_name: str, type_name: str) -> int:
     return number
 
 
+def positive_num_required(num_required: Any) -> int:
+    """Convert ``num_required``: an int32 scalar above zero.
+
+    Raises:
+        TypeError, ValueError: not an int32.
+        InvalidArgumentError: not a scalar, or not positive.
+    """
+    required = scalar_int(num_required, "num_required", "int32")
+    if required <= 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"Argument num_required must be positive, but was {required}"
+        )
+    return required
+
+
 def _integer_array(value: Any, type_name: str) -> np.ndarray[Any, Any]:
     if isinstance(value, float):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {type_name}")

@@ -6,11 +6,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from tf_accum import errors
 from tf_accum.accumulators.dense import DenseAccumulator
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._convert import scalar_int, tensor_array
+from tf_accum.raw_ops._convert import positive_num_required, scalar_int, tensor_array
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.raw_ops._timeout import check_timeout
 
@@ -36,21 +35,6 @@ def take_gradient(
     required = positive_num_required(num_required)
     result: np.ndarray[Any, Any] = acc.take(required, check_timeout(timeout))
     return result
-
-
-def positive_num_required(num_required: Any) -> int:
-    """Convert ``num_required``: an int32 scalar above zero.
-
-    Raises:
-        TypeError, ValueError: not an int32.
-        InvalidArgumentError: not a scalar, or not positive.
-    """
-    required = scalar_int(num_required, "num_required", "int32")
-    if required <= 0:
-        raise errors.InvalidArgumentError(
-            None, None, f"Argument num_required must be positive, but was {required}"
-        )
-    return required
 
 
 _APPLY_DOC = """Add ``gradient`` to a dense accumulator, unless it is stale.

@@ -9,10 +9,14 @@ import numpy as np
 from tf_accum.accumulators.sparse import SparseAccumulator, SparseTakeResult
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._convert import index_array, scalar_int, tensor_array
+from tf_accum.raw_ops._convert import (
+    index_array,
+    positive_num_required,
+    scalar_int,
+    tensor_array,
+)
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.raw_ops._timeout import check_timeout
-from tf_accum.raw_ops.dense import positive_num_required
 
 _APPLY = "SparseAccumulatorApplyGradient"
 _TAKE = "SparseAccumulatorTakeGradient"
