@@ -1,4 +1,4 @@
-"""``python -m tf_accum``: run the synchronous-replicas example."""
+"""``python -m tf_accum``: the synchronous-replicas job (``--help`` lists its options)."""
 
 from __future__ import annotations
 

@@ -1,109 +1,383 @@
-"""The synchronous-replicas pattern: workers push gradients, a chief averages them.
+"""The synchronous-replicas pattern, watched: workers push gradients, a chief takes them.
 
-Each worker thread reads the current weights and global step, computes the
-gradient of a least-squares loss on its own data shard, and applies it to a
-shared ConditionalAccumulator tagged with the step it read. The chief takes the
-mean of ``replicas_to_aggregate`` gradients, updates the weights, and thereby
-moves the step on: gradients computed from older weights arrive stale and are
-dropped by the accumulator, which is the point of the pattern.
+Each worker thread waits for a new global step, reads the weights of that
+step, computes a gradient on its own data and applies it to a shared
+accumulator tagged with that step. The chief takes the gradients of at least
+``replicas_to_aggregate`` workers, updates the weights and so moves the step
+on: gradients computed from older weights arrive stale and the accumulator
+drops them. Workers differ in speed (a simulated compute time, worker ``i``
+taking ``1 + i/2`` times as long as worker 0, with seeded jitter), so the
+slower ones are usually the stale ones.
+
+How the job is put together, for whoever adds to it: :func:`build_parser`
+declares the options (one ``add_argument`` per option, in groups);
+:class:`JobConfig` holds them; :func:`run` trains with a model from
+:data:`~tf_accum.examples.models.MODELS` and worker threads from
+:func:`start_thread_workers` (another way of running workers is another
+function with its signature), and returns a :class:`RunResult`;
+:func:`main` shows progress, prints :func:`summary` and saves the figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
+import statistics
+import sys
 import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
 
 import numpy as np
 
-import tf_accum as tfa
 from tf_accum import errors
+from tf_accum.examples.models import MODELS, Array, Model
+from tf_accum.examples.progress import Progress, Silent, make_progress
+from tf_accum.examples.records import RunResult, StepRecord
+
+DEFAULT_PLOT = "sync_replicas.png"
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything a run depends on (the command-line options)."""
+
+    workers: int = 4
+    replicas_to_aggregate: int = 3
+    steps: int = 100
+    sparse: bool = False
+    seed: int = 0
+    compute_ms: float = 2.0
+    plot: str | None = DEFAULT_PLOT
+    quiet: bool = False
+    take_timeout: float = 30.0  # seconds; only reached when something is broken
+
+    def check(self) -> None:
+        """Raises ValueError for settings that cannot train."""
+        if self.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {self.workers}")
+        if not 1 <= self.replicas_to_aggregate <= self.workers:
+            raise ValueError(
+                "--replicas-to-aggregate must be between 1 and --workers "
+                f"({self.workers}), got {self.replicas_to_aggregate}: the chief would wait "
+                "for more gradients than there are workers"
+            )
+        if self.steps < 1:
+            raise ValueError(f"--steps must be at least 1, got {self.steps}")
+        if self.compute_ms < 0:
+            raise ValueError(f"--compute-ms must not be negative, got {self.compute_ms}")
+
+
+class ParameterServer:
+    """The weights and the global step; workers wait here for each new step.
+
+    The chief is the only writer. ``lock`` guards ``params``, ``step`` and
+    ``stopped``; ``new_step`` is notified whenever the step moves or the job stops.
+    """
+
+    def __init__(self, params: Array) -> None:
+        self.params = params
+        self.step = 0
+        self.stopped = False
+        self.lock = threading.Lock()
+        self.new_step = threading.Condition(self.lock)
+
+    def read_after(self, seen: int) -> tuple[Array, int] | None:
+        """Block until the step is past ``seen``; a copy of the weights and the step.
+
+        Returns None once the job has stopped.
+        """
+        with self.lock:
+            while self.step <= seen and not self.stopped:
+                self.new_step.wait()
+            if self.stopped:
+                return None
+            return self.params.copy(), self.step
+
+    def update(self, change: Callable[[Array], None]) -> int:
+        """Apply ``change`` to the weights in place, advance the step, wake the workers."""
+        with self.lock:
+            change(self.params)
+            self.step += 1
+            self.new_step.notify_all()
+            return self.step
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            self.new_step.notify_all()
+
+
+class Ledger:
+    """Per local step, how many gradients workers have applied (or are applying).
+
+    A worker counts its gradient *before* applying it. Once the chief's take of
+    step ``s`` has returned, every gradient counted for a step up to ``s`` was
+    either consumed by a take or is (or will be, when applied) dropped as
+    stale, so the chief can count stale gradients exactly without asking the
+    accumulator.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent: dict[int, int] = {}
+
+    def add(self, step: int, delta: int) -> None:
+        with self.lock:
+            self.sent[step] = self.sent.get(step, 0) + delta
+
+    def up_to(self, step: int) -> int:
+        with self.lock:
+            return sum(n for s, n in self.sent.items() if s <= step)
+
+    def total(self) -> int:
+        with self.lock:
+            return sum(self.sent.values())
 
 
 @dataclass
-class ParameterServer:
-    """Weights and step, read together by workers and written by the chief."""
+class Workers:
+    """Running workers: ``stop`` ends them; the first error any raised is kept."""
 
-    weights: np.ndarray
-    step: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def read(self) -> tuple[np.ndarray, int]:
-        with self.lock:
-            return self.weights.copy(), self.step
-
-    def update(self, delta: np.ndarray) -> int:
-        with self.lock:
-            self.weights += delta
-            self.step += 1
-            return self.step
+    stop: Callable[[], None]
+    errors: list[BaseException] = field(default_factory=list)
 
 
-def run(
-    workers: int = 4,
-    replicas_to_aggregate: int = 3,
-    steps: int = 60,
-    features: int = 8,
-    learning_rate: float = 0.2,
-    seed: int = 0,
-    report_every: int = 10,
-) -> dict[str, float]:
-    """Train a linear model with ``workers`` threads; returns the final loss and error."""
-    rng = np.random.default_rng(seed)
-    true_weights = rng.normal(size=features).astype(np.float32)
-    shards = []
-    for _ in range(workers):
-        x = rng.normal(size=(256, features)).astype(np.float32)
-        y = x @ true_weights + 0.01 * rng.normal(size=256).astype(np.float32)
-        shards.append((x, y))
+def start_thread_workers(
+    config: JobConfig, model: Model, accumulator: Any, server: ParameterServer, ledger: Ledger
+) -> Workers:
+    """Start ``config.workers`` daemon threads that compute and apply gradients."""
+    failures: list[BaseException] = []
+    base_delay = config.compute_ms / 1000.0
 
-    server = ParameterServer(np.zeros(features, np.float32))
-    accumulator = tfa.compat.v1.ConditionalAccumulator(
-        tfa.float32, shape=[features], name="gradients"
-    )
-    applied = [0] * workers
-
-    def worker(index: int) -> None:
-        x, y = shards[index]
+    def work(index: int) -> None:
+        seen = -1
         while True:
-            weights, step = server.read()
-            gradient = 2.0 * x.T @ (x @ weights - y) / len(y)
+            snapshot = server.read_after(seen)
+            if snapshot is None:
+                return
+            params, step = snapshot
+            gradient = model.gradient(params, index, step)
+            if base_delay:
+                jitter = np.random.default_rng([config.seed, index, step, 1]).uniform(0.7, 1.3)
+                time.sleep(base_delay * (1 + index / 2) * jitter)
+            ledger.add(step, 1)
             try:
-                accumulator.apply_grad(gradient, local_step=step)
+                model.apply(accumulator, gradient, step)
             except errors.NotFoundError:
-                return  # the chief closed the accumulator: training is over
-            applied[index] += 1
+                ledger.add(step, -1)  # the chief closed the accumulator: training is over
+                return
+            seen = step
 
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(workers)]
-    for t in threads:
-        t.start()
+    def guarded(index: int) -> None:
+        try:
+            work(index)
+        except BaseException as exc:  # reported by the chief
+            failures.append(exc)
+            accumulator.close()  # wakes the chief's take with CancelledError
 
-    def loss(weights: np.ndarray) -> float:
-        return float(np.mean([np.mean((x @ weights - y) ** 2) for x, y in shards]))
+    threads = [
+        threading.Thread(target=guarded, args=(i,), name=f"worker-{i}", daemon=True)
+        for i in range(config.workers)
+    ]
+    for thread in threads:
+        thread.start()
 
-    for _ in range(steps):
-        mean_gradient = accumulator.take_grad(replicas_to_aggregate, timeout=30)
-        step = server.update(-learning_rate * mean_gradient)
-        if step % report_every == 0 or step == steps:
-            print(f"step {step:4d}  loss {loss(server.weights):.6f}")
-    accumulator.close()
-    for t in threads:
-        t.join(timeout=30)
+    def stop() -> None:
+        server.stop()
+        accumulator.close()
+        for thread in threads:
+            thread.join(timeout=config.take_timeout)
 
-    final_loss = loss(server.weights)
-    error = float(np.max(np.abs(server.weights - true_weights)))
-    print(
-        f"{workers} workers applied {sum(applied)} gradients; the chief took {steps} means "
-        f"of at least {replicas_to_aggregate} fresh ones (stale ones were dropped)."
+    return Workers(stop=stop, errors=failures)
+
+
+def run(config: JobConfig, progress: Progress | None = None) -> RunResult:
+    """Train with ``config``; report each step to ``progress``.
+
+    Raises:
+        ValueError: settings that cannot train (see :meth:`JobConfig.check`).
+        Whatever a worker raised, if one failed.
+    """
+    config.check()
+    progress = Silent() if progress is None else progress
+    model: Model = MODELS["sparse" if config.sparse else "dense"](config.seed, config.workers)
+    server = ParameterServer(model.initial_params())
+    ledger = Ledger()
+    accumulator = model.make_accumulator()
+    initial_loss = model.loss(server.params)
+    records: list[StepRecord] = []
+    started = time.perf_counter()
+    workers = start_thread_workers(config, model, accumulator, server, ledger)
+    accepted_so_far = stale_so_far = 0
+    try:
+        for _ in range(config.steps):
+            before = time.perf_counter()
+            try:
+                total, count = model.take(
+                    accumulator, config.replicas_to_aggregate, config.take_timeout
+                )
+            except errors.CancelledError:
+                if workers.errors:
+                    raise workers.errors[0] from None
+                raise
+            waited = time.perf_counter() - before
+            step = server.update(functools.partial(model.update, total=total, count=count))
+            accepted_so_far += count
+            # the rounds up to this step are closed: whatever was sent for them
+            # and not taken was dropped
+            stale_now = ledger.up_to(step - 1) - accepted_so_far
+            records.append(
+                StepRecord(step, model.loss(server.params), count, stale_now - stale_so_far, waited)
+            )
+            stale_so_far = stale_now
+            progress.update(records[-1])
+    finally:
+        workers.stop()
+        progress.close()
+    if workers.errors:
+        raise workers.errors[0]
+    return RunResult(
+        workers=config.workers,
+        replicas_to_aggregate=config.replicas_to_aggregate,
+        model_description=model.description,
+        initial_loss=initial_loss,
+        records=records,
+        applied=ledger.total(),
+        seconds=time.perf_counter() - started,
     )
-    print(f"final loss {final_loss:.6f}, largest weight error {error:.4f}")
-    return {"loss": final_loss, "weight_error": error, "applied": float(sum(applied))}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--replicas-to-aggregate", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=60)
-    args = parser.parse_args(argv)
-    run(args.workers, args.replicas_to_aggregate, args.steps)
+def summary(result: RunResult) -> str:
+    """The table printed at the end of a run."""
+    steps = len(result.records)
+    waits = [1000.0 * r.wait_s for r in result.records]
+    rows = [
+        ("model", result.model_description),
+        ("workers", f"{result.workers} threads"),
+        ("replicas to aggregate", str(result.replicas_to_aggregate)),
+        ("steps", str(steps)),
+        ("gradients applied", str(result.applied)),
+        ("  taken by the chief", f"{result.accepted} ({result.accepted / steps:.2f} per step)"),
+        ("  dropped as stale", f"{result.stale} ({result.stale / steps:.2f} per step)"),
+        ("  left at shutdown", str(result.unsettled)),
+        ("loss", f"{result.initial_loss:.6g} -> {result.final_loss:.6g}"),
+        (
+            "chief's wait per take",
+            f"median {statistics.median(waits):.2f} ms, max {max(waits):.2f} ms",
+        ),
+        ("wall time", f"{result.seconds:.2f} s"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m tf_accum``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tf_accum",
+        description=(
+            "Train a small model in the synchronous-replicas pattern: worker threads apply "
+            "gradients tagged with the step they read to a shared accumulator; a chief takes "
+            "at least --replicas-to-aggregate of them per step and updates the weights; "
+            "gradients that arrive after their step was taken are dropped as stale. Shows "
+            "progress while it runs, then a summary table and a PNG figure."
+        ),
+    )
+    training = parser.add_argument_group("training")
+    training.add_argument(
+        "--workers",
+        type=int,
+        default=JobConfig.workers,
+        help="worker threads (default %(default)s)",
+    )
+    training.add_argument(
+        "--replicas-to-aggregate",
+        type=int,
+        default=JobConfig.replicas_to_aggregate,
+        help="gradients the chief waits for per step, at most --workers; the slower workers' "
+        "gradients for that step then arrive stale (default %(default)s)",
+    )
+    training.add_argument(
+        "--steps",
+        type=int,
+        default=JobConfig.steps,
+        help="updates the chief makes (default %(default)s)",
+    )
+    training.add_argument(
+        "--sparse",
+        action="store_true",
+        help="train an embedding table whose sparse gradients go through a "
+        "SparseConditionalAccumulator (default: a dense linear model and a ConditionalAccumulator)",
+    )
+    training.add_argument(
+        "--seed",
+        type=int,
+        default=JobConfig.seed,
+        help="seeds the data, every mini-batch and the workers' simulated speeds; which "
+        "gradients make each step still depends on thread timing (default %(default)s)",
+    )
+    training.add_argument(
+        "--compute-ms",
+        type=float,
+        default=JobConfig.compute_ms,
+        help="simulated compute time of the fastest worker per gradient, in milliseconds; "
+        "worker i takes 1 + i/2 times as long (default %(default)s)",
+    )
+    output = parser.add_argument_group("output")
+    plots = output.add_mutually_exclusive_group()
+    plots.add_argument(
+        "--plot",
+        metavar="PATH",
+        default=DEFAULT_PLOT,
+        help="where to save the figure (loss, accepted and stale gradients, and the chief's "
+        "wait, per step) as PNG; needs matplotlib (default %(default)s)",
+    )
+    plots.add_argument(
+        "--no-plot", dest="plot", action="store_const", const=None, help="save no figure"
+    )
+    output.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar or progress lines; the summary and the figure's path are "
+        "still printed",
+    )
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> JobConfig:
+    """The JobConfig for parsed options: every JobConfig field named like its option."""
+    names = {f.name for f in dataclasses.fields(JobConfig)}
+    return JobConfig(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> RunResult:
+    """Run the job as ``python -m tf_accum`` does; returns the finished run."""
+    out = sys.stdout if stdout is None else stdout
+    parser = build_parser()
+    config = config_from_args(parser.parse_args(argv))
+    try:
+        config.check()
+    except ValueError as exc:
+        parser.error(str(exc))
+    if config.plot is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            parser.error(
+                "--plot needs matplotlib: install the demo extra (pip install 'tf-accum[demo]') "
+                "or pass --no-plot"
+            )
+    result = run(config, make_progress(config.steps, config.quiet))
+    print(summary(result), file=out)
+    if config.plot is not None:
+        from tf_accum.examples.figure import save_figure
+
+        path = Path(config.plot).resolve()
+        save_figure(result, path)
+        print(f"figure: {path}", file=out)
+    return result

@@ -1,0 +1,46 @@
+"""What a run of the synchronous-replicas job produces: one record per step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of the chief: its take and the update it made."""
+
+    step: int  # the global step the update produced (1 for the first take)
+    loss: float  # after the update
+    accepted: int  # gradients the take consumed
+    stale: int  # gradients found dropped as stale since the previous take
+    wait_s: float  # how long the take blocked
+
+
+@dataclass
+class RunResult:
+    """A finished run: its settings and one record per step."""
+
+    workers: int
+    replicas_to_aggregate: int
+    model_description: str
+    initial_loss: float
+    records: list[StepRecord]
+    applied: int  # gradients the workers applied before the accumulator closed
+    seconds: float
+
+    @property
+    def accepted(self) -> int:
+        return sum(r.accepted for r in self.records)
+
+    @property
+    def stale(self) -> int:
+        return sum(r.stale for r in self.records)
+
+    @property
+    def unsettled(self) -> int:
+        """Gradients applied after the last take, left in the accumulator at shutdown."""
+        return self.applied - self.accepted - self.stale
+
+    @property
+    def final_loss(self) -> float:
+        return self.records[-1].loss
