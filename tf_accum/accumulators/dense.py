@@ -48,12 +48,15 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             return shape == self._exact_shape
         return is_compatible(self.shape, shape)
 
-    def apply(self, local_step: int, gradient: np.ndarray[Any, Any]) -> None:
+    def apply(self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool = False) -> None:
         """Merge ``gradient`` unless it is stale (``local_step`` below the global step).
 
         The caller has checked the dtype. Raises InvalidArgumentError when the
         shape does not fit the declared shape, or, for a gradient that is not
         stale, the shape fixed by the round's first gradient. Nothing changes on error.
+        ``owned`` says that ``gradient`` is a new array no one else holds (a
+        conversion's result): a round's first gradient then becomes the sum
+        buffer without another copy.
         """
         shape = gradient.shape
         with self._lock:
@@ -69,7 +72,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 else:
                     if not self._fits_declared(shape):
                         raise _shape_mismatch(kernel_text(self.shape), shape)
-                    self._sum = np.array(gradient, dtype=self.numpy_dtype, copy=True)
+                    self._sum = (
+                        gradient if owned else np.array(gradient, dtype=self.numpy_dtype, copy=True)
+                    )
                 self._accepted_locked()
             elif not self._fits_declared(shape):
                 # stale: only the declared attributes are checked (decisions T7)

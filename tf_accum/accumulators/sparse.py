@@ -37,6 +37,15 @@ class SparseTakeResult(NamedTuple):
     values: Array
     shape: Array
 
+    def to_scipy(self, format: str = "csr") -> Any:
+        """The take as a SciPy sparse array of the accumulator's dense shape.
+
+        See :func:`tf_accum.indexed_slices.rows_to_scipy` (SciPy is imported then).
+        """
+        from tf_accum.indexed_slices import rows_to_scipy
+
+        return rows_to_scipy(self.indices, self.values, self.shape, format)
+
 
 @dataclass
 class SparseRound:
@@ -189,9 +198,18 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     # --- apply -----------------------------------------------------------------
 
     def apply(
-        self, local_step: int, indices: Array, values: Array, gradient_shape: Array | None
+        self,
+        local_step: int,
+        indices: Array,
+        values: Array,
+        gradient_shape: Array | None,
+        owned: bool = False,
     ) -> None:
         """Merge a sparse gradient unless it is stale.
+
+        ``owned`` says that ``values`` is a new array no one else holds (a
+        conversion's result): its rows may then become the accumulator's own
+        without another copy.
 
         Raises InvalidArgumentError for malformed input (whether or not stale)
         and, for a gradient that is not stale, for values whose shape differs
@@ -211,9 +229,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             if stale:
                 return
             if state is None:
-                self._round = self._start_round(index, rows, borrowed)
+                self._round = self._start_round(index, rows, borrowed, owned)
             else:
-                self._merge(state, index, rows)
+                self._merge(state, index, rows, owned or not borrowed)
             self._accepted_locked()
 
     @staticmethod
@@ -227,20 +245,22 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
                     f"{values.shape[i]}"
                 )
 
-    def _start_round(self, index: Array, rows: Array, borrowed: bool) -> SparseRound:
+    def _start_round(
+        self, index: Array, rows: Array, borrowed: bool, rows_owned: bool
+    ) -> SparseRound:
         k = index.shape[0]
         # the caller's arrays must not become the accumulator's
         own = np.array if borrowed else np.asarray
         return SparseRound(
             index=own(index, np.int64),
             slot=np.arange(k, dtype=np.int64),
-            chunks=[own(rows, self.numpy_dtype)],
+            chunks=[np.asarray(rows) if rows_owned else own(rows, self.numpy_dtype)],
             counts=[np.ones(k, np.int64)],
             starts=[0],
             used=k,
         )
 
-    def _merge(self, state: SparseRound, index: Array, rows: Array) -> None:
+    def _merge(self, state: SparseRound, index: Array, rows: Array, rows_owned: bool) -> None:
         # np.take / np.compress gather whole rows several times faster than
         # fancy or boolean indexing on 2-D arrays.
         m = state.index.shape[0]
@@ -260,7 +280,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         insert_at = position[fresh]
         state.index = np.insert(state.index, insert_at, new_index)
         state.slot = np.insert(state.slot, insert_at, np.arange(state.used, state.used + added))
-        state.chunks.append(np.compress(fresh, rows, axis=0))
+        state.chunks.append(
+            rows if rows_owned and added == rows.shape[0] else np.compress(fresh, rows, axis=0)
+        )
         state.counts.append(np.ones(added, np.int64))
         state.starts.append(state.used)
         state.used += added

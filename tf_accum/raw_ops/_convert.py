@@ -9,7 +9,8 @@ while an array keeps its own dtype.
 from __future__ import annotations
 
 import operator
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
@@ -78,21 +79,61 @@ def _integer_array(value: Any, type_name: str) -> np.ndarray[Any, Any]:
     raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {type_name}")
 
 
+def is_scipy_sparse(value: Any) -> bool:
+    """Whether ``value`` is a SciPy sparse matrix or array (scipy is not imported)."""
+    return type(value).__module__.startswith("scipy.sparse") and hasattr(value, "tocoo")
+
+
+def array_from_object(value: Any) -> np.ndarray[Any, Any] | None:
+    """A plain ndarray for an array object; None for Python numbers and sequences.
+
+    An ndarray subclass becomes a plain view of its data: the accumulators do
+    arithmetic with ``out=`` their own buffers, and a subclass's
+    ``__array_ufunc__`` (or any other override) must never be handed those.
+    Objects with ``__array__`` (TensorFlow eager tensors, PyTorch CPU tensors,
+    JAX arrays) and the array API's ``__dlpack__`` are read without a copy
+    where their library allows. Dtypes are kept.
+
+    Raises:
+        TypeError: a SciPy sparse matrix (it is a sparse gradient).
+    """
+    kind = type(value)
+    if kind is np.ndarray:
+        return cast("np.ndarray[Any, Any]", value)
+    if isinstance(value, np.ndarray):
+        # ndarray.view itself, not the subclass's own view method
+        return np.ndarray.view(value, np.ndarray)
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if is_scipy_sparse(value):
+        raise TypeError(
+            f"A {kind.__name__} is a sparse gradient: apply it to a sparse accumulator, "
+            "or pass its .toarray() as a dense gradient"
+        )
+    if hasattr(kind, "__array__"):
+        array = np.asarray(value)
+        return array if type(array) is np.ndarray else np.ndarray.view(array, np.ndarray)
+    if hasattr(kind, "__dlpack__"):
+        return np.from_dlpack(value)
+    return None
+
+
 def tensor_array(value: Any) -> np.ndarray[Any, Any]:
     """Convert a gradient the way TensorFlow infers a tensor's dtype.
 
-    Arrays (and anything with ``__array__``, such as TensorFlow or PyTorch
-    tensors) keep their dtype; Python floats become float32 and Python ints int32
-    (int64 when they do not fit).
+    Arrays keep their dtype: numpy arrays (a subclass becomes a plain ndarray
+    view), anything with ``__array__`` (TensorFlow eager tensors, PyTorch CPU
+    tensors, JAX arrays) and anything with the array API's ``__dlpack__``;
+    none of them is copied when its library can share the memory. Python
+    floats become float32 and Python ints int32 (int64 when they do not fit).
 
     Raises:
         ValueError: a ragged nested sequence.
-        TypeError: something that is not numbers.
+        TypeError: something that is not numbers, or a SciPy sparse matrix.
     """
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, np.generic) or hasattr(value, "__array__"):
-        return np.asarray(value)
+    array = array_from_object(value)
+    if array is not None:
+        return array
     try:
         array = np.asarray(value)
     except ValueError:
@@ -114,7 +155,9 @@ def index_array(value: Any, arg_name: str) -> np.ndarray[Any, Any]:
     Raises:
         TypeError: the values are not integers.
     """
-    array = np.asarray(value) if not isinstance(value, np.ndarray) else value
+    array = array_from_object(value)
+    if array is None:
+        array = np.asarray(value)
     if array.dtype == np.int64:
         return array
     if array.size == 0 and array.dtype.kind == "f":
@@ -124,6 +167,39 @@ def index_array(value: Any, arg_name: str) -> np.ndarray[Any, Any]:
             f"Argument {arg_name} must hold int64 values, got dtype {array.dtype} (value {value!r})"
         )
     return array.astype(np.int64)
+
+
+def scipy_rows(
+    matrix: Any, convert: Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]] | None = None
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The stored rows of a 2-D SciPy sparse matrix: (int64 row indices, their dense rows).
+
+    A row with at least one stored entry (an explicit zero included) is a
+    stored row; duplicate entries are summed. The rows keep the matrix's dtype,
+    or take the dtype of ``convert(stored values)`` when ``convert`` is given;
+    they are written once, straight from the matrix's coordinates.
+
+    Raises:
+        InvalidArgumentError: the matrix is not 2-D.
+    """
+    if len(matrix.shape) != 2:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"A SciPy sparse gradient must be 2-D (rows of the dense tensor), got shape "
+            f"{kernel_text(tuple(matrix.shape))}",
+        )
+    coo = matrix.tocoo(copy=False)
+    row, col, data = (np.asarray(a) for a in (coo.row, coo.col, coo.data))
+    if convert is not None:
+        data = convert(data)
+    indices, position = np.unique(row, return_inverse=True)
+    values = np.zeros((indices.size, matrix.shape[1]), data.dtype)
+    if coo.has_canonical_format:
+        values[position, col] = data
+    else:
+        np.add.at(values, (position, col), data)  # duplicate entries add up
+    return indices.astype(np.int64, copy=False), values
 
 
 def handle_of(value: Any) -> int:

@@ -14,7 +14,10 @@ from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.raw_ops._timeout import check_timeout
 
 
-def apply_gradient(op_name: str, handle: Any, local_step: Any, gradient: Any) -> None:
+def apply_gradient(
+    op_name: str, handle: Any, local_step: Any, gradient: Any, owned: bool = False
+) -> None:
+    """The dense apply ops; ``owned``: ``gradient`` is a new array the accumulator may keep."""
     acc = cast(DenseAccumulator, _lookup.accumulator(handle, op_name, "dense"))
     array = gradient if type(gradient) is np.ndarray else tensor_array(gradient)
     if array.dtype != acc.numpy_dtype:
@@ -24,7 +27,7 @@ def apply_gradient(op_name: str, handle: Any, local_step: Any, gradient: Any) ->
             f"{kind}, int64, {acc.dtype.kernel_name}->",
             f"gradient has dtype {array.dtype} but the accumulator's dtype is {acc.dtype.name}",
         )
-    acc.apply(scalar_int(local_step, "local_step", "int64"), array)
+    acc.apply(scalar_int(local_step, "local_step", "int64"), array, owned)
 
 
 def take_gradient(

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
 
+from tf_accum import errors
 from tf_accum.accumulators.sparse import SparseAccumulator, SparseTakeResult
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops._convert import (
     index_array,
+    is_scipy_sparse,
     positive_num_required,
     scalar_int,
+    scipy_rows,
     tensor_array,
 )
 from tf_accum.raw_ops._keyword_only import raw_op
@@ -39,6 +43,12 @@ def SparseAccumulatorApplyGradient(
     ``gradient_indices[i]``. Rows already present are added to; duplicate
     indices within one gradient are summed and count once for that row.
 
+    ``gradient_values`` may instead be a 2-D SciPy sparse matrix or array
+    (COO, CSR, CSC, ...) with ``gradient_indices=None``: each stored row
+    becomes an index and its dense row the value, and the matrix's shape is
+    the gradient's shape (``gradient_shape`` may then be None, empty or that shape;
+    ``has_known_shape`` still says whether it is checked).
+
     Args:
         handle: a handle from :func:`SparseConditionalAccumulator`.
         local_step: int64 scalar; below the global step the gradient is dropped
@@ -46,7 +56,9 @@ def SparseAccumulatorApplyGradient(
         gradient_indices: int64 vector of row indices, each at least 0 and below
             the declared dimension 0 when that is known.
         gradient_values: array of the accumulator's dtype, rank >= 1, one row per
-            index (Python floats infer float32, as in TensorFlow).
+            index (Python floats infer float32, as in TensorFlow; any array
+            object is taken as :func:`tf_accum.raw_ops.ResourceAccumulatorApplyGradient`
+            takes its gradient), or a SciPy sparse matrix.
         gradient_shape: int64 vector, the dense shape; read only when
             ``has_known_shape``; must agree with the declared shape where known.
         has_known_shape: whether ``gradient_shape`` is given.
@@ -57,17 +69,39 @@ def SparseAccumulatorApplyGradient(
     Raises:
         InvalidArgumentError: wrong dtype, non-scalar local_step, indices not a
             vector, rows not matching indices, shapes that do not fit, an index
-            out of range or negative, or a dense accumulator.
+            out of range or negative, a dense accumulator, or a SciPy matrix
+            given with indices, or with another shape, or not 2-D.
         NotFoundError: the handle was destroyed.
 
     Differs from TensorFlow: indices need not be sorted or unique (TensorFlow
     silently mis-merges them); negative indices are refused; malformed stale
     gradients are refused; a wrong dtype never crashes.
     """
-    acc = cast(SparseAccumulator, _lookup.accumulator(handle, _APPLY, "sparse"))
-    values = (
-        gradient_values if type(gradient_values) is np.ndarray else tensor_array(gradient_values)
+    apply_sparse_gradient(
+        handle, local_step, gradient_indices, gradient_values, gradient_shape, has_known_shape
     )
+
+
+def apply_sparse_gradient(
+    handle: Any,
+    local_step: Any,
+    gradient_indices: Any,
+    gradient_values: Any,
+    gradient_shape: Any,
+    has_known_shape: bool,
+    owned: bool = False,
+) -> None:
+    """The sparse apply op; ``owned``: the values are a new array the accumulator may keep."""
+    acc = cast(SparseAccumulator, _lookup.accumulator(handle, _APPLY, "sparse"))
+    if is_scipy_sparse(gradient_values):
+        gradient_indices, values, gradient_shape = scipy_gradient(
+            gradient_values, gradient_indices, gradient_shape
+        )
+        owned = True  # rows written just now
+    elif type(gradient_values) is np.ndarray:
+        values = gradient_values
+    else:
+        values = tensor_array(gradient_values)
     if values.dtype != acc.numpy_dtype:
         kind = _lookup.handle_type(_APPLY)
         raise _lookup.signature_mismatch(
@@ -79,7 +113,40 @@ def SparseAccumulatorApplyGradient(
     step = scalar_int(local_step, "local_step", "int64")
     indices = index_array(gradient_indices, "gradient_indices")
     shape = index_array(gradient_shape, "gradient_shape") if has_known_shape else None
-    acc.apply(step, indices, values, shape)
+    acc.apply(step, indices, values, shape, owned)
+
+
+def scipy_gradient(
+    matrix: Any,
+    indices: Any,
+    shape: Any,
+    convert: Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]] | None = None,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(indices, values, shape) of a SciPy sparse gradient given with ``indices`` and ``shape``.
+
+    ``convert`` maps the matrix's stored values (see :func:`scipy_rows`).
+
+    Raises:
+        InvalidArgumentError: indices given, a shape other than the matrix's,
+            or a matrix that is not 2-D.
+    """
+    if indices is not None:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "gradient_indices must be None when gradient_values is a SciPy sparse matrix "
+            f"(its stored rows are the indices), got {indices!r}",
+        )
+    matrix_shape = np.array(matrix.shape, np.int64)
+    if shape is not None and np.size(shape) and not np.array_equal(shape, matrix_shape):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"gradient_shape {shape!r} is not the shape {list(matrix.shape)} of the SciPy "
+            "sparse matrix given as gradient_values",
+        )
+    row_indices, rows = scipy_rows(matrix, convert)
+    return row_indices, rows, matrix_shape
 
 
 @raw_op

@@ -12,43 +12,51 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.dtypes import DType, as_dtype
+from tf_accum.raw_ops._convert import array_from_object
 
 
 def _first_element(array: np.ndarray[Any, Any]) -> Any:
     return array.flat[0].item() if array.size else array
 
 
-def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
-    """Convert a gradient to ``dtype``, as ``tf.convert_to_tensor(value, dtype)``.
+def _tensorflow_dtype(value: Any) -> DType | None:
+    """The dtype of a TensorFlow-style tensor object, or None for anything else.
 
-    Python numbers and numpy arrays of any real numeric type convert. A tensor
-    object (anything non-numpy with a TensorFlow ``dtype``) of another dtype does
-    not.
-
-    Raises:
-        ValueError: a tensor of another dtype, or a ragged sequence.
-        TypeError: strings, complex values for a real dtype, or fractions for an
-            integer dtype.
+    A tensor object is a non-numpy object whose ``dtype`` names a TensorFlow
+    dtype but is not a numpy dtype (JAX arrays carry numpy dtypes) and not
+    PyTorch's (told apart by module name; torch is never imported).
     """
-    if not isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, complex)):
-        value_dtype = getattr(value, "dtype", None)
-        if value_dtype is not None:
-            try:
-                found = as_dtype(value_dtype)
-            except TypeError:
-                found = None
-            if found is not None and found != dtype:
-                raise ValueError(
-                    f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype "
-                    f"{found.name}: {value!r}"
-                )
+    value_dtype = getattr(value, "dtype", None)
+    if value_dtype is None or isinstance(value_dtype, (np.dtype, type)):
+        return None
+    if type(value_dtype).__module__.split(".")[0] == "torch":
+        return None
     try:
-        array = np.asarray(value)
-    except ValueError:
-        raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
+        return as_dtype(value_dtype)
+    except TypeError:
+        return None
+
+
+def convert_to_dtype_owned(value: Any, dtype: DType) -> tuple[np.ndarray[Any, Any], bool]:
+    """:func:`convert_to_dtype`, and whether the result is a new array nobody else holds."""
+    if not isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, complex)):
+        found = _tensorflow_dtype(value)
+        if found is not None and found != dtype:
+            raise ValueError(
+                f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype "
+                f"{found.name}: {value!r}"
+            )
+    array = array_from_object(value)
+    fresh = False
+    if array is None:
+        try:
+            array = np.asarray(value)
+        except ValueError:
+            raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
+        fresh = True
     target = dtype.numpy_dtype
     if array.dtype == target:
-        return array
+        return array, fresh
     kind = array.dtype.kind
     lossy = (
         kind in "USOV"
@@ -58,7 +66,26 @@ def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
     if lossy:
         bad = _first_element(array)
         raise TypeError(f"Expected {dtype.name}, but got {bad} of type '{type(bad).__name__}'.")
-    return array.astype(target)
+    return array.astype(target), True
+
+
+def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
+    """Convert a gradient to ``dtype``, as ``tf.convert_to_tensor(value, dtype)``.
+
+    Python numbers and arrays of any real numeric type convert, by numpy's
+    rules: numpy arrays (a subclass becomes a plain ndarray first), anything
+    with ``__array__`` (PyTorch CPU tensors, JAX arrays) and anything with the
+    array API's ``__dlpack__``. An array already of ``dtype`` is not copied; one
+    of another dtype is copied once, converted. A TensorFlow tensor object (a
+    non-numpy object whose ``dtype`` is a TensorFlow DType) of another dtype
+    does not convert, as in TensorFlow.
+
+    Raises:
+        ValueError: a tensor of another dtype, or a ragged sequence.
+        TypeError: strings, complex values for a real dtype, fractions for an
+            integer dtype, or a SciPy sparse matrix.
+    """
+    return convert_to_dtype_owned(value, dtype)[0]
 
 
 def cast_to_int64(value: Any) -> Any:

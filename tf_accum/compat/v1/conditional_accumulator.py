@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 
 from tf_accum import raw_ops
-from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
+from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype_owned, int32_num_required
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
+from tf_accum.raw_ops.dense import apply_gradient
 from tf_accum.shapes import is_compatible, python_text
 
 _TAKE_OP = "ResourceAccumulatorTakeGradient"
@@ -59,8 +60,10 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
 
         Args:
             grad: anything convertible to the accumulator's dtype (lists, numbers,
-                arrays of any real numeric dtype); its shape must fit the
-                declared shape.
+                arrays of any real numeric dtype: numpy, anything with
+                ``__array__`` such as PyTorch CPU tensors or JAX arrays, or
+                with ``__dlpack__``); its shape must fit the declared shape.
+                It is copied at most once (converted, or into the sum).
             local_step: the step it was computed at; floats truncate toward zero.
 
         Returns:
@@ -69,19 +72,23 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
         Raises:
             ValueError: a shape that does not fit the declared shape, or a
                 tensor object of another dtype.
-            TypeError: values that do not convert (strings, say).
+            TypeError: values that do not convert (strings, a SciPy matrix, say).
             UnimplementedError: a string local_step.
             InvalidArgumentError: the shape differs from this round's first
                 gradient, or local_step is not a scalar.
             NotFoundError: the accumulator was destroyed.
         """
-        array = convert_to_dtype(grad, self._dtype)
+        array, fresh = convert_to_dtype_owned(grad, self._dtype)
         if not is_compatible(self._shape, array.shape):
             raise ValueError(
                 f"Shapes {python_text(array.shape)} and {python_text(self._shape)} are incompatible"
             )
-        raw_ops.ResourceAccumulatorApplyGradient(
-            handle=self._accumulator_ref, local_step=cast_to_int64(local_step), gradient=array
+        apply_gradient(
+            "ResourceAccumulatorApplyGradient",
+            self._accumulator_ref,
+            cast_to_int64(local_step),
+            array,
+            owned=fresh,
         )
 
     def take_grad(

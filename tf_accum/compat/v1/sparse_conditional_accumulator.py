@@ -8,9 +8,16 @@ import numpy as np
 
 from tf_accum import raw_ops
 from tf_accum.accumulators.sparse import SparseTakeResult
-from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
+from tf_accum.compat.v1._convert import (
+    cast_to_int64,
+    convert_to_dtype,
+    convert_to_dtype_owned,
+    int32_num_required,
+)
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.indexed_slices import IndexedSlices
+from tf_accum.raw_ops._convert import is_scipy_sparse
+from tf_accum.raw_ops.sparse import apply_sparse_gradient, scipy_gradient
 
 _TAKE_OP = "SparseAccumulatorTakeGradient"
 
@@ -61,11 +68,20 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
     ) -> None:
         """Add a sparse gradient computed at ``local_step``; dropped if stale.
 
+        The gradient is ``grad_values[i]`` at row ``grad_indices[i]``, or a 2-D
+        SciPy sparse matrix or array given as ``grad_values`` with
+        ``grad_indices=None``: each stored row becomes an index and its dense
+        row the value, and the matrix's shape is the gradient's shape.
+
         Args:
-            grad_indices: row indices; cast to int64 (floats truncate).
-            grad_values: one row per index, converted to the accumulator's dtype.
+            grad_indices: row indices; cast to int64 (floats truncate). None
+                for a SciPy matrix.
+            grad_values: one row per index, converted to the accumulator's
+                dtype as :meth:`ConditionalAccumulator.apply_grad` converts a
+                gradient (copied at most once); or a SciPy sparse matrix.
             grad_shape: the dense shape, or None when unknown (then it is not
-                checked). An explicit ``[]`` is a known, rank-0 shape.
+                checked). An explicit ``[]`` is a known, rank-0 shape. For a
+                SciPy matrix: None or the matrix's shape.
             local_step: the step it was computed at; floats truncate.
 
         Returns:
@@ -76,20 +92,38 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
             TypeError, ValueError: values that do not convert.
             UnimplementedError: string indices, shape or step.
         """
+        step = cast_to_int64(local_step)
+        if is_scipy_sparse(grad_values):
+            indices, values, shape = scipy_gradient(
+                grad_values,
+                grad_indices,
+                grad_shape,
+                convert=lambda data: convert_to_dtype(data, self._dtype),
+            )
+            apply_sparse_gradient(self._accumulator_ref, step, indices, values, shape, True, True)
+            return
         known = grad_shape is not None
-        raw_ops.SparseAccumulatorApplyGradient(
-            handle=self._accumulator_ref,
-            local_step=cast_to_int64(local_step),
-            gradient_indices=np.asarray(cast_to_int64(grad_indices), np.int64),
-            gradient_values=convert_to_dtype(grad_values, self._dtype),
-            gradient_shape=np.asarray(cast_to_int64(grad_shape) if known else [], np.int64),
-            has_known_shape=known,
+        values, fresh = convert_to_dtype_owned(grad_values, self._dtype)
+        apply_sparse_gradient(
+            self._accumulator_ref,
+            step,
+            np.asarray(cast_to_int64(grad_indices), np.int64),
+            values,
+            np.asarray(cast_to_int64(grad_shape) if known else [], np.int64),
+            known,
+            owned=fresh,
         )
 
     def apply_indexed_slices_grad(
         self, grad: Any, local_step: Any = 0, name: str | None = None
     ) -> None:
-        """Apply an IndexedSlices (or anything with values, indices, dense_shape)."""
+        """Apply an IndexedSlices (or anything with values, indices, dense_shape).
+
+        A SciPy sparse matrix is applied as by :meth:`apply_grad`.
+        """
+        if is_scipy_sparse(grad):
+            self.apply_grad(None, grad, local_step=local_step, name=name)
+            return
         self.apply_grad(
             grad.indices, grad.values, grad.dense_shape, local_step=local_step, name=name
         )
