@@ -163,6 +163,26 @@ def test_a_tensorflow_style_tensor_keeps_tensorflow_s_rule_and_numpy_dtypes_do_n
     assert acc.num_accumulated() == 2
 
 
+@pytest.mark.parametrize("kind", MAKERS)
+def test_indices_steps_and_counts_from_every_array_kind(kind) -> None:
+    make = MAKERS[kind]
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=[4, 2])
+    raw.SparseAccumulatorApplyGradient(
+        handle=h, local_step=make(np.array(0)), gradient_indices=make(np.array([3, 1])),
+        gradient_values=make(np.ones((2, 2), np.float32)), gradient_shape=make(np.array([4, 2])),
+        has_known_shape=True,
+    )  # fmt: skip
+    got = raw.SparseAccumulatorTakeGradient(
+        handle=h, num_required=make(np.array(1, np.int32)), dtype=tfa.float32
+    )
+    np.testing.assert_array_equal(got.indices, [1, 3])
+    acc = SCA(tfa.float32, shape=[4, 2])
+    acc.apply_grad(make(np.array([2])), make(np.ones((1, 2))), local_step=make(np.array(0)))
+    acc.set_global_step(make(np.array(1)))
+    acc.apply_grad(make(np.array([1])), make(np.ones((1, 2))), local_step=make(np.array(0.5)))
+    assert acc.num_accumulated() == 1  # the second was stale: 0.5 truncates to 0
+
+
 # --- a subclass never meets the accumulator's buffers ------------------------------------------
 
 

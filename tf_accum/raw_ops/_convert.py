@@ -66,7 +66,9 @@ def _integer_array(value: Any, type_name: str) -> np.ndarray[Any, Any]:
     if isinstance(value, float):
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {type_name}")
     try:
-        array = np.asarray(value)
+        array = array_from_object(value)
+        if array is None:
+            array = np.asarray(value)
     except (ValueError, TypeError) as exc:
         raise TypeError(
             f"Cannot convert {value!r} to EagerTensor of dtype {type_name}: {exc}"

@@ -99,7 +99,9 @@ def cast_to_int64(value: Any) -> Any:
     """
     if type(value) is int:
         return value
-    array = np.asarray(value)
+    array = array_from_object(value)
+    if array is None:
+        array = np.asarray(value)
     if array.dtype.kind in "USO":
         raise errors.UnimplementedError(None, None, "Cast string to int64 is not supported")
     array = np.trunc(array).astype(np.int64) if array.dtype.kind == "f" else array.astype(np.int64)
