@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,8 +128,10 @@ def _literal(node: ast.expr, where: str) -> Any:
         return -inner if isinstance(node.op, ast.USub) else inner
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Pow, ast.Sub, ast.Add, ast.Mult)):
         left, right = _literal(node.left, where), _literal(node.right, where)
-        ops = {ast.Pow: pow, ast.Sub: lambda a, b: a - b, ast.Add: lambda a, b: a + b,
-               ast.Mult: lambda a, b: a * b}  # fmt: skip
+        ops: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+            ast.Pow: pow, ast.Sub: lambda a, b: a - b, ast.Add: lambda a, b: a + b,
+            ast.Mult: lambda a, b: a * b,
+        }  # fmt: skip
         return ops[type(node.op)](left, right)
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(e, where) for e in node.elts]
@@ -145,7 +148,7 @@ def _literal(node: ast.expr, where: str) -> Any:
         if name in TYPED and len(node.args) == 1 and not node.keywords:
             return Typed(TYPED[name], _literal(node.args[0], where))
         if name == "IndexedSlices":
-            kw = {k.arg: _literal(k.value, where) for k in node.keywords}
+            kw = {str(k.arg): _literal(k.value, where) for k in node.keywords}
             return Slices(**kw)
         if name in ("zeros", "ones"):
             shape, dtype = (_literal(a, where) for a in node.args)

@@ -23,10 +23,12 @@ def test_statements_parse_without_evaluating(tmp_path: Path) -> None:
     (case,) = parse_file(path)
     assert [s.action for s in case.statements] == ["call", "background", "check", "call", "call"]
     assert case.statements[0].bind == "a" and case.statements[1].bind == "t"
-    assert case.statements[3].expect.message == "have: a-> b"
-    typed = case.statements[4].call.kwargs["v"]
+    expect, call = case.statements[3].expect, case.statements[4].call
+    assert expect is not None and call is not None
+    assert expect.message == "have: a-> b"
+    typed = call.kwargs["v"]
     assert isinstance(typed, Typed) and typed.shape == (0, 2)
-    assert case.statements[4].call.kwargs["w"] == 2**63 - 1
+    assert call.kwargs["w"] == 2**63 - 1
 
 
 @pytest.mark.parametrize("text", ["import os", "a = __import__('os').system('true')", "x = 1 +"])

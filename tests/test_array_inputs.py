@@ -73,7 +73,7 @@ class Hostile(np.ndarray):
 def hostile(values: Any, dtype: Any = np.float32) -> Hostile:
     Hostile.constructing = True
     try:
-        return np.ndarray.view(np.asarray(values, dtype), Hostile)  # type: ignore[return-value]
+        return np.ndarray.view(np.asarray(values, dtype), Hostile)
     finally:
         Hostile.constructing = False
 
@@ -194,13 +194,13 @@ def test_hostile_subclass_through_every_apply() -> None:
     np.testing.assert_array_equal(dense.take_grad(2), [2.0, 3.0])
 
     sparse = SCA(tfa.float32, shape=[4, 2])
-    for values, indices in [([[1.0, 1.0]], [1]), ([[2.0, 2.0], [3.0, 3.0]], [3, 1])]:
-        sparse.apply_grad(hostile(indices, np.int64), hostile(values), local_step=0)
+    for rows, at in [([[1.0, 1.0]], [1]), ([[2.0, 2.0], [3.0, 3.0]], [3, 1])]:
+        sparse.apply_grad(hostile(at, np.int64), hostile(rows), local_step=0)
     h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=[4, 2])
-    for values, indices in [([[1.0, 1.0]], [1]), ([[2.0, 2.0], [3.0, 3.0]], [3, 1])]:
+    for rows, at in [([[1.0, 1.0]], [1]), ([[2.0, 2.0], [3.0, 3.0]], [3, 1])]:
         raw.SparseAccumulatorApplyGradient(
-            handle=h, local_step=0, gradient_indices=hostile(indices, np.int64),
-            gradient_values=hostile(values), gradient_shape=hostile([4, 2], np.int64),
+            handle=h, local_step=0, gradient_indices=hostile(at, np.int64),
+            gradient_values=hostile(rows), gradient_shape=hostile([4, 2], np.int64),
             has_known_shape=True,
         )  # fmt: skip
     for indices, values, _ in [

@@ -20,7 +20,7 @@ raw = tfa.raw_ops
 
 
 @pytest.fixture(params=KINDS, ids=lambda k: k.name)
-def kind(request):  # type: ignore[no-untyped-def]
+def kind(request):
     return request.param
 
 
@@ -35,7 +35,7 @@ def test_take_blocks_until_enough_gradients(kind) -> None:  # D23, E19, S31
     released = threading.Event()
     seen_released = []
 
-    def taker():  # type: ignore[no-untyped-def]
+    def taker():
         result = kind.take(h, 3)
         seen_released.append(released.is_set())
         return result

@@ -63,7 +63,7 @@ def test_tensor_of_other_dtype_is_refused() -> None:  # P03, E16
     class FakeTensor:  # a tensor object that is not numpy, like tf.Tensor
         dtype = SimpleNamespace(name="float64")
 
-        def __array__(self, dtype=None, copy=None):  # type: ignore[no-untyped-def]
+        def __array__(self, dtype=None, copy=None):
             return np.array([1.0, 2.0])
 
         def __repr__(self) -> str:

@@ -16,13 +16,13 @@ def f32(*values: float) -> np.ndarray:
     return np.array(values, np.float32)
 
 
-def make(ops, shape=(2,), **kw):  # type: ignore[no-untyped-def]
+def make(ops, shape=(2,), **kw):
     return ops.create(
         dtype=kw.pop("dtype", F32), shape=list(shape) if shape is not None else None, **kw
     )
 
 
-def check_array(got: np.ndarray, expected, dtype) -> None:  # type: ignore[no-untyped-def]
+def check_array(got: np.ndarray, expected, dtype) -> None:
     assert isinstance(got, np.ndarray)
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got, np.asarray(expected, dtype))
@@ -295,7 +295,7 @@ class TestArgumentChecks:
     def test_positional_call_is_a_type_error(self, ops) -> None:  # E17
         h = make(ops)
         with pytest.raises(TypeError) as info:
-            raw.ResourceAccumulatorApplyGradient(h, 0, [1.0, 2.0])
+            raw.ResourceAccumulatorApplyGradient(h, 0, [1.0, 2.0])  # type: ignore[call-arg]
         assert str(info.value) == (
             "resource_accumulator_apply_gradient only takes keyword args (possible keys: "
             "['handle', 'local_step', 'gradient', 'name']). Please pass these args as kwargs "

@@ -15,7 +15,7 @@ from tf_accum.dtypes import ACCUMULATOR_DTYPES
 raw = tfa.raw_ops
 
 
-def run(dtype, grads, reduction="MEAN", shape=None):  # type: ignore[no-untyped-def]
+def run(dtype, grads, reduction="MEAN", shape=None):
     h = raw.ResourceConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)
     for g in grads:
         raw.ResourceAccumulatorApplyGradient(

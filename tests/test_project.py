@@ -75,7 +75,7 @@ def test_import_never_loads_tensorflow() -> None:
 
 
 @pytest.mark.parametrize(
-    "tool", [["ruff", "check", "."], ["ruff", "format", "--check", "tf_accum"], ["mypy"]]
+    "tool", [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"]]
 )
 def test_lint_is_clean(tool) -> None:
     if shutil.which(tool[0]) is None and not (Path(sys.executable).parent / tool[0]).exists():

@@ -17,7 +17,7 @@ raw = tfa.raw_ops
 F32 = tfa.float32
 
 
-def dense(**kw):  # type: ignore[no-untyped-def]
+def dense(**kw):
     kw.setdefault("shape", [2])
     return raw.ResourceConditionalAccumulator(dtype=kw.pop("dtype", F32), **kw)
 
@@ -137,7 +137,8 @@ def test_concurrent_creation_of_one_shared_name_yields_one_accumulator() -> None
 
     def create() -> int:
         barrier.wait(10)
-        return dense(shared_name="table-race")
+        handle: int = dense(shared_name="table-race")
+        return handle
 
     handles = {bg.result() for bg in [Background(create) for _ in range(8)]}
     assert len(handles) == 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +32,7 @@ FORMATS = {
 }
 
 
-def check(result, dtype) -> None:  # type: ignore[no-untyped-def]
+def check(result, dtype) -> None:
     indices, values, shape = result
     np.testing.assert_array_equal(indices, EXPECTED_INDICES)
     assert indices.dtype == np.int64 and values.dtype == dtype
@@ -63,7 +65,7 @@ def test_a_wrong_matrix_changes_nothing() -> None:
     h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=[10, 4])
     matrix = FORMATS["csr_array"](DATA.astype(np.float32))
 
-    def apply(**kw):  # type: ignore[no-untyped-def]
+    def apply(**kw):
         args = dict(handle=h, local_step=0, gradient_indices=None, gradient_values=matrix,
                     gradient_shape=None, has_known_shape=True)  # fmt: skip
         raw.SparseAccumulatorApplyGradient(**{**args, **kw})
@@ -79,7 +81,9 @@ def test_a_wrong_matrix_changes_nothing() -> None:
         apply(gradient_values=tall)
     with pytest.raises(tfa.errors.InvalidArgumentError, match="exceeded limits of shape"):
         apply(gradient_values=tall, has_known_shape=False)
-    with pytest.raises(tfa.errors.InvalidArgumentError, match="expected shape dim 1 to be 4, got 3"):
+    with pytest.raises(
+        tfa.errors.InvalidArgumentError, match="expected shape dim 1 to be 4, got 3"
+    ):
         apply(gradient_values=sp.csr_array(np.ones((10, 3), np.float32)))
     with pytest.raises(tfa.errors.InvalidArgumentError, match="must be 2-D"):
         apply(gradient_values=sp.coo_array(np.ones(4, np.float32)))
@@ -147,3 +151,14 @@ def test_a_sparse_take_reads_as_a_scipy_matrix_of_the_dense_shape() -> None:
     unknown.apply_grad([2], [[1.0, 1.0]])
     slices = unknown.take_indexed_slices_grad(1)
     assert slices.to_scipy("coo").shape == (3, 2)
+
+
+def test_readme_scipy_example_runs(capsys) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"```python\n(import numpy as np\nimport scipy.*?)```", readme, re.S)
+    assert block is not None
+    exec(compile(block.group(1), "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "[3 7] [0.  1.5]"
+    assert out[1] == "(1000, 4) 8"
+    assert out[2] == "[3 7]"

@@ -12,11 +12,11 @@ raw = tfa.raw_ops
 F32 = tfa.float32
 
 
-def make(shape, **kw):  # type: ignore[no-untyped-def]
+def make(shape, **kw):
     return raw.SparseConditionalAccumulator(dtype=kw.pop("dtype", F32), shape=shape, **kw)
 
 
-def apply(h, indices, values, shape=None, step=0, dtype=np.float32):  # type: ignore[no-untyped-def]
+def apply(h, indices, values, shape=None, step=0, dtype=np.float32):
     raw.SparseAccumulatorApplyGradient(
         handle=h,
         local_step=step,
@@ -27,15 +27,15 @@ def apply(h, indices, values, shape=None, step=0, dtype=np.float32):  # type: ig
     )
 
 
-def take(h, n, dtype=F32):  # type: ignore[no-untyped-def]
+def take(h, n, dtype=F32):
     return raw.SparseAccumulatorTakeGradient(handle=h, num_required=n, dtype=dtype)
 
 
-def num(h) -> int:  # type: ignore[no-untyped-def]
+def num(h) -> int:
     return int(raw.AccumulatorNumAccumulated(handle=h))
 
 
-def check(result, indices, values, shape, dtype=np.float32) -> None:  # type: ignore[no-untyped-def]
+def check(result, indices, values, shape, dtype=np.float32) -> None:
     assert result.indices.dtype == np.int64 and result.shape.dtype == np.int64
     assert result.values.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(result.indices, indices)

@@ -26,7 +26,7 @@ gradient = st.tuples(
     reduction=st.sampled_from(["MEAN", "SUM"]),
     start_step=st.integers(-1, 2),
 )
-def test_matches_dense_reference(grads, dtype, reduction, start_step) -> None:  # type: ignore[no-untyped-def]
+def test_matches_dense_reference(grads, dtype, reduction, start_step) -> None:
     h = raw.SparseConditionalAccumulator(dtype=dtype, shape=[ROWS, WIDTH], reduction_type=reduction)
     raw.AccumulatorSetGlobalStep(handle=h, new_global_step=start_step)
     np_dtype = dtype.numpy_dtype
@@ -70,7 +70,7 @@ def test_matches_dense_reference(grads, dtype, reduction, start_step) -> None:  
 @given(
     st.lists(st.lists(st.integers(0, 10**6 - 1), unique=True, max_size=50), min_size=1, max_size=5)
 )
-def test_sorted_unique_float32_is_bit_identical_to_sequential_adds(batches) -> None:  # type: ignore[no-untyped-def]
+def test_sorted_unique_float32_is_bit_identical_to_sequential_adds(batches) -> None:
     """TensorFlow's merge for sorted unique indices: per row, add in arrival order."""
     h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=[10**6, 2])
     rng = np.random.default_rng(len(batches))

@@ -29,7 +29,7 @@ def _dims_of(shape: Any) -> Iterable[Any] | None:
             f"shape must be a sequence of dimensions or None, got {shape!r} of type "
             f"{type(shape).__name__}"
         )
-    return shape  # type: ignore[no-any-return]
+    return shape
 
 
 def parse_attr_shape(shape: Any) -> DeclaredShape:

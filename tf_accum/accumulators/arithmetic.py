@@ -39,7 +39,7 @@ try:
 
 except ImportError:  # pragma: no cover - older numpy
 
-    def quiet_float_errors() -> Any:  # type: ignore[misc]
+    def quiet_float_errors() -> Any:
         return np.errstate(all="ignore")
 
     def _add_quietly(total: Array, gradient: Any) -> None:
