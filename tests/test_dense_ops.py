@@ -109,7 +109,7 @@ class TestMeanSumAndSteps:
         ops.take(handle=h, num_required=1, dtype=F32)
         ops.apply(handle=h, local_step=-5, gradient=f32(1))
         assert ops.num(handle=h) == 1
-        assert tfa.resources.current_table().lookup(h).global_step() == -(2**63)
+        assert tfa.resources.current_table().lookup(h).global_step() == -(2**63)  # type: ignore[attr-defined]
 
 
 class TestShapes:

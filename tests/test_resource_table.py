@@ -201,7 +201,7 @@ def test_collection_inside_an_accumulator_operation_does_not_deadlock() -> None:
     waiting = Background(acc.take_grad, 1)
 
     def collected_while_busy() -> None:
-        with state._lock:
+        with state._lock:  # type: ignore[attr-defined]
             finalizer()
 
     from tests.helpers import wait_for_waiting

@@ -12,43 +12,23 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
+import numpy as np
+
 from tf_accum import errors
-from tf_accum.dtypes import DType
-from tf_accum.shapes import DeclaredShape, kernel_text
+from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
+from tf_accum.resources.errors import missing_resource_error
 
 logger = logging.getLogger("tf_accum")
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
-REDUCTION_TYPES = ("MEAN", "SUM")
+__all__ = ["REDUCTION_TYPES", "AccumulatorBase", "AccumulatorSpec", "missing_resource_error"]
 
 Round = TypeVar("Round")
-
-
-@dataclass(frozen=True)
-class AccumulatorSpec:
-    """What an accumulator is: fixed at creation, compared when a name is shared."""
-
-    kind: str  # "dense" or "sparse"
-    dtype: DType
-    shape: DeclaredShape
-    reduction_type: str
-
-    def describe(self) -> str:
-        return (
-            f"a {self.kind} {self.dtype.name} accumulator of shape {kernel_text(self.shape)} "
-            f"with reduction_type {self.reduction_type}"
-        )
-
-
-def missing_resource_error(label: str, type_known: bool = True) -> errors.NotFoundError:
-    """The error for using an accumulator that was destroyed or never existed."""
-    type_name = "N10tensorflow26ConditionalAccumulatorBaseE" if type_known else "<unknown>"
-    return errors.NotFoundError(None, None, f"Resource {label}/{type_name} does not exist.")
 
 
 class _TakeAttempt(Generic[Round]):
@@ -140,7 +120,29 @@ class AccumulatorBase(ABC, Generic[Round]):
                 new_global_step,
             )
 
-    def take(self, num_required: int, timeout: float | None = None) -> Any:
+    def apply_dense(
+        self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool = False
+    ) -> None:
+        """Merge a dense gradient; only dense accumulators implement it."""
+        raise TypeError(f"{self.label} is a {self.kind} accumulator")
+
+    def apply_sparse(
+        self,
+        local_step: int,
+        indices: np.ndarray[Any, Any],
+        values: np.ndarray[Any, Any],
+        gradient_shape: np.ndarray[Any, Any] | None,
+        owned: bool = False,
+    ) -> None:
+        """Merge a sparse gradient; only sparse accumulators implement it."""
+        raise TypeError(f"{self.label} is a {self.kind} accumulator")
+
+    def take(
+        self,
+        num_required: int,
+        timeout: float | None = None,
+        cancellation: Cancellation | None = None,
+    ) -> Any:
         """Wait until at least ``num_required`` gradients are in, then take them all.
 
         Takes are served in arrival order; a take completes when the counter
@@ -152,6 +154,8 @@ class AccumulatorBase(ABC, Generic[Round]):
                 is withdrawn and consumes nothing.
             CancelledError: the accumulator was destroyed while waiting.
             NotFoundError: the accumulator was already destroyed.
+            whatever ``cancellation`` was cancelled with (a run's deadline, a
+                closing session): the attempt is withdrawn and consumes nothing.
         """
         with self._lock:
             self._check_open_locked()
@@ -159,11 +163,19 @@ class AccumulatorBase(ABC, Generic[Round]):
                 count = self._count
                 state = self._complete_round_locked()
             else:
-                state, count = self._wait_locked(num_required, timeout)
+                state, count = self._wait_locked(num_required, timeout, cancellation)
         return self._finish_round(state, count)
 
-    def _wait_locked(self, num_required: int, timeout: float | None) -> tuple[Round, int]:
+    def _wait_locked(
+        self, num_required: int, timeout: float | None, cancellation: Cancellation | None
+    ) -> tuple[Round, int]:
         attempt: _TakeAttempt[Round] = _TakeAttempt(num_required, self._lock)
+        key = None
+        if cancellation is not None:
+            key = cancellation.register(lambda error: self._cancel_attempt(attempt, error))
+            if key is None:
+                assert cancellation.error is not None
+                raise _copy_error(cancellation.error)
         self._waiting.append(attempt)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -185,9 +197,23 @@ class AccumulatorBase(ABC, Generic[Round]):
                 self._flush_locked()
             if not attempt.done:
                 raise
+        finally:
+            if cancellation is not None:
+                cancellation.unregister(key)
         if attempt.error is not None:
             raise attempt.error
         return attempt.outcome, attempt.count  # type: ignore[return-value]
+
+    def _cancel_attempt(self, attempt: _TakeAttempt[Round], error: errors.OpError) -> None:
+        """Withdraw a waiting take from outside (runs without the lock held)."""
+        with self._lock:
+            if attempt.done or attempt.error is not None:
+                return
+            attempt.error = _copy_error(error)
+            if attempt in self._waiting:
+                self._waiting.remove(attempt)
+                self._flush_locked()
+            attempt.ready.notify()
 
     def _complete_round_locked(self) -> Round:
         step = self._global_step + 1
@@ -228,3 +254,9 @@ class AccumulatorBase(ABC, Generic[Round]):
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _copy_error(error: errors.OpError) -> errors.OpError:
+    """A fresh exception per raiser: one instance raised in several threads shares a traceback."""
+    copy: errors.OpError = type(error)(error.node_def, error.op, error.message)  # type: ignore[call-arg]
+    return copy

@@ -80,6 +80,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 # stale: only the declared attributes are checked (decisions T7)
                 raise _shape_mismatch(kernel_text(self.shape), shape)
 
+    apply_dense = apply
+
     def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:
         assert state is not None
         if self.reduction_type == "MEAN":

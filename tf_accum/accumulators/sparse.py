@@ -314,6 +314,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     # --- take ------------------------------------------------------------------
 
+    apply_sparse = apply
+
     def _finish_round(self, state: SparseRound | None, count: int) -> SparseTakeResult:
         assert state is not None
         if self.reduction_type == "MEAN":

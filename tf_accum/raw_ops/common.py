@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
 
+from tf_accum import errors
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops._convert import handle_of, scalar_int
 from tf_accum.raw_ops._keyword_only import raw_op
@@ -104,6 +106,30 @@ def DestroyResourceOp(
     constructor.
     """
     current_table().destroy(handle_of(resource), bool(ignore_lookup_error))
+
+
+def resource_name(handle: Any) -> str:
+    """The name part of a live accumulator's ``container/name`` ("" if it is gone).
+
+    Not an op: the compat classes use it for ``name`` when given a bare handle.
+    """
+    try:
+        label = current_table().lookup(handle_of(handle)).label
+    except errors.NotFoundError:
+        return ""
+    return label.split("/", 1)[-1]
+
+
+def destroy_when_collected(owner: Any, handle: int) -> weakref.finalize[[int], None]:
+    """Destroy ``handle`` when ``owner`` is garbage-collected (or at exit).
+
+    Not an op: the compat classes tie a private accumulator's life to the
+    object that made it. The collector may run the finalizer inside any
+    operation, with the table's or an accumulator's lock held; so it only
+    queues the handle, and the table (the one current now) destroys it at its
+    next operation.
+    """
+    return weakref.finalize(owner, current_table().destroy_soon, handle)
 
 
 AccumulatorNumAccumulated.__doc__ = ResourceAccumulatorNumAccumulated.__doc__ = _NUM_DOC

@@ -5,15 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from tf_accum import errors
-from tf_accum.accumulators.base import REDUCTION_TYPES, AccumulatorSpec
-from tf_accum.accumulators.dense import DenseAccumulator
-from tf_accum.accumulators.sparse import SparseAccumulator
+from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 from tf_accum.dtypes import ACCUMULATOR_DTYPES, DType, as_dtype
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.resources import current_table
 from tf_accum.shapes import parse_attr_shape
-
-_FACTORIES: dict[str, Any] = {"dense": DenseAccumulator, "sparse": SparseAccumulator}
 
 
 def accumulator_dtype(dtype: Any) -> DType:
@@ -53,9 +49,7 @@ def create(kind: str, op_name: str, attrs: dict[str, Any]) -> int:
         check_reduction_type(attrs["reduction_type"]),
     )
     container, shared_name, name = attrs["container"], attrs["shared_name"], attrs["name"]
-    return current_table().create(
-        str(container), str(shared_name), name or op_name, spec, _FACTORIES[kind]
-    )
+    return current_table().create(str(container), str(shared_name), name or op_name, spec)
 
 
 @raw_op

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.sparse import SparseAccumulator, SparseTakeResult
+from tf_accum.accumulators.cancellation import current_cancellation
+from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops._convert import (
@@ -92,7 +93,8 @@ def apply_sparse_gradient(
     owned: bool = False,
 ) -> None:
     """The sparse apply op; ``owned``: the values are a new array the accumulator may keep."""
-    acc = cast(SparseAccumulator, _lookup.accumulator(handle, _APPLY, "sparse"))
+    acc = _lookup.accumulator(handle, _APPLY, "sparse")
+    dtype = acc.spec.dtype
     if is_scipy_sparse(gradient_values):
         gradient_indices, values, gradient_shape = scipy_gradient(
             gradient_values, gradient_indices, gradient_shape
@@ -102,18 +104,17 @@ def apply_sparse_gradient(
         values = gradient_values
     else:
         values = tensor_array(gradient_values)
-    if values.dtype != acc.numpy_dtype:
+    if values.dtype != dtype.numpy_dtype:
         kind = _lookup.handle_type(_APPLY)
         raise _lookup.signature_mismatch(
             f"{kind}, int64, int64, {kernel_type_name(values.dtype)}, int64->",
-            f"{kind}, int64, int64, {acc.dtype.kernel_name}, int64->",
-            f"gradient_values has dtype {values.dtype} but the accumulator's dtype is "
-            f"{acc.dtype.name}",
+            f"{kind}, int64, int64, {dtype.kernel_name}, int64->",
+            f"gradient_values has dtype {values.dtype} but the accumulator's dtype is {dtype.name}",
         )
     step = scalar_int(local_step, "local_step", "int64")
     indices = index_array(gradient_indices, "gradient_indices")
     shape = index_array(gradient_shape, "gradient_shape") if has_known_shape else None
-    acc.apply(step, indices, values, shape, owned)
+    acc.apply_sparse(step, indices, values, shape, owned)
 
 
 def scipy_gradient(
@@ -182,5 +183,5 @@ def SparseAccumulatorTakeGradient(
     acc = _lookup.accumulator(handle, _TAKE, "sparse")
     _lookup.check_take_dtype(acc, dtype, _TAKE, "int64, {}, int64")
     required = positive_num_required(num_required)
-    result: SparseTakeResult = acc.take(required, check_timeout(timeout))
+    result: SparseTakeResult = acc.take(required, check_timeout(timeout), current_cancellation())
     return result

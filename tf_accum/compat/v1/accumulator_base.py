@@ -9,10 +9,9 @@ import numpy as np
 
 from tf_accum import raw_ops
 from tf_accum.compat.v1._convert import cast_to_int64
-from tf_accum.compat.v1.lifetime import destroy_with
 from tf_accum.dtypes import DType, as_dtype
+from tf_accum.raw_ops.common import destroy_when_collected, resource_name
 from tf_accum.raw_ops.constructors import accumulator_dtype
-from tf_accum.resources import current_table
 from tf_accum.shapes import DeclaredShape, parse_tensor_shape
 
 
@@ -45,7 +44,7 @@ class ConditionalAccumulatorBase:
         self._dtype = as_dtype(dtype)
         self._shape: DeclaredShape = parse_tensor_shape(shape)
         self._accumulator_ref = accumulator_ref
-        self._name = _resource_name(accumulator_ref)
+        self._name = resource_name(accumulator_ref)
         self._finalizer: Any = None
 
     def _create_and_own(
@@ -74,7 +73,7 @@ class ConditionalAccumulatorBase:
         ConditionalAccumulatorBase.__init__(self, checked, declared, handle)
         self._name = name
         if not shared_name:
-            self._finalizer = destroy_with(self, handle)
+            self._finalizer = destroy_when_collected(self, handle)
 
     @property
     def accumulator_ref(self) -> int:
@@ -124,11 +123,3 @@ class ConditionalAccumulatorBase:
         if self._finalizer is not None:
             self._finalizer.detach()
         raw_ops.DestroyResourceOp(resource=self._accumulator_ref, ignore_lookup_error=True)
-
-
-def _resource_name(handle: int) -> str:
-    try:
-        label = current_table().lookup(handle).label
-    except Exception:
-        return ""
-    return label.split("/", 1)[-1]
