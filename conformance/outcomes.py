@@ -136,7 +136,7 @@ def same_behaviour(ours: Record, theirs: Record) -> str | None:
         if ours.get("error") == theirs.get("error"):
             return None
         return f"{ours} != {theirs}"
-    # a literal's Python type may differ (decisions T13: dtype is a DType that
+    # a literal's Python type may differ (docs/departures.md T13: dtype is a DType that
     # equals the string it was made from)
     a = {k: v for k, v in ours.items() if k not in ("message", "type")}
     b = {k: v for k, v in theirs.items() if k not in ("message", "type")}

@@ -2,7 +2,7 @@
 
 They carry no expectations of their own: TensorFlow's recorded outcomes are
 the expectation, and tf_accum must behave the same, call for call. Indices are
-sorted and unique (TensorFlow mis-merges anything else, decisions T5) and
+sorted and unique (TensorFlow mis-merges anything else, docs/departures.md T5) and
 values small integers, so sums are exact in float32.
 """
 

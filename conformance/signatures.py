@@ -31,7 +31,7 @@ CLASSES = {
                                      "take_grad", "take_indexed_slices_grad", "num_accumulated",
                                      "set_global_step"],
 }  # fmt: skip
-# Our documented keyword-only additions (decisions T2): name -> default.
+# Our documented keyword-only additions (docs/departures.md T2): name -> default.
 ADDITIONS = {
     "raw_ops.AccumulatorTakeGradient": {"timeout": None},
     "raw_ops.ResourceAccumulatorTakeGradient": {"timeout": None},

@@ -1,7 +1,7 @@
 """``tensorflow-xfails.txt``: where TensorFlow is expected to fail a case.
 
 Format: groups of case ids, one a line, each group under comment lines that
-give the reason (the departure of decisions.md). A line ``crash: ID`` marks a
+give the reason (the departure of docs/departures.md). A line ``crash: ID`` marks a
 case that kills TensorFlow's process: it is never run in-process against
 TensorFlow. A trailing ``*`` matches a prefix (``R-sparse-*``).
 """

@@ -94,7 +94,7 @@ def test_head_of_line_blocking(kind) -> None:  # D26
     assert kind.total(behind.result()) == 9.0
 
 
-def test_timed_out_head_lets_the_next_take_through(kind) -> None:  # D27, T2
+def test_timed_out_head_lets_the_next_take_through(kind) -> None:  # D27; docs/departures.md T2
     h = kind.create()
     head = Background(kind.take, h, 3, timeout=0.3)
     wait_for_waiting(h, 1)
@@ -108,7 +108,7 @@ def test_timed_out_head_lets_the_next_take_through(kind) -> None:  # D27, T2
     assert kind.total(behind.result()) == 7.0
 
 
-def test_timed_out_take_consumes_nothing(kind) -> None:  # D28, T2
+def test_timed_out_take_consumes_nothing(kind) -> None:  # D28; docs/departures.md T2
     h = kind.create()
     with pytest.raises(errors.DeadlineExceededError, match="Timed out waiting for notification"):
         kind.take(h, 1, timeout=0.05)
@@ -125,7 +125,7 @@ def test_zero_timeout_is_a_poll(kind) -> None:
     assert kind.total(kind.take(h, 1, timeout=0)) == 4.0
 
 
-def test_destroy_cancels_every_waiting_take(kind) -> None:  # D29, S32, T3
+def test_destroy_cancels_every_waiting_take(kind) -> None:  # D29, S32; docs/departures.md T3
     h = kind.create()
     takers = [Background(kind.take, h, 1 + i) for i in range(3)]
     wait_for_waiting(h, 3)

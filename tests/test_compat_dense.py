@@ -1,4 +1,4 @@
-"""compat.v1.ConditionalAccumulator and its base (behaviour.md 11.1, 11.2; cases P*, E*)."""
+"""compat.v1.ConditionalAccumulator and its base (conformance cases P*, E*)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ v1 = tfa.compat.v1
 CA = v1.ConditionalAccumulator
 
 
-def test_attributes() -> None:  # P01, T13
+def test_attributes() -> None:  # P01; docs/departures.md T13
     acc = CA(tfa.float32, shape=[2], name="Q")
     assert acc.name == "Q"
     assert acc.dtype == tfa.float32 and acc.dtype == "float32" and acc.dtype == np.float32
@@ -28,7 +28,7 @@ def test_attributes() -> None:  # P01, T13
     "given",
     ["float32", np.float32, np.dtype("float32"), tfa.float32, SimpleNamespace(name="float32")],
 )
-def test_dtype_equals_what_it_was_made_from(given) -> None:  # P10, T13
+def test_dtype_equals_what_it_was_made_from(given) -> None:  # P10; docs/departures.md T13
     acc = CA(given, shape=[2])
     assert acc.dtype == given
     assert acc.dtype is tfa.float32
@@ -168,7 +168,7 @@ def test_vector_step_reaches_the_scalar_check() -> None:
     assert acc.num_accumulated() == 0
 
 
-def test_two_private_accumulators_do_not_alias() -> None:  # E02, T4
+def test_two_private_accumulators_do_not_alias() -> None:  # E02; docs/departures.md T4
     q1, q2 = CA(tfa.float32, shape=[2]), CA(tfa.float32, shape=[2])
     q1.apply_grad([1, 1])
     assert q2.num_accumulated() == 0
@@ -195,7 +195,7 @@ def test_take_grad_blocks_until_released() -> None:  # E19
     np.testing.assert_array_equal(bg.result(), [2.0, 2.0])
 
 
-def test_take_grad_timeout_and_close_cancels() -> None:  # T2, T3
+def test_take_grad_timeout_and_close_cancels() -> None:  # docs/departures.md T2, T3
     acc = CA(tfa.float32, shape=[2])
     with pytest.raises(errors.DeadlineExceededError):
         acc.take_grad(1, timeout=0.01)

@@ -1,4 +1,4 @@
-"""compat.v1.SparseConditionalAccumulator (behaviour.md 11.3; cases P11-P15, E07)."""
+"""compat.v1.SparseConditionalAccumulator (conformance cases P11-P15)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def test_the_three_names_are_one_class() -> None:
     assert SCA is tfa.sparse.SparseConditionalAccumulator
 
 
-def test_works_eagerly_and_returns_a_named_tuple() -> None:  # E07, P11, T11
+def test_works_eagerly_and_returns_a_named_tuple() -> None:  # P11; docs/departures.md T11
     acc = SCA(tfa.float32, shape=[3, 2], name="S")
     assert acc.name == "S" and acc.dtype == tfa.float32
     assert acc.apply_grad([0, 2], [[1, 1], [2, 2]], [3, 2]) is None
@@ -65,7 +65,7 @@ def test_indices_and_shape_are_cast() -> None:  # P15
     np.testing.assert_array_equal(shape, [3, 2])
 
 
-def test_values_are_converted_to_the_dtype() -> None:  # X05, T12
+def test_values_are_converted_to_the_dtype() -> None:  # X05; docs/departures.md T12
     acc = SCA(tfa.float32, shape=[3, 2])
     acc.apply_grad([0], [[1, 2]])
     acc.apply_grad([0], np.array([[3.0, 4.0]]))
@@ -91,7 +91,7 @@ def test_steps_and_global_step() -> None:
     assert n == 1 and isinstance(n, np.int32)
 
 
-def test_blocking_timeout_and_close() -> None:  # S31, S32, T2, T3
+def test_blocking_timeout_and_close() -> None:  # S31, S32; docs/departures.md T2, T3
     acc = SCA(tfa.float32, shape=[3, 1])
     acc.apply_grad([0], [[1.0]])
     bg = Background(acc.take_grad, 2)

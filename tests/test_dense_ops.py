@@ -1,4 +1,4 @@
-"""The dense raw ops, case by case (cases.md D*, E*, X*, adjusted by decisions.md)."""
+"""The dense raw ops, case by case (conformance cases D*, E*, X*; departures from docs/departures.md)."""
 
 from __future__ import annotations
 
@@ -159,14 +159,18 @@ class TestShapes:
         got = ops.take(handle=h, num_required=1, dtype=F32)
         assert got.shape == () and got.dtype == np.float32 and got == 7
 
-    def test_stale_gradient_against_declared_shape_is_refused(self, ops) -> None:  # D19, T7
+    def test_stale_gradient_against_declared_shape_is_refused(
+        self, ops
+    ) -> None:  # D19; docs/departures.md T7
         h = make(ops, shape=[2])
         ops.set_step(handle=h, new_global_step=5)
         with pytest.raises(errors.InvalidArgumentError, match=r"expected \[2\], got \[7\]"):
             ops.apply(handle=h, local_step=4, gradient=np.ones(7, np.float32))
         assert ops.num(handle=h) == 0
 
-    def test_stale_gradient_of_an_older_round_shape_is_dropped(self, ops) -> None:  # T7
+    def test_stale_gradient_of_an_older_round_shape_is_dropped(
+        self, ops
+    ) -> None:  # docs/departures.md T7
         h = make(ops, shape=[None])
         ops.apply(handle=h, local_step=0, gradient=f32(1, 2))
         ops.take(handle=h, num_required=1, dtype=F32)
@@ -215,7 +219,9 @@ class TestArgumentChecks:
         assert f"Argument local_step must be scalar, but had bad shape {text}" in str(info.value)
         assert ops.num(handle=h) == 0
 
-    def test_non_scalar_global_step_names_its_argument(self, ops) -> None:  # D39, E13, T9
+    def test_non_scalar_global_step_names_its_argument(
+        self, ops
+    ) -> None:  # D39; docs/departures.md T9
         h = make(ops, shape=[1])
         with pytest.raises(
             errors.InvalidArgumentError,

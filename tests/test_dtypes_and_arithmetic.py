@@ -1,4 +1,4 @@
-"""DType conversion, and arithmetic in every accumulator dtype (sections 3, 9; T1)."""
+"""DType conversion, and arithmetic in every accumulator dtype (docs/departures.md T1)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_dtype_equality_hash_and_pickle() -> None:
 
 
 @pytest.mark.parametrize("dtype", ACCUMULATOR_DTYPES, ids=lambda t: t.name)
-def test_every_accumulator_dtype_works(dtype) -> None:  # T1
+def test_every_accumulator_dtype_works(dtype) -> None:  # docs/departures.md T1
     wide = np.complex128 if dtype.is_complex else np.float64
     got = run(dtype, [[1, 2], [3, 4]], shape=[2])
     assert got.dtype == dtype.numpy_dtype
@@ -75,13 +75,13 @@ def test_every_accumulator_dtype_works(dtype) -> None:  # T1
     np.testing.assert_array_equal(got.astype(wide), [4, 6])
 
 
-def test_integer_mean_truncates_toward_zero() -> None:  # T1
+def test_integer_mean_truncates_toward_zero() -> None:  # docs/departures.md T1
     np.testing.assert_array_equal(run(tfa.int32, [[7, -7, 1], [0, 0, 0]]), [3, -3, 0])
     np.testing.assert_array_equal(run(tfa.int64, [[-5], [0], [0]]), [-1])
     np.testing.assert_array_equal(run(tfa.uint8, [[255], [255]], reduction="SUM"), [254])
 
 
-def test_integer_sums_wrap_and_mean_divides_the_wrapped_sum() -> None:  # T1
+def test_integer_sums_wrap_and_mean_divides_the_wrapped_sum() -> None:  # docs/departures.md T1
     got = run(tfa.int8, [[100], [100]], reduction="SUM")
     assert got.dtype == np.int8 and got[0] == -56
     assert run(tfa.int8, [[100], [100]])[0] == -28  # -56 / 2

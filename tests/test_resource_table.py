@@ -1,4 +1,4 @@
-"""Handles, sharing by name, destruction (behaviour.md section 4, decisions T4, T10, T14)."""
+"""Handles, sharing by name, destruction (docs/departures.md T4, T10, T14)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def num(h: int) -> int:
     return int(raw.ResourceAccumulatorNumAccumulated(handle=h))
 
 
-def test_private_accumulators_never_alias() -> None:  # E02, E03, D44, T4
+def test_private_accumulators_never_alias() -> None:  # E02, E03, D44; docs/departures.md T4
     a, b = dense(), dense()
     c = dense(name="other")
     assert len({a, b, c}) == 3
@@ -38,7 +38,9 @@ def test_private_accumulators_never_alias() -> None:  # E02, E03, D44, T4
     assert (num(a), num(b), num(c)) == (1, 0, 0)
 
 
-def test_destroying_one_private_accumulator_leaves_equal_ones_alive() -> None:  # E04, T4
+def test_destroying_one_private_accumulator_leaves_equal_ones_alive() -> (
+    None
+):  # docs/departures.md T4
     a, b = dense(dtype=tfa.float64, shape=[5]), dense(dtype=tfa.float64, shape=[5])
     raw.DestroyResourceOp(resource=a)
     assert num(b) == 0
@@ -59,7 +61,7 @@ def test_shared_name_shares_and_survives_only_while_alive() -> None:  # D41, E05
     assert fresh not in (a, b)
 
 
-def test_ref_and_resource_constructors_share() -> None:  # D42, T14
+def test_ref_and_resource_constructors_share() -> None:  # D42; docs/departures.md T14
     a = raw.ConditionalAccumulator(dtype=F32, shape=[2], shared_name="table-ref-res")
     b = dense(shared_name="table-ref-res")
     raw.AccumulatorApplyGradient(handle=a, local_step=0, gradient=np.ones(2, np.float32))
@@ -83,7 +85,9 @@ def test_container_separates_names() -> None:  # D43
         {"shape": None},
     ],
 )
-def test_shared_name_with_other_attributes_is_refused(other) -> None:  # D41, D52, T10
+def test_shared_name_with_other_attributes_is_refused(
+    other,
+) -> None:  # D41, D52; docs/departures.md T10
     name = f"table-conflict-{sorted(other)}"
     a = dense(shared_name=name)
     with pytest.raises(errors.InvalidArgumentError) as info:

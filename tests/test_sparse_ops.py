@@ -1,4 +1,4 @@
-"""The sparse raw ops, case by case (cases.md S*, X05-X07, adjusted by decisions.md)."""
+"""The sparse raw ops, case by case (conformance cases S*, X05-X07; departures from docs/departures.md)."""
 
 from __future__ import annotations
 
@@ -70,12 +70,12 @@ class TestMerge:
         apply(h, [0, 2], [[0, 1], [3, 0]], [3, 2])
         check(take(h, 1), [0, 1, 2], [[0.5, 0.5], [0, 2], [3, 0]], [-1, 2])
 
-    def test_unsorted_indices_are_sorted(self) -> None:  # S05, T5
+    def test_unsorted_indices_are_sorted(self) -> None:  # S05; docs/departures.md T5
         h = make([5, 1])
         apply(h, [3, 0, 2], [[30], [0], [20]])
         check(take(h, 1), [0, 2, 3], [[0], [20], [30]], [5, 1])
 
-    def test_unsorted_later_gradients_merge(self) -> None:  # S06, S07, T5
+    def test_unsorted_later_gradients_merge(self) -> None:  # S06, S07; docs/departures.md T5
         h = make([5, 1])
         apply(h, [2, 0], [[20], [1]])
         apply(h, [0, 1], [[100], [10]])
@@ -84,7 +84,9 @@ class TestMerge:
         apply(h, [2, 0], [[200], [100]], step=1)
         check(take(h, 2), [0, 2], [[50.5], [110]], [5, 1])
 
-    def test_duplicates_within_a_gradient_sum_and_count_once(self) -> None:  # S08, S09, T5
+    def test_duplicates_within_a_gradient_sum_and_count_once(
+        self,
+    ) -> None:  # S08, S09; docs/departures.md T5
         h = make([5, 1])
         apply(h, [1, 1], [[1], [2]])
         check(take(h, 1), [1], [[3]], [5, 1])
@@ -196,14 +198,14 @@ class TestValidation:
             ([3, 2], [0], [[1, 2]], [4, 2], "Shape mismatch: expected shape dim 0 to be 3, got 4"),
             ([3, 2], [0], [[1, 2]], [3], "Shape mismatch: expected shape rank at least 2, got 1"),
             ([3, 2], [0], [[1, 2]], [], "Shape mismatch: expected shape rank at least 2, got 0"),
-            ([3, 1], [0, -1], [[5], [5]], None, "index of slice 1 is -1, which is negative"),  # T6
-            ([None, 1], [-3], [[5]], None, "index of slice 0 is -3, which is negative"),  # T6
+            ([3, 1], [0, -1], [[5], [5]], None, "index of slice 1 is -1, which is negative"),  # docs/departures.md T6
+            ([None, 1], [-3], [[5]], None, "index of slice 0 is -3, which is negative"),  # docs/departures.md T6
         ],
     )  # fmt: skip
     @pytest.mark.parametrize("stale", [False, True])
     def test_malformed_gradients_are_refused_stale_or_not(
         self, shape, indices, values, gshape, message, stale
-    ) -> None:  # S11-S23, S28, T6, T7
+    ) -> None:  # S11-S23, S28; docs/departures.md T6, T7
         h = make(shape)
         if stale:
             raw.AccumulatorSetGlobalStep(handle=h, new_global_step=5)
@@ -217,7 +219,9 @@ class TestValidation:
         apply(h, [0], [[1, 2]], [3, 2, 5])
         assert num(h) == 1
 
-    def test_stale_gradient_of_an_older_round_shape_is_dropped(self) -> None:  # S28, T7
+    def test_stale_gradient_of_an_older_round_shape_is_dropped(
+        self,
+    ) -> None:  # S28; docs/departures.md T7
         h = make(None)
         apply(h, [0], [[1.0, 1.0]])
         take(h, 1)
@@ -302,7 +306,7 @@ class TestValidation:
 
 
 class TestKindsDoNotMix:
-    def test_dense_ops_on_a_sparse_accumulator(self) -> None:  # X06, T8, T14
+    def test_dense_ops_on_a_sparse_accumulator(self) -> None:  # X06; docs/departures.md T8, T14
         h = make([3, 1])
         apply(h, [0], [[1]])
         with pytest.raises(errors.InvalidArgumentError, match="needs a dense accumulator"):
@@ -314,7 +318,7 @@ class TestKindsDoNotMix:
         assert num(h) == 1
         assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1
 
-    def test_sparse_ops_on_a_dense_accumulator(self) -> None:  # B7, T8
+    def test_sparse_ops_on_a_dense_accumulator(self) -> None:  # docs/departures.md T8
         h = raw.ConditionalAccumulator(dtype=F32, shape=[3, 1])
         raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones((3, 1), np.float32))
         with pytest.raises(errors.InvalidArgumentError, match="needs a sparse accumulator"):
@@ -325,12 +329,12 @@ class TestKindsDoNotMix:
         raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones((3, 1), np.float32))
         assert num(h) == 2  # the failed take neither consumed nor bumped the step
 
-    def test_dense_and_sparse_cannot_share_a_name(self) -> None:  # S34, T10
+    def test_dense_and_sparse_cannot_share_a_name(self) -> None:  # S34; docs/departures.md T10
         raw.ConditionalAccumulator(dtype=F32, shape=[3, 1], shared_name="sparse-vs-dense")
         with pytest.raises(errors.InvalidArgumentError, match="already exists as a dense"):
             make([3, 1], shared_name="sparse-vs-dense")
 
-    def test_destroy_works_on_sparse_handles(self) -> None:  # T14
+    def test_destroy_works_on_sparse_handles(self) -> None:  # docs/departures.md T14
         h = make([3, 1])
         raw.DestroyResourceOp(resource=h, ignore_lookup_error=False)
         with pytest.raises(errors.NotFoundError):

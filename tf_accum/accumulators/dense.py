@@ -77,7 +77,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                     )
                 self._accepted_locked()
             elif not self._fits_declared(shape):
-                # stale: only the declared attributes are checked (decisions T7)
+                # stale: only the declared attributes are checked (docs/departures.md T7)
                 raise _shape_mismatch(kernel_text(self.shape), shape)
 
     apply_dense = apply

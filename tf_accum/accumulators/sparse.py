@@ -82,7 +82,7 @@ def _divide_rows(rows: Array, counts: Array) -> None:
 
 
 def normalize(indices: Array, values: Array) -> tuple[Array, Array, bool]:
-    """Sort a gradient's rows by index and sum duplicate indices (decisions T5).
+    """Sort a gradient's rows by index and sum duplicate indices (docs/departures.md T5).
 
     Returns (unique sorted indices, their rows, whether the rows are the
     caller's own array, unchanged). Already sorted unique indices cost one
@@ -117,7 +117,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         state, self._round = self._round, None
         return state
 
-    # --- validation that needs no state (decisions T7: stale gradients too) ----
+    # --- validation that needs no state (docs/departures.md T7: stale gradients too) ----
 
     def check_gradient(
         self, indices: Array, values: Array, gradient_shape: Array | None

@@ -25,7 +25,19 @@ def set_global_step(op_name: str, handle: Any, new_global_step: Any) -> None:
     acc.set_global_step(scalar_int(new_global_step, "new_global_step", "int64"))
 
 
-_NUM_DOC = """The number of gradients accepted since the last completed take.
+@raw_op
+def AccumulatorNumAccumulated(*, handle: Any, name: str | None = None) -> np.int32:
+    """The ref-handle spelling of :func:`ResourceAccumulatorNumAccumulated`.
+
+    Same arguments, result and errors; any accumulator handle works
+    (docs/departures.md T14).
+    """
+    return num_accumulated("AccumulatorNumAccumulated", handle)
+
+
+@raw_op
+def ResourceAccumulatorNumAccumulated(*, handle: Any, name: str | None = None) -> np.int32:
+    """The number of gradients accepted since the last completed take.
 
     Args:
         handle: an accumulator handle (dense or sparse).
@@ -36,8 +48,24 @@ _NUM_DOC = """The number of gradients accepted since the last completed take.
     Raises:
         NotFoundError: the handle was destroyed.
     """
+    return num_accumulated("ResourceAccumulatorNumAccumulated", handle)
 
-_SET_STEP_DOC = """Set the accumulator's global step.
+
+@raw_op
+def AccumulatorSetGlobalStep(*, handle: Any, new_global_step: Any, name: str | None = None) -> None:
+    """The ref-handle spelling of :func:`ResourceAccumulatorSetGlobalStep`.
+
+    Same arguments, result and errors; any accumulator handle works
+    (docs/departures.md T14).
+    """
+    set_global_step("AccumulatorSetGlobalStep", handle, new_global_step)
+
+
+@raw_op
+def ResourceAccumulatorSetGlobalStep(
+    *, handle: Any, new_global_step: Any, name: str | None = None
+) -> None:
+    """Set the accumulator's global step.
 
     Gradients with a local_step below it are dropped from then on. A value
     lower than the current step is applied too (with a logged warning).
@@ -55,31 +83,10 @@ _SET_STEP_DOC = """Set the accumulator's global step.
         InvalidArgumentError: new_global_step is not a scalar.
         TypeError: new_global_step is a float.
 
-    Differs from TensorFlow: a non-scalar value changes nothing, and the
-    message names new_global_step (TensorFlow names num_required, and sets
-    the step anyway when the value has one element).
+    Differs from TensorFlow (docs/departures.md T8, T9): a non-scalar value
+    changes nothing, and the message names new_global_step (TensorFlow names
+    num_required, and sets the step anyway when the value has one element).
     """
-
-
-@raw_op
-def AccumulatorNumAccumulated(*, handle: Any, name: str | None = None) -> np.int32:
-    return num_accumulated("AccumulatorNumAccumulated", handle)
-
-
-@raw_op
-def ResourceAccumulatorNumAccumulated(*, handle: Any, name: str | None = None) -> np.int32:
-    return num_accumulated("ResourceAccumulatorNumAccumulated", handle)
-
-
-@raw_op
-def AccumulatorSetGlobalStep(*, handle: Any, new_global_step: Any, name: str | None = None) -> None:
-    set_global_step("AccumulatorSetGlobalStep", handle, new_global_step)
-
-
-@raw_op
-def ResourceAccumulatorSetGlobalStep(
-    *, handle: Any, new_global_step: Any, name: str | None = None
-) -> None:
     set_global_step("ResourceAccumulatorSetGlobalStep", handle, new_global_step)
 
 
@@ -101,9 +108,9 @@ def DestroyResourceOp(
     Returns:
         None.
 
-    Differs from TensorFlow: waiting takes are cancelled (TensorFlow only
-    cancels them when the session closes); it accepts handles of every
-    constructor.
+    Differs from TensorFlow (docs/departures.md T3, T14): waiting takes are
+    cancelled (TensorFlow only cancels them when the session closes); it
+    accepts handles of every constructor.
     """
     current_table().destroy(handle_of(resource), bool(ignore_lookup_error))
 
@@ -130,7 +137,3 @@ def destroy_when_collected(owner: Any, handle: int) -> weakref.finalize[[int], N
     next operation.
     """
     return weakref.finalize(owner, current_table().destroy_soon, handle)
-
-
-AccumulatorNumAccumulated.__doc__ = ResourceAccumulatorNumAccumulated.__doc__ = _NUM_DOC
-AccumulatorSetGlobalStep.__doc__ = ResourceAccumulatorSetGlobalStep.__doc__ = _SET_STEP_DOC

@@ -80,10 +80,11 @@ def ConditionalAccumulator(
         InvalidArgumentError: a bad reduction_type, a dimension below -1, or a
             shared name already used with other attributes.
 
-    Differs from TensorFlow: works eagerly; every dtype of the op definition
-    works (TensorFlow has kernels for float16/32/64 only); a call without
-    shared_name always makes a new accumulator; a shared name with conflicting
-    attributes is an error instead of silently returning the first accumulator.
+    Differs from TensorFlow (docs/departures.md T1, T4, T10, T11, T15): works
+    eagerly; every dtype of the op definition works (TensorFlow has kernels for
+    float16/32/64 only); a call without shared_name always makes a new
+    accumulator; a shared name with conflicting attributes is an error instead
+    of silently returning the first accumulator.
     """
     return create("dense", "ConditionalAccumulator", locals())
 
@@ -121,8 +122,9 @@ def SparseConditionalAccumulator(
     of the dense tensor the sparse gradients are slices of (dimension 0 bounds
     the indices).
 
-    Differs from TensorFlow: works eagerly; every dtype of the op definition
-    works; a shared name already used by a dense accumulator (or with other
-    attributes) is an InvalidArgumentError.
+    Differs from TensorFlow (docs/departures.md T1, T4, T10, T11, T15): works
+    eagerly; every dtype of the op definition works; a shared name already used
+    by a dense accumulator (or with other attributes) is an
+    InvalidArgumentError.
     """
     return create("sparse", "SparseConditionalAccumulator", locals())

@@ -43,7 +43,23 @@ def take_gradient(
     return result
 
 
-_APPLY_DOC = """Add ``gradient`` to a dense accumulator, unless it is stale.
+@raw_op
+def AccumulatorApplyGradient(
+    *, handle: Any, local_step: Any, gradient: Any, name: str | None = None
+) -> None:
+    """The ref-handle spelling of :func:`ResourceAccumulatorApplyGradient`.
+
+    Same arguments, result and errors; any dense accumulator's handle works
+    (docs/departures.md T14).
+    """
+    apply_gradient("AccumulatorApplyGradient", handle, local_step, gradient)
+
+
+@raw_op
+def ResourceAccumulatorApplyGradient(
+    *, handle: Any, local_step: Any, gradient: Any, name: str | None = None
+) -> None:
+    """Add ``gradient`` to a dense accumulator, unless it is stale.
 
     A gradient is stale when ``local_step`` is below the accumulator's global
     step; it is then dropped silently. The first gradient after creation or a
@@ -53,9 +69,12 @@ _APPLY_DOC = """Add ``gradient`` to a dense accumulator, unless it is stale.
     Args:
         handle: an accumulator handle from a dense constructor op.
         local_step: int64 scalar, the step the gradient was computed at.
-        gradient: an array of the accumulator's dtype (Python floats infer
-            float32 and Python ints int32, as in TensorFlow); its shape must fit
-            the declared shape.
+        gradient: an array of the accumulator's dtype: a numpy array (a
+            subclass is read as a plain ndarray), anything with ``__array__``
+            (TensorFlow eager tensors, PyTorch CPU tensors, JAX arrays) or the
+            array API's ``__dlpack__``, read without a copy where its library
+            allows; Python floats infer float32 and Python ints int32, as in
+            TensorFlow. Its shape must fit the declared shape.
 
     Returns:
         None.
@@ -64,15 +83,45 @@ _APPLY_DOC = """Add ``gradient`` to a dense accumulator, unless it is stale.
         NotFoundError: the handle was destroyed.
         InvalidArgumentError: a dtype other than the accumulator's, a sparse
             accumulator, a non-scalar local_step, or a shape that does not fit.
-        TypeError: local_step is a float.
+        TypeError: local_step is a float, or the gradient is not numbers (a
+            SciPy sparse matrix, say).
 
-    Differs from TensorFlow: a gradient of the wrong dtype, or a non-scalar
-    local_step, is always refused without applying anything (TensorFlow crashes
-    or applies anyway); a stale gradient whose shape contradicts the declared
-    shape is refused (TensorFlow drops it unchecked).
+    Differs from TensorFlow (docs/departures.md T7, T8): a gradient of the
+    wrong dtype, or a non-scalar local_step, is always refused without
+    applying anything (TensorFlow crashes or applies anyway); a stale gradient
+    whose shape contradicts the declared shape is refused (TensorFlow drops it
+    unchecked).
     """
+    apply_gradient("ResourceAccumulatorApplyGradient", handle, local_step, gradient)
 
-_TAKE_DOC = """Wait for ``num_required`` gradients, then return their mean (or sum).
+
+@raw_op
+def AccumulatorTakeGradient(
+    *,
+    handle: Any,
+    num_required: Any,
+    dtype: Any,
+    name: str | None = None,
+    timeout: float | None = None,
+) -> np.ndarray[Any, Any]:
+    """The ref-handle spelling of :func:`ResourceAccumulatorTakeGradient`.
+
+    Same arguments, result and errors; any dense accumulator's handle works
+    (docs/departures.md T14).
+    """
+    return take_gradient("AccumulatorTakeGradient", handle, num_required, dtype, timeout)
+
+
+@raw_op
+def ResourceAccumulatorTakeGradient(
+    *,
+    handle: Any,
+    num_required: Any,
+    dtype: Any,
+    name: str | None = None,
+    timeout: float | None = None,
+) -> np.ndarray[Any, Any]:
+    """Wait for ``num_required`` gradients, then return their mean (or sum).
 
     The take joins a first-in first-out queue; it completes when it is at the
     front and at least ``num_required`` gradients have been accepted. It then
@@ -96,48 +145,8 @@ _TAKE_DOC = """Wait for ``num_required`` gradients, then return their mean (or s
         NotFoundError: the handle was destroyed.
         ValueError: a negative timeout.
 
-    Differs from TensorFlow: ``timeout`` is ours; a bad dtype or a non-scalar
-    num_required is refused without queueing the take (TensorFlow crashes).
+    Differs from TensorFlow (docs/departures.md T2, T8): ``timeout`` is ours; a
+    bad dtype or a non-scalar num_required is refused without queueing the take
+    (TensorFlow crashes).
     """
-
-
-@raw_op
-def AccumulatorApplyGradient(
-    *, handle: Any, local_step: Any, gradient: Any, name: str | None = None
-) -> None:
-    apply_gradient("AccumulatorApplyGradient", handle, local_step, gradient)
-
-
-@raw_op
-def ResourceAccumulatorApplyGradient(
-    *, handle: Any, local_step: Any, gradient: Any, name: str | None = None
-) -> None:
-    apply_gradient("ResourceAccumulatorApplyGradient", handle, local_step, gradient)
-
-
-@raw_op
-def AccumulatorTakeGradient(
-    *,
-    handle: Any,
-    num_required: Any,
-    dtype: Any,
-    name: str | None = None,
-    timeout: float | None = None,
-) -> np.ndarray[Any, Any]:
-    return take_gradient("AccumulatorTakeGradient", handle, num_required, dtype, timeout)
-
-
-@raw_op
-def ResourceAccumulatorTakeGradient(
-    *,
-    handle: Any,
-    num_required: Any,
-    dtype: Any,
-    name: str | None = None,
-    timeout: float | None = None,
-) -> np.ndarray[Any, Any]:
     return take_gradient("ResourceAccumulatorTakeGradient", handle, num_required, dtype, timeout)
-
-
-AccumulatorApplyGradient.__doc__ = ResourceAccumulatorApplyGradient.__doc__ = _APPLY_DOC
-AccumulatorTakeGradient.__doc__ = ResourceAccumulatorTakeGradient.__doc__ = _TAKE_DOC

@@ -74,9 +74,10 @@ def SparseAccumulatorApplyGradient(
             given with indices, or with another shape, or not 2-D.
         NotFoundError: the handle was destroyed.
 
-    Differs from TensorFlow: indices need not be sorted or unique (TensorFlow
-    silently mis-merges them); negative indices are refused; malformed stale
-    gradients are refused; a wrong dtype never crashes.
+    Differs from TensorFlow (docs/departures.md T5-T8): indices need not be
+    sorted or unique (TensorFlow silently mis-merges them); negative indices
+    are refused; malformed stale gradients are refused; a wrong dtype never
+    crashes.
     """
     apply_sparse_gradient(
         handle, local_step, gradient_indices, gradient_values, gradient_shape, has_known_shape
@@ -178,7 +179,8 @@ def SparseAccumulatorTakeGradient(
     Raises:
         As the dense take.
 
-    Differs from TensorFlow: ``timeout``; a wrong dtype never crashes.
+    Differs from TensorFlow (docs/departures.md T2, T8): ``timeout``; a wrong
+    dtype never crashes.
     """
     acc = _lookup.accumulator(handle, _TAKE, "sparse")
     _lookup.check_take_dtype(acc, dtype, _TAKE, "int64, {}, int64")

@@ -36,8 +36,9 @@ class ConditionalAccumulatorBase:
         TypeError: ``dtype`` is not a dtype, or a dimension is not an integer.
         ValueError: a dimension is negative.
 
-    Differs from TensorFlow: ``dtype`` is a tf_accum DType (equal to whatever it
-    was made from), and ``name`` is the name given, or the resource's name.
+    Differs from TensorFlow (docs/departures.md T13): ``dtype`` is a tf_accum
+    DType (equal to whatever it was made from), and ``name`` is the name given,
+    or the resource's name.
     """
 
     def __init__(self, dtype: Any, shape: Any, accumulator_ref: int) -> None:
@@ -118,7 +119,8 @@ class ConditionalAccumulatorBase:
 
         Later calls raise NotFoundError. Closing twice is harmless.
 
-        Differs from TensorFlow: TensorFlow's classes have no close().
+        Differs from TensorFlow (docs/departures.md T3): TensorFlow's classes
+        have no close().
         """
         if self._finalizer is not None:
             self._finalizer.detach()

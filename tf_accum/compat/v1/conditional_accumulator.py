@@ -36,11 +36,12 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
         InvalidArgumentError: ``shared_name`` names a live accumulator with other
             attributes.
 
-    Differs from TensorFlow: accumulators without a shared_name never alias one
-    another (TensorFlow's eager mode makes equal-attribute ones share, and kills
-    them all when one is collected); every dtype of the op definition works;
-    ``dtype`` is a tf_accum DType; ``name`` is the name given; ``take_grad``
-    accepts ``timeout=``; ``close()`` destroys the accumulator.
+    Differs from TensorFlow (docs/departures.md T1-T4, T13): accumulators
+    without a shared_name never alias one another (TensorFlow's eager mode
+    makes equal-attribute ones share, and kills them all when one is
+    collected); every dtype of the op definition works; ``dtype`` is a tf_accum
+    DType; ``name`` is the name given; ``take_grad`` accepts ``timeout=``;
+    ``close()`` destroys the accumulator.
     """
 
     def __init__(

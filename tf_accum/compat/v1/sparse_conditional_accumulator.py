@@ -40,10 +40,11 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
     Raises:
         As :class:`ConditionalAccumulator`.
 
-    Differs from TensorFlow: it works eagerly (TensorFlow's refuses to);
-    values are converted to the accumulator's dtype (TensorFlow passes them
-    unconverted and crashes on Python ints); indices need not be sorted or
-    unique; takes accept ``timeout=``; ``close()`` destroys.
+    Differs from TensorFlow (docs/departures.md T2, T3, T5, T11, T12): it works
+    eagerly (TensorFlow's refuses to); values are converted to the
+    accumulator's dtype (TensorFlow passes them unconverted and crashes on
+    Python ints); indices need not be sorted or unique; takes accept
+    ``timeout=``; ``close()`` destroys.
     """
 
     def __init__(
