@@ -21,7 +21,7 @@ SOURCES = [
 
 def cited_numbers(text: str) -> set[str]:
     """T-numbers in "docs/departures.md T5-T8, T11" citations, ranges expanded."""
-    found = set()
+    found: set[str] = set()
     for cite in re.findall(r"docs/departures\.md ((?:T\d+(?:-T\d+)?(?:, )?)+)", text):
         for part in re.findall(r"T(\d+)(?:-T(\d+))?", cite):
             low, high = int(part[0]), int(part[1] or part[0])
