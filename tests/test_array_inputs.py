@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -297,6 +299,45 @@ def test_jax_arrays() -> None:
     acc = CA(tfa.int32, shape=[2, 3])
     acc.apply_grad(array)  # whole floats convert to an integer dtype, by numpy's rule
     assert acc.take_grad(1).dtype == np.int32
+
+
+TF_EAGER = """
+import numpy as np, tensorflow as tf, tf_accum as tfa
+raw = tfa.raw_ops
+h = raw.ResourceConditionalAccumulator(dtype=tfa.float64, shape=[2])
+raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=tf.constant([1.0, 2.0], tf.float64))
+print(raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float64).dtype)
+acc = tfa.compat.v1.ConditionalAccumulator(tfa.float32, shape=[2])
+acc.apply_grad(tf.constant([1, 2], tf.float32))
+try:
+    acc.apply_grad(tf.constant([1.0, 2.0], tf.float64))
+except ValueError as error:
+    print(str(error).split(":")[0])
+sparse = tfa.compat.v1.SparseConditionalAccumulator(tf.float32, shape=[4, 2])
+sparse.apply_indexed_slices_grad(tf.IndexedSlices(tf.ones([1, 2]), tf.constant([3], tf.int64), tf.constant([4, 2], tf.int64)))
+print(acc.num_accumulated(), sparse.take_grad(1).indices)
+"""
+
+
+def test_tensorflow_eager_tensors() -> None:
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed (the oracle extra)")
+    if os.environ.get("TF_ACCUM_BACKEND") == "tf_accum":
+        pytest.skip("TF_ACCUM_BACKEND=tf_accum: no live TensorFlow")
+    done = subprocess.run(
+        [sys.executable, "-c", TF_EAGER],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "float64",  # a TensorFlow tensor keeps its dtype in the raw op
+        "Tensor conversion requested dtype float32 for Tensor with dtype float64",
+        "1 [3]",
+    ]
 
 
 def test_import_loads_neither_torch_nor_jax_nor_scipy() -> None:

@@ -291,12 +291,14 @@ def build_parser() -> argparse.ArgumentParser:
     training = parser.add_argument_group("training")
     training.add_argument(
         "--workers",
+        metavar="N",
         type=int,
         default=JobConfig.workers,
         help="worker threads (default %(default)s)",
     )
     training.add_argument(
         "--replicas-to-aggregate",
+        metavar="N",
         type=int,
         default=JobConfig.replicas_to_aggregate,
         help="gradients the chief waits for per step, at most --workers; the slower workers' "
@@ -304,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     training.add_argument(
         "--steps",
+        metavar="N",
         type=int,
         default=JobConfig.steps,
         help="updates the chief makes (default %(default)s)",
@@ -316,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     training.add_argument(
         "--seed",
+        metavar="N",
         type=int,
         default=JobConfig.seed,
         help="seeds the data, every mini-batch and the workers' simulated speeds; which "
@@ -323,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     training.add_argument(
         "--compute-ms",
+        metavar="MS",
         type=float,
         default=JobConfig.compute_ms,
         help="simulated compute time of the fastest worker per gradient, in milliseconds; "
