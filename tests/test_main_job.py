@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,7 +101,7 @@ def test_job_end_to_end_writes_the_figure_and_a_matching_summary(tmp_path, spars
         fields["taken by the chief"] == f"{result.accepted} ({result.accepted / 12:.2f} per step)"
     )
     assert fields["dropped as stale"] == f"{result.stale} ({result.stale / 12:.2f} per step)"
-    assert fields["left at shutdown"] == str(result.unsettled)
+    assert fields["after the last take"] == str(result.unsettled)
     waits = [1000 * r.wait_s for r in result.records]
     assert fields["chief's wait per take"] == (
         f"median {statistics.median(waits):.2f} ms, max {max(waits):.2f} ms"
@@ -244,3 +245,18 @@ def test_python_m_tf_accum_in_a_pipe(tmp_path) -> None:
     assert re.findall(r"^step (\d)/3 ", done.stderr, re.M) == ["1", "2", "3"]
     assert done.stdout.splitlines()[-1] == f"figure: {(tmp_path / 'p.png').resolve()}"
     assert png_text(tmp_path / "p.png")["tf_accum:panels"]
+
+
+def test_a_failing_worker_stops_the_run_with_its_error(monkeypatch) -> None:
+    from tf_accum.examples.models import LinearRegression
+
+    real = LinearRegression.gradient
+
+    def failing(self: LinearRegression, params: Any, worker: int, step: int) -> Any:
+        if worker == 1 and step == 3:
+            raise RuntimeError("worker 1 broke at step 3")
+        return real(self, params, worker, step)
+
+    monkeypatch.setattr(LinearRegression, "gradient", failing)
+    with pytest.raises(RuntimeError, match="worker 1 broke at step 3"):
+        run(JobConfig(workers=2, replicas_to_aggregate=2, steps=20, compute_ms=0))

@@ -38,7 +38,7 @@ class RunResult:
 
     @property
     def unsettled(self) -> int:
-        """Gradients applied after the last take, left in the accumulator at shutdown."""
+        """Gradients applied after the last take: dropped as stale, or left in the accumulator."""
         return self.applied - self.accepted - self.stale
 
     @property

@@ -221,7 +221,8 @@ def run(config: JobConfig, progress: Progress | None = None) -> RunResult:
                 total, count = model.take(
                     accumulator, config.replicas_to_aggregate, config.take_timeout
                 )
-            except errors.CancelledError:
+            except (errors.CancelledError, errors.NotFoundError):
+                # a failing worker closes the accumulator: report its error
                 if workers.errors:
                     raise workers.errors[0] from None
                 raise
@@ -264,7 +265,7 @@ def summary(result: RunResult) -> str:
         ("gradients applied", str(result.applied)),
         ("  taken by the chief", f"{result.accepted} ({result.accepted / steps:.2f} per step)"),
         ("  dropped as stale", f"{result.stale} ({result.stale / steps:.2f} per step)"),
-        ("  left at shutdown", str(result.unsettled)),
+        ("  after the last take", str(result.unsettled)),
         ("loss", f"{result.initial_loss:.6g} -> {result.final_loss:.6g}"),
         (
             "chief's wait per take",
