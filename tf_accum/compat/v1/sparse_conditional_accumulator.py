@@ -8,13 +8,11 @@ import numpy as np
 
 from tf_accum import raw_ops
 from tf_accum.accumulators.sparse import SparseTakeResult
-from tf_accum.compat.v1._convert import (
-    cast_to_int64,
-    convert_to_dtype,
-    convert_to_dtype_owned,
-    int32_num_required,
-)
+from tf_accum.compat.v1 import _symbolic
+from tf_accum.compat.v1._convert import convert_to_dtype, convert_to_dtype_owned
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
+from tf_accum.graph.graph import is_symbolic
+from tf_accum.graph.mode import executing_eagerly
 from tf_accum.indexed_slices import IndexedSlices
 from tf_accum.raw_ops._convert import is_scipy_sparse
 from tf_accum.raw_ops.sparse import apply_sparse_gradient, scipy_gradient
@@ -66,7 +64,7 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
         grad_shape: Any = None,
         local_step: Any = 0,
         name: str | None = None,
-    ) -> None:
+    ) -> Any:
         """Add a sparse gradient computed at ``local_step``; dropped if stale.
 
         The gradient is ``grad_values[i]`` at row ``grad_indices[i]``, or a 2-D
@@ -86,46 +84,57 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
             local_step: the step it was computed at; floats truncate.
 
         Returns:
-            None.
+            None (graph mode: the Operation; every argument may then be a Tensor).
 
         Raises:
             InvalidArgumentError: see :func:`tf_accum.raw_ops.SparseAccumulatorApplyGradient`.
             TypeError, ValueError: values that do not convert.
             UnimplementedError: string indices, shape or step.
         """
-        step = cast_to_int64(local_step)
+        fresh = False
         if is_scipy_sparse(grad_values):
-            indices, values, shape = scipy_gradient(
+            grad_indices, grad_values, grad_shape = scipy_gradient(
                 grad_values,
                 grad_indices,
                 grad_shape,
                 convert=lambda data: convert_to_dtype(data, self._dtype),
             )
-            apply_sparse_gradient(self._accumulator_ref, step, indices, values, shape, True, True)
-            return
+            fresh = True
         known = grad_shape is not None
-        values, fresh = convert_to_dtype_owned(grad_values, self._dtype)
-        apply_sparse_gradient(
-            self._accumulator_ref,
-            step,
-            np.asarray(cast_to_int64(grad_indices), np.int64),
-            values,
-            np.asarray(cast_to_int64(grad_shape) if known else [], np.int64),
-            known,
-            owned=fresh,
+        arguments = (grad_indices, grad_values, grad_shape, local_step)
+        if executing_eagerly() and not any(is_symbolic(a) for a in arguments):
+            # the op's kernel itself, told when the values are a fresh copy
+            if not fresh:
+                grad_values, fresh = convert_to_dtype_owned(grad_values, self._dtype)
+            return apply_sparse_gradient(
+                self._accumulator_ref,
+                _symbolic.step(local_step),
+                _int64_vector(grad_indices),
+                grad_values,
+                _int64_vector(grad_shape if known else []),
+                known,
+                owned=fresh,
+            )
+        return raw_ops.SparseAccumulatorApplyGradient(
+            handle=self._accumulator_ref,
+            local_step=_symbolic.step(local_step),
+            gradient_indices=_int64_vector(grad_indices),
+            gradient_values=_symbolic.gradient(grad_values, self._dtype),
+            gradient_shape=_int64_vector(grad_shape if known else []),
+            has_known_shape=known,
+            name=name,
         )
 
     def apply_indexed_slices_grad(
         self, grad: Any, local_step: Any = 0, name: str | None = None
-    ) -> None:
+    ) -> Any:
         """Apply an IndexedSlices (or anything with values, indices, dense_shape).
 
         A SciPy sparse matrix is applied as by :meth:`apply_grad`.
         """
         if is_scipy_sparse(grad):
-            self.apply_grad(None, grad, local_step=local_step, name=name)
-            return
-        self.apply_grad(
+            return self.apply_grad(None, grad, local_step=local_step, name=name)
+        return self.apply_grad(
             grad.indices, grad.values, grad.dense_shape, local_step=local_step, name=name
         )
 
@@ -136,26 +145,41 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
 
         See :func:`tf_accum.raw_ops.SparseAccumulatorTakeGradient`.
         """
-        return raw_ops.SparseAccumulatorTakeGradient(
+        result: SparseTakeResult = raw_ops.SparseAccumulatorTakeGradient(
             handle=self._accumulator_ref,
-            num_required=int32_num_required(num_required, _TAKE_OP),
+            num_required=_symbolic.num_required(num_required, _TAKE_OP),
             dtype=self._dtype,
             timeout=timeout,
+            name=name,
         )
+        return result
 
     def take_indexed_slices_grad(
         self, num_required: Any, name: str | None = None, *, timeout: float | None = None
     ) -> IndexedSlices:
         """As :meth:`take_grad`, as ``IndexedSlices(values, indices, dense_shape)``."""
-        indices, values, shape = self.take_grad(num_required, timeout=timeout)
+        indices, values, shape = self.take_grad(num_required, name=name, timeout=timeout)
         return IndexedSlices(values=values, indices=indices, dense_shape=shape)
 
-    def num_accumulated(self, name: str | None = None) -> np.int32:
-        """The number of gradients accepted since the last take, as numpy.int32."""
-        return raw_ops.AccumulatorNumAccumulated(handle=self._accumulator_ref)
-
-    def set_global_step(self, new_global_step: Any, name: str | None = None) -> None:
-        """Set the global step; floats are truncated toward zero first."""
-        raw_ops.AccumulatorSetGlobalStep(
-            handle=self._accumulator_ref, new_global_step=cast_to_int64(new_global_step)
+    def num_accumulated(self, name: str | None = None) -> Any:
+        """The number of gradients accepted since the last take, as numpy.int32
+        (graph mode: an int32 Tensor)."""
+        return raw_ops.AccumulatorNumAccumulated(
+            handle=self._accumulator_ref, name=name or f"{self._name}_NumAccumulated"
         )
+
+    def set_global_step(self, new_global_step: Any, name: str | None = None) -> Any:
+        """Set the global step; floats are truncated toward zero first.
+        Returns None (graph mode: the Operation)."""
+        return raw_ops.AccumulatorSetGlobalStep(
+            handle=self._accumulator_ref,
+            new_global_step=_symbolic.step(new_global_step),
+            name=name,
+        )
+
+
+def _int64_vector(value: Any) -> Any:
+    """Indices or a shape cast to int64 (floats truncate); a Cast op for a Tensor."""
+    if is_symbolic(value):
+        return _symbolic.step(value)
+    return np.asarray(_symbolic.step(value), np.int64)
