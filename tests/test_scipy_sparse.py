@@ -162,3 +162,19 @@ def test_readme_scipy_example_runs(capsys) -> None:
     assert out[0] == "[3 7] [0.  1.5]"
     assert out[1] == "(1000, 4) 8"
     assert out[2] == "[3 7]"
+
+
+def test_graph_mode_builds_ops_from_a_scipy_matrix() -> None:
+    v1 = tfa.compat.v1
+    with v1.Graph().as_default():
+        acc = v1.SparseConditionalAccumulator(tfa.float32, shape=[10, 4])
+        ops = [
+            acc.apply_grad(None, FORMATS["csr_matrix"](DATA)),
+            acc.apply_indexed_slices_grad(FORMATS["coo_array"](DATA)),
+        ]
+        take = acc.take_grad(2)
+        with v1.Session() as session:
+            session.run(ops)
+            result = session.run(take)
+    check(result, np.float32)
+    assert result.to_scipy().shape == (10, 4)
