@@ -135,6 +135,12 @@ def test_indexed_slices_round_trip() -> None:
         tfa.IndexedSlices.from_scipy(np.ones((2, 2)))
     with pytest.raises(ValueError, match="format must be one of"):
         slices.to_scipy("dok")
+    with pytest.raises(ValueError, match="one 2-D row per index"):
+        tfa.IndexedSlices(np.ones((2, 2, 2)), [0, 1], [4, 2, 2]).to_scipy()
+    with pytest.raises(ValueError, match="one 2-D row per index"):
+        tfa.IndexedSlices(np.ones((3, 2)), [0, 1], [4, 2]).to_scipy()
+    with pytest.raises(ValueError, match=r"dense_shape is \[4, 2, 1\]"):
+        tfa.IndexedSlices(np.ones((2, 2)), [0, 1], [4, 2, 1]).to_scipy()
 
 
 def test_a_sparse_take_reads_as_a_scipy_matrix_of_the_dense_shape() -> None:
