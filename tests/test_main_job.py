@@ -260,3 +260,27 @@ def test_a_failing_worker_stops_the_run_with_its_error(monkeypatch) -> None:
     monkeypatch.setattr(LinearRegression, "gradient", failing)
     with pytest.raises(RuntimeError, match="worker 1 broke at step 3"):
         run(JobConfig(workers=2, replicas_to_aggregate=2, steps=20, compute_ms=0))
+
+
+def test_without_the_demo_extra(monkeypatch, capsys) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("tqdm", "matplotlib") else real(name, *a),
+    )
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    # on a terminal without tqdm: plain lines
+    assert isinstance(progress_module.make_progress(4, False, Terminal()), progress_module.Lines)
+    # a figure without matplotlib: refused before training, with the way out
+    with pytest.raises(SystemExit):
+        main(["--steps", "2", *FAST])
+    assert "--plot needs matplotlib: install the demo extra" in capsys.readouterr().err
+    _, printed = run_main(["--steps", "2", "--no-plot", *FAST])
+    assert "steps" in printed and "figure:" not in printed
