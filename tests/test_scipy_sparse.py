@@ -105,7 +105,9 @@ def test_a_scipy_matrix_is_no_dense_gradient() -> None:
 
 
 def test_no_dense_copy_of_a_big_matrix() -> None:
-    matrix = sp.random_array((10**6, 64), density=1e-4, format="csr", dtype=np.float32, rng=0)
+    rng = np.random.default_rng(0)
+    rows, cols = rng.integers(10**6, size=6400), rng.integers(64, size=6400)
+    matrix = sp.csr_array((rng.random(6400, np.float32), (rows, cols)), shape=(10**6, 64))
     acc = SCA(tfa.float32, shape=[10**6, 64])
     tracemalloc.start()
     try:
