@@ -22,6 +22,10 @@ def flatten(
         ValueError: an element of another graph.
         KeyError: a name that names nothing.
     """
+    kind = type(fetches)
+    if (kind is Tensor or kind is Operation) and fetches.graph is graph:
+        # the common case, with nothing to rebuild
+        return [fetches], _no_value if kind is Operation else _first_value
     elements: list[Tensor | Operation] = []
 
     def visit(fetch: Any) -> Callable[[list[Any]], Any]:
@@ -62,6 +66,14 @@ def flatten(
 
     rebuild = visit(fetches)
     return elements, rebuild
+
+
+def _no_value(values: list[Any]) -> None:
+    return None
+
+
+def _first_value(values: list[Any]) -> Any:
+    return _fetched(values[0])
 
 
 def _fetched(value: Any) -> Any:
