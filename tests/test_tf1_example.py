@@ -14,6 +14,7 @@ import importlib.util
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,41 @@ def test_program_uses_only_names_tf_accum_compat_v1_provides() -> None:
         assert head in tf_accum_v1.__all__, name
         if rest:
             assert hasattr(getattr(tf_accum_v1, head), rest), name
+
+
+README = (ROOT / "README.md").read_text()
+
+
+def _graph_mode_section() -> str:
+    found = re.search(r"^## TF1 graph mode\n(.*?)^## ", README, re.S | re.M)
+    assert found is not None, "README has no TF1 graph mode section"
+    return found.group(1)
+
+
+def test_readme_lists_exactly_the_names_of_tf_accum_compat_v1() -> None:
+    listing = re.search(r"<!-- names:.*?-->(.*?)<!-- end of names -->", _graph_mode_section(), re.S)
+    assert listing is not None
+    text = listing.group(1)
+    while re.search(r"\([^()]*\)", text):  # methods are in brackets
+        text = re.sub(r"\([^()]*\)", "", text)
+    listed = set(re.findall(r"`([A-Za-z_][\w.]*)`", text))
+    exported = set(tf_accum_v1.__all__) - {"train", "sparse"}
+    exported |= {f"train.{n}" for n in tf_accum_v1.train.__all__}
+    exported |= {f"sparse.{n}" for n in tf_accum_v1.sparse.__all__}
+    assert listed == exported
+
+
+def test_readme_graph_mode_example_runs() -> None:
+    block = re.search(r"```python\n(.*?)```", _graph_mode_section(), re.S)
+    assert block is not None
+    # in a child: it disables eager execution for its whole process
+    done = subprocess.run(
+        [sys.executable, "-c", block.group(1)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["2", "[2. 3.]", "DeadlineExceededError"]
