@@ -130,6 +130,16 @@ def eager_while_building(repeat: int) -> tuple[float, float]:
         thread.join(60)
 
 
+def eager_in_new_thread(repeat: int) -> tuple[float, float]:
+    """:func:`eager_apply_speed` in a thread that never built a graph (as a worker
+    thread of a program whose main thread built one)."""
+    found: list[tuple[float, float]] = []
+    thread = threading.Thread(target=lambda: found.append(eager_apply_speed(repeat)))
+    thread.start()
+    thread.join()
+    return found[0]
+
+
 def graph_rows(repeat: int, tf_v1: ModuleType | None) -> list[list[str]]:
     rows = []
     for size in SIZES:
@@ -165,6 +175,7 @@ def run(repeat: int, with_tensorflow: bool) -> None:
     tf = load_tensorflow() if with_tensorflow else None
     rows = graph_rows(repeat, tf.compat.v1 if tf is not None else None)
     after = eager_apply_speed(repeat)
+    new_thread = eager_in_new_thread(repeat)
     building = eager_while_building(repeat)
     print_table(
         f"Session.run in graph mode, median of {repeat} alternating trials (per call)",
@@ -179,6 +190,7 @@ def run(repeat: int, with_tensorflow: bool) -> None:
             for label, (op, bare) in [
                 ("before any graph was built", before),
                 ("after graphs were built and run", after),
+                ("after that, in a thread that never built one", new_thread),
                 ("while another thread builds a graph", building),
             ]
         ],
