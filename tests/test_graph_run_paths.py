@@ -221,3 +221,89 @@ def test_tensor_feed_keys_are_checked_as_named_ones() -> None:
             sess.run(doubled, feed_dict={rows: np.ones((3, 3))})
         with pytest.raises(TypeError, match="Cannot interpret feed_dict key as Tensor"):
             sess.run(doubled, feed_dict={stranger: np.ones((1, 2))})
+
+
+# --- TensorFlow's fetch errors, and fed tensors fetched --------------------------------
+
+
+@pytest.fixture
+def small() -> tuple[tf.Graph, tf.Tensor, tf.Tensor]:
+    graph = tf.Graph()
+    with graph.as_default():
+        const = tf.constant(2.0, name="Const")
+        scalar = tf.placeholder(tf.int64, shape=[], name="scalar")
+    return graph, const, scalar
+
+
+def test_fetches_that_are_not_elements_are_tensorflows_errors(small) -> None:
+    graph, const, _ = small
+    with tf.Graph().as_default():
+        stranger = tf.constant(1.0, name="c")
+    with tf.Session(graph=graph) as sess:
+        with pytest.raises(TypeError) as none:
+            sess.run({"a": None})
+        assert (
+            str(none.value) == 'Argument `fetch` = None has invalid type "NoneType". Cannot be None'
+        )
+        with pytest.raises(TypeError) as number:
+            sess.run([const, 1.5])
+        assert str(number.value) == (
+            'Argument `fetch` = 1.5 has invalid type "float" must be a string or Tensor. '
+            "(Can not convert a float into a Tensor or Operation.)"
+        )
+        with pytest.raises(ValueError) as missing:
+            sess.run("Const:3")
+        assert str(missing.value) == (
+            'Argument `fetch` = Const:3 cannot be interpreted as a Tensor. ("The name '
+            "'Const:3' refers to a Tensor which does not exist. The operation, 'Const', exists "
+            'but only has 1 outputs.")'
+        )
+        with pytest.raises(ValueError, match=r"^Argument `fetch` = nope cannot be interpreted"):
+            sess.run("nope")
+        with pytest.raises(ValueError) as foreign:
+            sess.run([const, stranger])
+        shown = 'Tensor("c:0", shape=(), dtype=float32)'
+        assert str(foreign.value) == (
+            f"Argument `fetch` = {shown} cannot be interpreted as a Tensor. (Tensor {shown} is "
+            "not an element of this graph.)"
+        )
+        with pytest.raises(TypeError) as feed:
+            sess.run(const, feed_dict={stranger: 1.0})
+        assert str(feed.value) == (
+            f"Cannot interpret feed_dict key as Tensor: Tensor {shown} is not an element of this "
+            "graph."
+        )
+
+
+def test_a_fed_tensor_fetches_as_the_value_fed(small) -> None:
+    graph, const, scalar = small
+    with graph.as_default():
+        vector = tf.placeholder(tf.float32, shape=[2])
+    frozen = np.ones(2, np.float32)
+    frozen.setflags(write=False)
+    with tf.Session(graph=graph) as sess:
+        got = sess.run(scalar, feed_dict={scalar: 3})
+        assert isinstance(got, np.ndarray) and got.shape == () and got.dtype == np.int64
+        assert got == 3
+        assert type(sess.run(const)) is np.float32  # computed scalars stay numpy scalars
+        assert sess.run([vector], feed_dict={vector: frozen})[0] is frozen
+        fed_const = sess.run(const, feed_dict={const: 5})
+        assert fed_const.dtype == np.float32 and fed_const == 5.0
+
+
+def test_unfed_placeholder_names_its_shape_only_when_it_has_dimensions() -> None:
+    graph = tf.Graph()
+    with graph.as_default():
+        shapes = {"s": [], "v": [2], "m": [None, 3], "u": None}
+        holders = {k: tf.placeholder(tf.float32, shape=s, name=k) for k, s in shapes.items()}
+    expected = {
+        "s": "You must feed a value for placeholder tensor 's' with dtype float",
+        "v": "You must feed a value for placeholder tensor 'v' with dtype float and shape [2]",
+        "m": "You must feed a value for placeholder tensor 'm' with dtype float and shape [?,3]",
+        "u": "You must feed a value for placeholder tensor 'u' with dtype float",
+    }
+    with tf.Session(graph=graph) as sess:
+        for key, holder in holders.items():
+            with pytest.raises(tf.errors.InvalidArgumentError) as unfed:
+                sess.run(holder)
+            assert unfed.value.message == expected[key]

@@ -22,7 +22,7 @@ from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.dtypes import string
 from tf_accum.graph import mode
 from tf_accum.graph.executor import Plan, execute, make_plan
-from tf_accum.graph.fetches import flatten
+from tf_accum.graph.fetches import fetched_value, flatten
 from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
 from tf_accum.graph.variables import VariableStore
 from tf_accum.resources.local import LocalResourceTable
@@ -163,7 +163,8 @@ class Session:
             finally:
                 with self._lock:
                     self._runs.discard(cancellation)
-        return rebuild([None if isinstance(e, Operation) else values[e] for e in elements])
+        # As in TensorFlow, a fed tensor fetches as the value fed (after conversion).
+        return rebuild([_result(e, values, fed) for e in elements])
 
     def _feeds(self, feed_dict: Any) -> dict[Tensor, Any]:
         if not feed_dict:
@@ -250,6 +251,14 @@ class Session:
 
     def list_devices(self) -> list[Any]:
         return []
+
+
+def _result(element: Tensor | Operation, values: dict[Tensor, Any], fed: dict[Tensor, Any]) -> Any:
+    if isinstance(element, Operation):
+        return None
+    if element in fed:
+        return fed[element]
+    return fetched_value(values[element])
 
 
 def _release(table: LocalResourceTable) -> None:
