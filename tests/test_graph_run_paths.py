@@ -291,6 +291,22 @@ def test_a_fed_tensor_fetches_as_the_value_fed(small) -> None:
         assert fed_const.dtype == np.float32 and fed_const == 5.0
 
 
+def test_a_value_passed_through_comes_back_as_a_new_array() -> None:
+    graph = tf.Graph()
+    with graph.as_default():
+        vector = tf.placeholder(tf.float32, shape=[2])
+        passed = tf.identity(vector)
+        defaulted = tf.placeholder_with_default(vector, shape=[2])
+    given = np.array([1.0, 2.0], np.float32)
+    with tf.Session(graph=graph) as sess:
+        got = sess.run([passed, defaulted, vector], feed_dict={vector: given})
+    assert got[2] is given
+    for value in got[:2]:
+        assert value is not given and value.flags.writeable
+        value[0] = 7.0
+    np.testing.assert_array_equal(given, [1.0, 2.0])
+
+
 def test_unfed_placeholder_names_its_shape_only_when_it_has_dimensions() -> None:
     graph = tf.Graph()
     with graph.as_default():

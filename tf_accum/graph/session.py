@@ -258,7 +258,12 @@ def _result(element: Tensor | Operation, values: dict[Tensor, Any], fed: dict[Te
         return None
     if element in fed:
         return fed[element]
-    return fetched_value(values[element])
+    value = values[element]
+    if fed and any(value is given for given in fed.values()):
+        # passed through (identity, placeholder_with_default): TensorFlow hands
+        # back a new array, never the caller's own
+        value = np.array(value)
+    return fetched_value(value)
 
 
 def _release(table: LocalResourceTable) -> None:
