@@ -3,7 +3,8 @@
 Run: ``python -m benchmarks.bench_graph`` (TensorFlow columns need the
 ``oracle`` extra). The same TF1 code builds both graphs (a
 ``ConditionalAccumulator``, an apply fed through a placeholder, a take) and
-trials alternate between the two sessions. Targets (issue: TF1 graph mode):
+trials alternate between the two sessions and bare numpy (the add into a
+buffer an apply does, the new array of the mean a take makes). Targets (issue: TF1 graph mode):
   - ``Session.run`` of an apply with a fed float32 gradient: at most a quarter
     of TensorFlow's time at 1 and 1e3 elements, at most its time at 1e6;
   - ``Session.run`` of a take of a ready round: likewise;
@@ -140,32 +141,52 @@ def eager_in_new_thread(repeat: int) -> tuple[float, float]:
     return found[0]
 
 
+class NumpyCase:
+    """What an apply and a take cost in bare numpy: adding into a buffer, and a
+    new array holding the mean."""
+
+    def __init__(self, size: int) -> None:
+        self.gradient = np.random.default_rng(size).random(size, dtype=np.float32)
+        self.buffer = np.zeros(size, np.float32)
+
+    def apply_seconds(self, number: int) -> float:
+        return median_seconds(
+            lambda: np.add(self.buffer, self.gradient, out=self.buffer), number, 1
+        )
+
+    def take_seconds(self, number: int) -> float:
+        return median_seconds(lambda: np.divide(self.buffer, 1), number, 1)
+
+
 def graph_rows(repeat: int, tf_v1: ModuleType | None) -> list[list[str]]:
     rows = []
     for size in SIZES:
         ours = GraphCase(tfa_v1, size)
         theirs = GraphCase(tf_v1, size) if tf_v1 is not None else None
-        cases = [c for c in (ours, theirs) if c is not None]
+        cases = [c for c in (ours, NumpyCase(size), theirs) if c is not None]
         limit = 0.25 if size < 1_000_000 else 1.0
         number = CALLS[size]
         for what in ("apply", "take"):
             times = alternate(
                 [functools.partial(getattr(c, f"{what}_seconds"), number) for c in cases], repeat
             )
-            ratio = times[1] / times[0] if len(times) > 1 else None
-            met = "n/a" if ratio is None else ("yes" if times[0] <= limit * times[1] else "NO")
+            ratio = times[2] / times[0] if len(times) > 2 else None
+            met = "n/a" if ratio is None else ("yes" if times[0] <= limit * times[2] else "NO")
             rows.append(
                 [
                     f"{what} {SIZE_NAMES[size]} float32",
                     fmt_time(times[0]),
-                    fmt_time(times[1]) if len(times) > 1 else "n/a",
+                    fmt_time(times[1]),
+                    fmt_time(times[2]) if len(times) > 2 else "n/a",
                     fmt_ratio(ratio),
+                    fmt_ratio(times[0] / times[1]),
                     f"ours <= {limit:g} x TF",
                     met,
                 ]
             )
-        for case in cases:
-            case.close()
+        ours.close()
+        if theirs is not None:
+            theirs.close()
     return rows
 
 
@@ -179,7 +200,7 @@ def run(repeat: int, with_tensorflow: bool) -> None:
     building = eager_while_building(repeat)
     print_table(
         f"Session.run in graph mode, median of {repeat} alternating trials (per call)",
-        ["case", "tf_accum", "TF graph", "TF/ours", "target", "met"],
+        ["case", "tf_accum", "bare numpy", "TF graph", "TF/ours", "ours/numpy", "target", "met"],
         rows,
     )
     print_table(

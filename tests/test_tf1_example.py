@@ -84,6 +84,20 @@ def test_run_in_process_is_reproducible(variant: str) -> None:
     assert first == example.reference(variant, workers=3, steps=5)
 
 
+def test_a_failing_worker_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    compute = example.gradient
+
+    def failing(problem: example.Problem, worker: int, weights: object) -> object:
+        if worker == 2:
+            raise RuntimeError("worker 2 broke")
+        return compute(problem, worker, weights)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(example, "gradient", failing)
+    # the chief's take times out (it never gets 4 gradients) and reports the cause
+    with pytest.raises(RuntimeError, match="worker 2 broke"):
+        example.run("tf_accum", steps=3, timeout_ms=300)
+
+
 def test_bad_backend_or_variant_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="backend must be one of"):
         example.run("torch")

@@ -217,35 +217,34 @@ def _train(
     options = tf.RunOptions(timeout_in_ms=timeout_ms)
     losses = []
     try:
-        for _ in range(steps):
-            barrier.wait()
-            taken = sess.run(take_op, options=options)
-            sess.run(update_op, feed_dict={delta_ph: _mean_update(problem, learning_rate, taken)})
-            current, step = sess.run([weights, global_step])
-            losses.append(loss(problem, current))
-            if verbose:
-                print(f"step {int(step):3d}  loss {losses[-1]:.6f}")
-    except BaseException:
-        barrier.abort()
-        if failures:
-            raise failures[0] from None
-        raise
-    for thread in threads:
-        thread.join(timeout_ms / 1000.0)
-    if failures:
-        raise failures[0]
-
-    # After training: a late gradient is stale, and a take finds nothing to take.
-    values, rows = gradient(problem, STRAGGLER, current)
-    sess.run(apply_op, feed_dict=feed(values, rows, 0))
-    count_after_stale = int(sess.run(count_op))
-    try:
-        sess.run(last_take_op, options=tf.RunOptions(timeout_in_ms=100))
-        last_take = "took"
-    except tf.errors.DeadlineExceededError:
-        last_take = "timed out"
-    final_step = int(sess.run(global_step))
-    sess.close()
+        try:
+            for _ in range(steps):
+                barrier.wait()
+                taken = sess.run(take_op, options=options)
+                delta = _mean_update(problem, learning_rate, taken)
+                sess.run(update_op, feed_dict={delta_ph: delta})
+                current, step = sess.run([weights, global_step])
+                losses.append(loss(problem, current))
+                if verbose:
+                    print(f"step {int(step):3d}  loss {losses[-1]:.6f}")
+        finally:
+            barrier.abort()  # wakes any worker still waiting for a step
+            for thread in threads:
+                thread.join(timeout_ms / 1000.0)
+            if failures:
+                raise failures[0]  # the cause of whatever the chief saw
+        # After training: a late gradient is stale, and a take finds nothing to take.
+        values, rows = gradient(problem, STRAGGLER, current)
+        sess.run(apply_op, feed_dict=feed(values, rows, 0))
+        count_after_stale = int(sess.run(count_op))
+        try:
+            sess.run(last_take_op, options=tf.RunOptions(timeout_in_ms=100))
+            last_take = "took"
+        except tf.errors.DeadlineExceededError:
+            last_take = "timed out"
+        final_step = int(sess.run(global_step))
+    finally:
+        sess.close()
     return {
         "losses": losses,
         "weights": np.asarray(current, np.float64).ravel().tolist(),
