@@ -53,7 +53,7 @@ class Plan:
     producers: dict[Operation, tuple[Operation, ...]]
     consumers: dict[Operation, tuple[Operation, ...]]
     blocking: bool
-    sequential: bool = True
+    sequential: bool
 
 
 def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> Plan:
