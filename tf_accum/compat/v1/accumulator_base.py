@@ -10,7 +10,7 @@ import numpy as np
 from tf_accum import raw_ops
 from tf_accum.compat.v1._convert import cast_to_int64
 from tf_accum.dtypes import DType, as_dtype
-from tf_accum.raw_ops.common import destroy_when_collected, resource_name
+from tf_accum.raw_ops.common import accumulator_stats, destroy_when_collected, resource_name
 from tf_accum.raw_ops.constructors import accumulator_dtype
 from tf_accum.shapes import DeclaredShape, parse_tensor_shape
 
@@ -112,6 +112,16 @@ class ConditionalAccumulatorBase:
         raw_ops.ResourceAccumulatorSetGlobalStep(
             handle=self._accumulator_ref, new_global_step=cast_to_int64(new_global_step)
         )
+
+    def stats(self) -> dict[str, int | None]:
+        """The accumulator's statistics: see :func:`tf_accum.accumulator_stats`.
+
+        Differs from TensorFlow: TensorFlow's classes have no stats().
+
+        Raises:
+            NotFoundError: the accumulator was destroyed.
+        """
+        return accumulator_stats(self._accumulator_ref)
 
     def close(self) -> None:
         """Destroy the accumulator: waiting takes fail with CancelledError.
