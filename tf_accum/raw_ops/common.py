@@ -13,10 +13,14 @@ from tf_accum.raw_ops._convert import handle_of, scalar_int
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.resources import current_table
 
+INT32_MAX = 2**31 - 1
+
 
 def num_accumulated(op_name: str, handle: Any) -> np.int32:
     count: int = _lookup.accumulator(handle, op_name).num_accumulated()
-    result: np.int32 = np.int32(count)
+    # the op's output is an int32; a round past 2**31 - 1 gradients reads as
+    # that (saturates) while the accumulator keeps the exact count for MEAN
+    result: np.int32 = np.int32(min(count, INT32_MAX))
     return result
 
 
@@ -31,7 +35,8 @@ _NUM_DOC = """The number of gradients accepted since the last completed take.
         handle: an accumulator handle (dense or sparse).
 
     Returns:
-        numpy.int32 scalar.
+        numpy.int32 scalar. A round of more than 2**31 - 1 gradients reads as
+        2**31 - 1 (the take still divides a MEAN by the exact count).
 
     Raises:
         NotFoundError: the handle was destroyed.

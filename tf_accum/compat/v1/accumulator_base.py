@@ -11,17 +11,39 @@ from tf_accum import raw_ops
 from tf_accum.compat.v1._convert import cast_to_int64
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.raw_ops.common import accumulator_stats, destroy_when_collected, resource_name
-from tf_accum.raw_ops.constructors import accumulator_dtype
+from tf_accum.raw_ops.constructors import INT64_MAX, accumulator_dtype, string_attr
 from tf_accum.shapes import DeclaredShape, parse_tensor_shape
 
 
-def check_reduction_type(reduction_type: Any, op_name: str) -> None:
-    """Raises ValueError (TensorFlow's graph-mode error) unless "MEAN" or "SUM"."""
-    if reduction_type not in ("MEAN", "SUM"):
+def check_reduction_type(reduction_type: Any, op_name: str) -> str:
+    """ "MEAN" or "SUM" (None means "MEAN", as in TensorFlow).
+
+    Raises:
+        TypeError: not a string.
+        ValueError: another string (TensorFlow's graph-mode error).
+    """
+    checked = string_attr(reduction_type, "reduction_type") or "MEAN"
+    if checked not in ("MEAN", "SUM"):
         raise ValueError(
             f"Attr 'reduction_type' of '{op_name}' Op passed string '{reduction_type}' not "
             'in: "MEAN", "SUM".'
         )
+    return checked
+
+
+def check_tensor_shape_size(shape: DeclaredShape, given: Any) -> DeclaredShape:
+    """Refuse dimensions above 2**63 - 1, as ``tf.TensorShape`` does.
+
+    Raises:
+        TypeError: a dimension out of the int64 range.
+    """
+    for size in shape or ():
+        if size is not None and size > INT64_MAX:
+            raise TypeError(
+                f"Error converting {given!r} (arg name = shape) to a TensorShape: Value out "
+                f"of range: {size}"
+            )
+    return shape
 
 
 class ConditionalAccumulatorBase:
@@ -61,8 +83,8 @@ class ConditionalAccumulatorBase:
         A private accumulator (no shared_name) is destroyed with this object.
         """
         checked = accumulator_dtype(dtype)
-        declared = parse_tensor_shape(shape)
-        check_reduction_type(reduction_type, constructor.__name__)
+        declared = check_tensor_shape_size(parse_tensor_shape(shape), shape)
+        reduction_type = check_reduction_type(reduction_type, constructor.__name__)
         handle = constructor(
             dtype=checked,
             shape=None if declared is None else list(declared),
