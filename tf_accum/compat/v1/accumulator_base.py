@@ -46,6 +46,12 @@ def check_tensor_shape_size(shape: DeclaredShape, given: Any) -> DeclaredShape:
     return shape
 
 
+class _Ownership:
+    """Owned by a private accumulator's objects (an original and its copies)."""
+
+    __slots__ = ("__weakref__",)
+
+
 class ConditionalAccumulatorBase:
     """An accumulator given by its handle: count, global step and attributes.
 
@@ -68,6 +74,7 @@ class ConditionalAccumulatorBase:
         self._accumulator_ref = accumulator_ref
         self._name = resource_name(accumulator_ref)
         self._finalizer: Any = None
+        self._owner: _Ownership | None = None
 
     def _create_and_own(
         self,
@@ -95,7 +102,39 @@ class ConditionalAccumulatorBase:
         ConditionalAccumulatorBase.__init__(self, checked, declared, handle)
         self._name = name
         if not shared_name:
-            self._finalizer = destroy_when_collected(self, handle)
+            # copies share the ownership: the accumulator goes with the last of them
+            self._owner = _Ownership()
+            self._finalizer = destroy_when_collected(self._owner, handle)
+
+    def __copy__(self) -> ConditionalAccumulatorBase:
+        """A second object for the same accumulator (a private one lives while either does)."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        return copy
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ConditionalAccumulatorBase:
+        """Refused: an accumulator is a resource with waiting takes, not a value to duplicate.
+
+        Raises:
+            TypeError: always; ``copy.copy`` gives a second object for the same accumulator.
+        """
+        raise TypeError(
+            f"cannot deep-copy {type(self).__name__}: it is a handle to an accumulator, "
+            "which is not duplicated; copy.copy gives a second object for the same one"
+        )
+
+    def __reduce__(self) -> Any:
+        """Refused: a handle means nothing in another process (it could name another accumulator).
+
+        Raises:
+            TypeError: always.
+        """
+        raise TypeError(
+            f"cannot pickle {type(self).__name__}: its handle names an accumulator of this "
+            "process only. To reach one accumulator from several processes, give it a "
+            "shared_name, use the distributed table (TF_ACCUM_RAY_ADDRESS), and create the "
+            "object in each process with that shared_name"
+        )
 
     @property
     def accumulator_ref(self) -> int:
