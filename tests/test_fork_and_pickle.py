@@ -7,6 +7,7 @@ locks or waited in takes at the fork.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import multiprocessing
@@ -83,12 +84,10 @@ class _Busy:
 
     def _wait(self) -> None:
         while not self.stop.is_set():
-            try:
+            with contextlib.suppress(errors.DeadlineExceededError):
                 raw.ResourceAccumulatorTakeGradient(
                     handle=self.handle, num_required=2**30, dtype=F32, timeout=0.05
                 )
-            except errors.DeadlineExceededError:
-                pass
 
     def finish(self) -> None:
         self.stop.set()
