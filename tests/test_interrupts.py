@@ -263,3 +263,31 @@ def test_a_sigint_storm_conserves_every_gradient() -> None:
     assert main_taken + worker_taken[0] + left == stats["accepted"]
     assert stats["waiting"] == 0
     raw.DestroyResourceOp(resource=h)
+
+
+def test_a_second_ctrl_c_long_after_the_first_interrupts_a_stuck_call() -> None:
+    """A call stuck inside the library gets a first interrupt held back;
+    pressing again later raises at once (giving up the call's atomicity)."""
+    h = _sum_acc()
+    acc = current_table().lookup(h)
+    release = threading.Event()
+    second = threading.Timer(interrupts.FORCE_AFTER + 0.3, os.kill, (os.getpid(), signal.SIGINT))
+
+    def stuck_add(total: Any, gradient: Any) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # held back: we are inside an apply
+        _noop()
+        second.start()
+        release.wait(10)  # stuck, until the second press
+
+    acc._add = stuck_add  # type: ignore[attr-defined]
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(4, np.float32))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            raw.ResourceAccumulatorApplyGradient(
+                handle=h, local_step=0, gradient=np.ones(4, np.float32)
+            )
+    finally:
+        release.set()
+        second.join(10)
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1  # the second never counted
+    raw.DestroyResourceOp(resource=h)

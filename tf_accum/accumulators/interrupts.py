@@ -8,7 +8,9 @@ inside a tf_accum call is held back and raised as soon as the outermost
 tf_accum call has returned, at the caller's next step: the call is applied
 fully and the interrupt still surfaces. Only a take's wait is interruptible at
 once (see :class:`interruptible_wait`): the take is then withdrawn or, if it
-had been served, returns its round and the interrupt follows it.
+had been served, returns its round and the interrupt follows it. A second
+Ctrl-C more than ``FORCE_AFTER`` seconds after a held-back one is raised at
+once: a call that never returns can still be interrupted.
 
 The protection is a handler for SIGINT that wraps whatever handler was there
 (normally ``signal.default_int_handler``); it is installed from the main thread
@@ -23,8 +25,13 @@ import os
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 from typing import Any
+
+# A second Ctrl-C this long after a held-back one is raised at once, so that a
+# call stuck for good (a deadlock) can still be interrupted by pressing again.
+FORCE_AFTER = 1.0  # seconds
 
 # Modules whose frames are the library's own: an interrupt arriving inside them
 # is delivered once the outermost of them has returned to its caller.
@@ -43,6 +50,7 @@ class _State:
     installed = False
     original: Any = None
     pending: int | None = None  # a signal held back until the library returns
+    since = 0.0  # when it was held back
     hook: Any = None  # the profile hook that delivers it
     window = False  # the main thread is in an interruptible wait
 
@@ -105,10 +113,15 @@ def hold_back(error: BaseException) -> None:
 def _handler(signum: int, frame: FrameType | None) -> Any:
     if _State.pending is not None and sys.getprofile() is not _State.hook:
         _State.pending = None  # its hook was replaced: it will never be delivered
-    if _State.window or _State.pending is not None:
-        if _State.pending is None:
-            return _raise_now(signum, frame)
-        return None  # one is already on its way
+    if _State.pending is not None:
+        if time.monotonic() - _State.since < FORCE_AFTER:
+            return None  # one is already on its way
+        # pressed again long after: the call may never return; give up holding back
+        _State.pending = None
+        sys.setprofile(None)
+        return _raise_now(signum, frame)
+    if _State.window:
+        return _raise_now(signum, frame)
     if not _defer(signum, frame):
         return _raise_now(signum, frame)
     return None
@@ -140,6 +153,7 @@ def _defer(signum: int, frame: FrameType | None) -> bool:
     if outermost is None or sys.getprofile() is not None:
         return False
     _State.pending = signum
+    _State.since = time.monotonic()
     returned = False
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
