@@ -291,3 +291,126 @@ def test_a_second_ctrl_c_long_after_the_first_interrupts_a_stuck_call() -> None:
         second.join(10)
     assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1  # the second never counted
     raw.DestroyResourceOp(resource=h)
+
+
+class _Injected(Exception):
+    pass
+
+
+def _inject_at_line(k: int) -> Any:
+    """A tracer that raises _Injected at the k-th line started in tf_accum's accumulators.
+
+    Only a line's first run in a frame counts: CPython also reports the exit of
+    a ``with`` block as its line, where no real asynchronous exception can land
+    (the next check for one is after ``__exit__`` has returned), and raising
+    there would leave any context manager's lock held.
+    """
+    seen: set[tuple[int, int]] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if not frame.f_globals.get("__name__", "").startswith("tf_accum.accumulators"):
+            return None
+        if event == "line" and (id(frame), frame.f_lineno) not in seen:
+            seen.add((id(frame), frame.f_lineno))
+            if len(seen) == k:
+                raise _Injected(k)
+        return tracer
+
+    return tracer
+
+
+def _lock_is_free(acc: Any) -> bool:
+    def try_lock() -> bool:
+        got: bool = acc._lock.acquire(timeout=5)
+        if got:
+            acc._lock.release()
+        return got
+
+    return bool(Background(try_lock).result())
+
+
+def _walk_injections(call: Any, acc: Any, after: Any) -> int:
+    """Run ``call`` with an exception injected at its 1st, 2nd, ... line until it
+    completes; after each, check the lock discipline. Returns the number of lines."""
+    import sys
+
+    k = 0
+    while True:
+        k += 1
+        assert k < 500
+        sys.settrace(_inject_at_line(k))
+        try:
+            call()
+            finished = True
+        except _Injected:
+            finished = False
+        finally:
+            sys.settrace(None)
+        after()
+        assert not acc._lock._is_owned()
+        assert _lock_is_free(acc)
+        assert acc.num_waiting() == 0  # no dead take left in the queue
+        if finished:
+            return k
+
+
+def test_an_exception_injected_at_any_line_keeps_the_lock_discipline() -> None:
+    """Raise at every line, in turn, of a take that finds its gradients, of a take
+    that waits and is served, and of an apply: the lock is never left held or
+    released twice, and the queue never keeps a dead take."""
+    h = _sum_acc()
+    acc = current_table().lookup(h)
+    fresh = 2**40  # every take moves the global step on: keep the gradients fresh
+
+    def drain() -> None:
+        while int(raw.ResourceAccumulatorNumAccumulated(handle=h)):
+            raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
+
+    def ready_take() -> None:
+        _apply(h, step=fresh)
+        raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32, timeout=5)
+
+    stop = threading.Event()
+    servers: list[Background] = []
+
+    def serve_when_waiting() -> None:
+        while not stop.is_set():
+            if acc.num_waiting():
+                _apply(h, step=fresh)
+                return
+            time.sleep(0.0005)
+
+    def served_take() -> None:
+        stop.clear()
+        servers.append(Background(serve_when_waiting))
+        raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32, timeout=5)
+
+    def after_served() -> None:
+        stop.set()
+        servers[-1].result()
+        drain()
+
+    lines = [
+        _walk_injections(ready_take, acc, drain),
+        _walk_injections(served_take, acc, after_served),
+        _walk_injections(lambda: _apply(h, step=fresh), acc, drain),
+    ]
+    assert min(lines) > 3  # it really walked through the code
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_an_exception_injected_into_a_waiting_thread_withdraws_its_take() -> None:
+    import ctypes
+
+    h = _sum_acc()
+    taker = Background(_take, h, 1, 0.3)
+    wait_for_waiting(h, 1)
+    thread_id = next(t.ident for t in threading.enumerate() if t is taker._thread)
+    set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    assert set_async(ctypes.c_ulong(thread_id), ctypes.py_object(_Injected)) == 1
+    assert isinstance(taker.error(), _Injected)  # surfaces when the wait wakes
+    stats = _stats(h)
+    assert stats["waiting"] == 0 and stats["takes_interrupted"] == 1
+    _apply(h)
+    np.testing.assert_array_equal(_take(h, 1), np.ones(4, np.float32))
+    raw.DestroyResourceOp(resource=h)

@@ -70,7 +70,17 @@ class _TakeAttempt(Generic[Round]):
     thread blocks acquiring it, with the accumulator's lock released.
     """
 
-    __slots__ = ("num_required", "wakeup", "done", "outcome", "count", "error", "serial", "key")
+    __slots__ = (
+        "num_required",
+        "wakeup",
+        "done",
+        "outcome",
+        "count",
+        "error",
+        "serial",
+        "key",
+        "withdrawn",
+    )
 
     def __init__(self, num_required: int) -> None:
         self.num_required = num_required
@@ -82,9 +92,11 @@ class _TakeAttempt(Generic[Round]):
         self.error: errors.OpError | None = None
         self.serial = 0  # takes served so far, once this one is
         self.key: int | None = None  # its registration with a cancellation
+        self.withdrawn = False
 
     def settled(self) -> bool:
-        return self.done or self.error is not None
+        """Served, cancelled or withdrawn: nothing is left to undo."""
+        return self.done or self.error is not None or self.withdrawn
 
 
 class AccumulatorBase(ABC, Generic[Round]):
@@ -258,28 +270,41 @@ class AccumulatorBase(ABC, Generic[Round]):
                 closing session): the attempt is withdrawn and consumes nothing.
         """
         attempt: _TakeAttempt[Round] | None = None
-        with self._lock:
-            self._check_open_locked()
-            if not self._waiting and self._count >= num_required:
-                count = self._count
-                state = self._complete_round_locked()
-                serial = self._served
-            else:
-                attempt = self._enqueue_locked(num_required, cancellation)
-        if attempt is not None:
-            state, count, serial = self._wait(attempt, timeout, cancellation)
+        served: tuple[Round, int, int] | None = None
         try:
-            return self._finish_round(state, count)
+            with self._lock:
+                self._check_open_locked()
+                if not self._waiting and self._count >= num_required:
+                    count = self._count
+                    served = (self._complete_round_locked(), count, self._served)
+                else:
+                    attempt = _TakeAttempt(num_required)
+                    self._enqueue_locked(attempt, cancellation)
+            if attempt is not None:
+                served = self._wait(attempt, timeout, cancellation)
+            return self._finish_round(served[0], served[1])  # type: ignore[index]
         except BaseException:
-            self._put_back(state, count, serial)
+            # whatever went wrong, and wherever: no dead take stays queued, and
+            # a served round whose result was not computed goes back
+            self._abandon(attempt, served)
             raise
 
+    def _abandon(
+        self, attempt: _TakeAttempt[Round] | None, served: tuple[Round, int, int] | None
+    ) -> None:
+        self._relock()
+        try:
+            if attempt is not None and (attempt in self._waiting or not attempt.settled()):
+                self._withdraw_locked(attempt)
+                self._n_interrupted += 1
+            elif served is not None:
+                self._put_back_locked(*served)
+        finally:
+            self._lock.release()
+
     def _enqueue_locked(
-        self, num_required: int, cancellation: Cancellation | None
-    ) -> _TakeAttempt[Round]:
-        if self._closed:
-            raise missing_resource_error(self.label)
-        attempt: _TakeAttempt[Round] = _TakeAttempt(num_required)
+        self, attempt: _TakeAttempt[Round], cancellation: Cancellation | None
+    ) -> None:
         if cancellation is not None:
             key = cancellation.register(lambda error: self._cancel_attempt(attempt, error))
             if key is None:
@@ -288,7 +313,6 @@ class AccumulatorBase(ABC, Generic[Round]):
                 raise _copy_error(cancellation.error)
             attempt.key = key
         self._waiting.append(attempt)
-        return attempt
 
     def _wait(
         self, attempt: _TakeAttempt[Round], timeout: float | None, cancellation: Cancellation | None
@@ -352,7 +376,9 @@ class AccumulatorBase(ABC, Generic[Round]):
         # behind it try.
         if attempt in self._waiting:
             self._waiting.remove(attempt)
+            attempt.withdrawn = True
             self._flush_locked()
+        attempt.withdrawn = True
 
     def _cancel_attempt(self, attempt: _TakeAttempt[Round], error: errors.OpError) -> None:
         """Withdraw a waiting take from outside (runs without the lock held)."""
@@ -370,11 +396,6 @@ class AccumulatorBase(ABC, Generic[Round]):
         self._count = 0
         self._served += 1
         return self._detach_round_locked()
-
-    def _put_back(self, state: Round, count: int, serial: int) -> None:
-        """Undo a served round whose result could not be computed, if nothing happened since."""
-        with self._lock:
-            self._put_back_locked(state, count, serial)
 
     def _put_back_locked(self, state: Round, count: int, serial: int) -> bool:
         """Undo the served round ``serial`` if nothing has happened since; say whether it was."""
