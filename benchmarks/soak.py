@@ -70,6 +70,12 @@ class Slot:
             dtype=self.dtype, shape=[WIDTH], reduction_type="SUM"
         )
 
+    @property
+    def take_op(self) -> Any:
+        if self.kind == "sparse":
+            return raw.SparseAccumulatorTakeGradient
+        return raw.ResourceAccumulatorTakeGradient
+
     def lease(self) -> int:
         with self.lock:
             self.leases += 1
@@ -104,13 +110,8 @@ class Slot:
                 if self.leases == 0:
                     break
             time.sleep(0.0005)
-        take = (
-            raw.SparseAccumulatorTakeGradient
-            if self.kind == "sparse"
-            else raw.ResourceAccumulatorTakeGradient
-        )
         if int(raw.AccumulatorNumAccumulated(handle=old)):
-            drained = take(handle=old, num_required=1, dtype=self.dtype, timeout=5)
+            drained = self.take_op(handle=old, num_required=1, dtype=self.dtype, timeout=5)
             with self.lock:
                 self.taken += self.record_take(drained)
         raw.DestroyResourceOp(resource=old)
@@ -186,13 +187,8 @@ def _taker(slots: list[Slot], report: Report, stop: threading.Event, seed: int) 
         slot = rng.choice(slots)
         handle = slot.lease()
         taken = None
-        take = (
-            raw.SparseAccumulatorTakeGradient
-            if slot.kind == "sparse"
-            else raw.ResourceAccumulatorTakeGradient
-        )
         try:
-            result = take(handle=handle, num_required=rng.randint(1, 4), dtype=slot.dtype,
+            result = slot.take_op(handle=handle, num_required=rng.randint(1, 4), dtype=slot.dtype,
                           timeout=rng.choice([0, 0.001, 0.005, 0.02]))  # fmt: skip
             taken = slot.record_take(result)
             report.add(takes=1)
@@ -206,9 +202,10 @@ def _stepper(slots: list[Slot], report: Report, stop: threading.Event, seed: int
     rng = random.Random(seed)
     while not stop.is_set():
         slot = rng.choice(slots)
+        step = rng.randint(0, 2**20)
         handle = slot.lease()
         try:
-            raw.AccumulatorSetGlobalStep(handle=handle, new_global_step=rng.randint(0, 2**20))
+            raw.AccumulatorSetGlobalStep(handle=handle, new_global_step=step)
         finally:
             slot.release()
         time.sleep(0.001)
