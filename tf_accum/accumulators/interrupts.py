@@ -21,6 +21,7 @@ later replaces it, and with it the protection; a thread that is being profiled
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
@@ -106,8 +107,10 @@ def hold_back(error: BaseException) -> None:
     """
     if not isinstance(error, KeyboardInterrupt):  # pragma: no cover - callers check
         raise error
-    if _State.pending is None:
-        _defer(signal.SIGINT, sys._getframe(1))
+    if _State.pending is None and not _defer(signal.SIGINT, sys._getframe(1)):
+        # somebody profiles this thread: raise it again at the next chance rather
+        # than lose it
+        _thread.interrupt_main()
 
 
 def _handler(signum: int, frame: FrameType | None) -> Any:
