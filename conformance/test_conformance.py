@@ -49,6 +49,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("tensorflow_case", cases, ids=_ids(cases))
     if "tensorflow_selected" in metafunc.fixturenames:
         metafunc.parametrize("tensorflow_selected", [True] if "tensorflow" in backends else [])
+    if "graph_case" in metafunc.fixturenames:
+        cases = CASES if "tf_accum-graph" in backends else []
+        metafunc.parametrize("graph_case", cases, ids=_ids(cases))
     if "crash_case" in metafunc.fixturenames:
         run = "tensorflow" in backends
         cases = [c for c in CASES if run and XFAILS.crashes_tensorflow(c.id)]
@@ -124,6 +127,37 @@ def test_message_departures_really_differ() -> None:
         if same_message(ours, _golden_records(case)[index]) is None:
             stale.append(f"{case_id}:{line}")
     assert not stale
+
+
+def _golden_message(message: str) -> str:
+    """TensorFlow's kernel message, without the decoration graph mode adds."""
+    from conformance.backends.tensorflow_backend import kernel_message
+
+    return kernel_message(message).removeprefix("Graph execution error:\n\n")
+
+
+def test_on_tf_accum_graph_mode(graph_case: Case) -> None:
+    """The TF1 idiom (the TensorFlow backend's own code on tf_accum.compat.v1)
+    meets every case and matches TensorFlow's graph-mode outcomes call for
+    call, messages included: ours may add what was given after TensorFlow's text."""
+    run = run_case(graph_case, make_backend("tf_accum-graph"))
+    assert run.passed, "\n".join(run.failures)
+    if XFAILS.crashes_tensorflow(graph_case.id):
+        return
+    differences = []
+    golden = _golden_records(graph_case)
+    for statement, ours, theirs in zip(graph_case.statements, run.records, golden, strict=True):
+        if XFAILS.call_reason(graph_case.id, statement.line) is not None:
+            continue  # a departing call; the case's other calls are still compared
+        problem = same_behaviour(ours, theirs)
+        departs = XFAILS.message_reason(graph_case.id, statement.line) is not None
+        if problem is None and "message" in theirs and not departs:
+            expected = _golden_message(theirs["message"])
+            if not ours["message"].startswith(expected):
+                problem = f"message {ours['message']!r} does not start with {expected!r}"
+        if problem:
+            differences.append(f"line {statement.line}: {statement.text}: {problem}")
+    assert not differences, "graph mode differs from TensorFlow:\n" + "\n".join(differences)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
