@@ -41,7 +41,12 @@ _LIBRARY_PREFIXES = (
     "tf_accum.raw_ops",
     "tf_accum.compat",
     "tf_accum.resources",
+    "tf_accum.graph",
 )
+# Frames that wait on another process (the distributed table): an interrupt
+# there is raised at once, as a take's wait is, or Ctrl-C could not stop a
+# remote call that never returns.
+_REMOTE_PREFIXES = ("tf_accum.distributed",)
 
 
 class _State:
@@ -146,10 +151,14 @@ def _defer(signum: int, frame: FrameType | None) -> bool:
     """Arrange for ``signum`` to be raised once the library's outermost frame has returned.
 
     Returns False (nothing arranged) when ``frame`` is not inside the library,
-    or when the thread is being profiled by somebody else.
+    is inside a call to another process, or when the thread is being profiled
+    by somebody else.
     """
     outermost = None
     while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if isinstance(name, str) and name.startswith(_REMOTE_PREFIXES):
+            return False
         if _library_frame(frame):
             outermost = frame
         frame = frame.f_back
