@@ -10,7 +10,7 @@ import tf_accum as tfa
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPARTURES = (ROOT / "docs" / "departures.md").read_text()
-NUMBERS = [f"T{n}" for n in range(1, 16)]
+NUMBERS = [f"T{n}" for n in range(1, 19)]
 SOURCES = [
     p
     for folder in ("tf_accum", "tests", "conformance", "benchmarks", "docs")
@@ -64,8 +64,14 @@ def test_nothing_cites_documents_outside_the_repository() -> None:
 
 
 def test_docstrings_are_written_where_the_function_is() -> None:
+    # a docstring kept in a variable and assigned later is invisible to tools
+    # (a wrapper copying its wrapped function's __doc__ is fine)
     for path in sorted((ROOT / "tf_accum").rglob("*.py")):
-        assert ".__doc__ =" not in path.read_text(), path
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Attribute) and t.attr == "__doc__" for t in node.targets
+            ):
+                assert not isinstance(node.value, (ast.Constant, ast.Name)), (path, node.lineno)
     for name in tfa.raw_ops.__all__:
         op = getattr(tfa.raw_ops, name)
         source = Path(op.__wrapped__.__code__.co_filename).read_text()

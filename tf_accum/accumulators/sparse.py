@@ -117,6 +117,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         state, self._round = self._round, None
         return state
 
+    def _attach_round_locked(self, state: SparseRound | None) -> None:
+        self._round = state
+
     # --- validation that needs no state (docs/departures.md T7: stale gradients too) ----
 
     def check_gradient(
@@ -227,6 +230,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             if declared_error is not None:
                 raise declared_error
             if stale:
+                self._stale_locked()
                 return
             if state is None:
                 self._round = self._start_round(index, rows, borrowed, owned)

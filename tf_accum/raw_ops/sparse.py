@@ -105,6 +105,9 @@ def apply_sparse_gradient(
         values = gradient_values
     else:
         values = tensor_array(gradient_values)
+    if values.dtype != dtype.numpy_dtype and _lookup.byte_swapped(values.dtype, dtype.numpy_dtype):
+        values = values.astype(dtype.numpy_dtype)
+        owned = True
     if values.dtype != dtype.numpy_dtype:
         kind = _lookup.handle_type(_APPLY)
         raise _lookup.signature_mismatch(

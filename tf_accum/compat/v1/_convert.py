@@ -16,7 +16,18 @@ from tf_accum.raw_ops._convert import array_from_object
 
 
 def _first_element(array: np.ndarray[Any, Any]) -> Any:
-    return array.flat[0].item() if array.size else array
+    if not array.size:
+        return array
+    first = array.flat[0]
+    return first.item() if isinstance(first, np.generic) else first
+
+
+def _refuse_none(value: Any) -> None:
+    if value is None:
+        raise ValueError("None values not supported.")
+
+
+INT64_MAX = 2**63 - 1
 
 
 def _tensorflow_dtype(value: Any) -> DType | None:
@@ -39,6 +50,7 @@ def _tensorflow_dtype(value: Any) -> DType | None:
 
 def convert_to_dtype_owned(value: Any, dtype: DType) -> tuple[np.ndarray[Any, Any], bool]:
     """:func:`convert_to_dtype`, and whether the result is a new array nobody else holds."""
+    _refuse_none(value)
     if not isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, complex)):
         found = _tensorflow_dtype(value)
         if found is not None and found != dtype:
@@ -57,16 +69,25 @@ def convert_to_dtype_owned(value: Any, dtype: DType) -> tuple[np.ndarray[Any, An
     target = dtype.numpy_dtype
     if array.dtype == target:
         return array, fresh
+    if array.dtype.kind == "O" and array.size and all(_is_number(x) for x in array.flat):
+        array = np.array(array.tolist())  # numbers in an object array convert, as in TensorFlow
     kind = array.dtype.kind
     lossy = (
         kind in "USOV"
         or (kind == "c" and not dtype.is_complex)
-        or (kind == "f" and dtype.is_integer and not np.all(np.trunc(array) == array))
+        or (
+            kind == "f"
+            and dtype.is_integer
+            and not np.all(np.isfinite(array) & (np.trunc(array) == array))
+        )
     )
     if lossy:
         bad = _first_element(array)
+        if kind == "O":
+            bad = next((x for x in array.flat if not _is_number(x)), bad)
         raise TypeError(f"Expected {dtype.name}, but got {bad} of type '{type(bad).__name__}'.")
-    return array.astype(target), True
+    with np.errstate(over="ignore"):  # float64 beyond float32's range is inf, as in TensorFlow
+        return array.astype(target), True
 
 
 def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
@@ -75,17 +96,23 @@ def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
     Python numbers and arrays of any real numeric type convert, by numpy's
     rules: numpy arrays (a subclass becomes a plain ndarray first), anything
     with ``__array__`` (PyTorch CPU tensors, JAX arrays) and anything with the
-    array API's ``__dlpack__``. An array already of ``dtype`` is not copied; one
-    of another dtype is copied once, converted. A TensorFlow tensor object (a
-    non-numpy object whose ``dtype`` is a TensorFlow DType) of another dtype
-    does not convert, as in TensorFlow.
+    array API's ``__dlpack__``; an object array converts when it holds numbers
+    only. An array already of ``dtype`` is not copied; one of another dtype is
+    copied once, converted. A TensorFlow tensor object (a non-numpy object
+    whose ``dtype`` is a TensorFlow DType) of another dtype does not convert,
+    as in TensorFlow.
 
     Raises:
-        ValueError: a tensor of another dtype, or a ragged sequence.
-        TypeError: strings, complex values for a real dtype, fractions for an
-            integer dtype, or a SciPy sparse matrix.
+        ValueError: None, a tensor of another dtype, or a ragged sequence.
+        TypeError: strings, complex values for a real dtype, fractions or
+            non-finite values for an integer dtype, an object array holding
+            anything but numbers, or a SciPy sparse matrix.
     """
     return convert_to_dtype_owned(value, dtype)[0]
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, bool)
 
 
 def cast_to_int64(value: Any) -> Any:
@@ -95,15 +122,26 @@ def cast_to_int64(value: Any) -> Any:
     reports that it is not a scalar).
 
     Raises:
+        ValueError: None.
         UnimplementedError: strings.
+        InvalidArgumentError: unsigned values above 2**63 - 1 (tf.cast would wrap
+            them to negative numbers).
     """
     if type(value) is int:
         return value
+    _refuse_none(value)
     array = array_from_object(value)
     if array is None:
         array = np.asarray(value)
     if array.dtype.kind in "USO":
         raise errors.UnimplementedError(None, None, "Cast string to int64 is not supported")
+    if array.dtype.kind == "u" and array.size and int(array.max()) > INT64_MAX:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Value {int(array.max())} does not fit in int64 (at most {INT64_MAX}); it would "
+            "wrap to a negative number",
+        )
     array = np.trunc(array).astype(np.int64) if array.dtype.kind == "f" else array.astype(np.int64)
     return int(array) if array.ndim == 0 else array
 
