@@ -38,6 +38,7 @@ class NodeSpec:
     constructor: bool = False
     blocking: bool = False
     handle_type: DType = resource
+    scalar_output: bool = False  # TensorFlow's shape function makes the output a scalar
 
 
 def _handle_ops(prefix: str, handle: DType) -> dict[str, NodeSpec]:
@@ -46,7 +47,7 @@ def _handle_ops(prefix: str, handle: DType) -> dict[str, NodeSpec]:
         f"{prefix}AccumulatorApplyGradient": NodeSpec(
             (*h, ("local_step", "int64"), ("gradient", VALUES)), ()
         ),
-        f"{prefix}AccumulatorNumAccumulated": NodeSpec(h, ("int32",)),
+        f"{prefix}AccumulatorNumAccumulated": NodeSpec(h, ("int32",), scalar_output=True),
         f"{prefix}AccumulatorSetGlobalStep": NodeSpec((*h, ("new_global_step", "int64")), ()),
         f"{prefix}AccumulatorTakeGradient": NodeSpec(
             (*h, ("num_required", "int32")), ("dtype",), blocking=True
@@ -101,7 +102,7 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
     inputs = [_input(graph, op_type, op_name, arg, kind, kwargs[arg]) for arg, kind in spec.inputs]
     _check_scalars(op_type, op_name, spec, inputs)
     outputs = [(_output_dtype(spec, kind, attrs), TensorShape(None)) for kind in spec.outputs]
-    if spec.constructor:
+    if spec.constructor or spec.scalar_output:
         outputs = [(outputs[0][0], TensorShape([]))]
     kernel = _constructor_kernel(func, attrs) if spec.constructor else _kernel(func, spec, attrs)
     op = graph.create_op(
