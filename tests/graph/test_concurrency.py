@@ -1,0 +1,271 @@
+"""Blocking takes, timeouts, cancellation and many threads in graph mode
+(behaviour.md 8.3-8.4; cases D23-D30, S31, S32): takes run in worker threads,
+released by applies from the test thread, cancelled by ``sess.close()``."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import tf_accum.compat.v1 as tf
+from tests.graph.support import DenseOps, SparseOps, wait_for_waiting, waiting
+from tests.helpers import WAIT, Background
+from tf_accum import errors
+
+pytestmark = pytest.mark.usefixtures("graph")
+
+
+def test_blocked_take_is_released_by_the_apply_that_completes_it() -> None:  # D23
+    acc = DenseOps(shape=[1])
+    with tf.Session() as sess:
+        acc.put(sess, [1])
+        acc.put(sess, [2])
+        take = Background(acc.get, sess, 3)
+        wait_for_waiting(sess, 1)
+        assert not take.done()
+        acc.put(sess, [6])
+        np.testing.assert_array_equal(take.result(), [3])
+        assert acc.count(sess) == 0
+
+
+def test_gradients_after_the_release_are_stale() -> None:  # D24
+    acc = DenseOps(shape=[1])
+    with tf.Session() as sess:
+        take = Background(acc.get, sess, 2)
+        wait_for_waiting(sess, 1)
+        acc.put(sess, [1])
+        acc.put(sess, [3])
+        np.testing.assert_array_equal(take.result(), [2])
+        acc.put(sess, [100])
+        assert acc.count(sess) == 0
+
+
+def test_waiting_takes_are_served_in_order() -> None:  # D25
+    acc = DenseOps(shape=[1])
+    with tf.Session() as sess:
+        first = Background(acc.get, sess, 1)
+        wait_for_waiting(sess, 1)
+        second = Background(acc.get, sess, 1)
+        wait_for_waiting(sess, 2)
+        acc.put(sess, [1])
+        np.testing.assert_array_equal(first.result(), [1])
+        acc.put(sess, [2])  # stale: the take made the step 1
+        assert waiting(sess) == 1 and not second.done()
+        acc.put(sess, [3], 1)
+        np.testing.assert_array_equal(second.result(), [3])
+
+
+def test_head_of_line_blocking() -> None:  # D26
+    acc = DenseOps(shape=[1])
+    with tf.Session() as sess:
+        big = Background(acc.get, sess, 3)
+        wait_for_waiting(sess, 1)
+        acc.put(sess, [1])
+        small = Background(acc.get, sess, 1)
+        wait_for_waiting(sess, 2)
+        assert not small.done() and acc.count(sess) == 1
+        acc.put(sess, [2])
+        acc.put(sess, [3])
+        np.testing.assert_array_equal(big.result(), [2])
+        assert waiting(sess) == 1 and not small.done()
+        acc.put(sess, [5], 1)
+        np.testing.assert_array_equal(small.result(), [5])
+
+
+def test_timed_out_head_lets_the_next_take_through() -> None:  # D27
+    acc = DenseOps(shape=[1])
+    with tf.Session() as sess:
+        head = Background(acc.get, sess, 3, options=tf.RunOptions(timeout_in_ms=200))
+        wait_for_waiting(sess, 1)
+        second = Background(acc.get, sess, 1)
+        wait_for_waiting(sess, 2)
+        acc.put(sess, [7])
+        error = head.error()
+        assert isinstance(error, errors.DeadlineExceededError)
+        assert error.message == "Timed out waiting for notification"
+        np.testing.assert_array_equal(second.result(), [7])
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_timed_out_take_consumes_nothing(kind: str) -> None:  # D28
+    acc = DenseOps(shape=[1]) if kind == "dense" else SparseOps(shape=[3, 1])
+    with tf.Session() as sess:
+        with pytest.raises(
+            errors.DeadlineExceededError, match="Timed out waiting for notification"
+        ):
+            acc.get(sess, 1, options=tf.RunOptions(timeout_in_ms=50))
+        assert waiting(sess) == 0
+        if kind == "dense":
+            acc.put(sess, [4])
+        else:
+            acc.put(sess, [0], [[4]])
+        assert acc.count(sess) == 1
+
+
+def test_a_timeout_does_not_touch_runs_that_finish_in_time() -> None:  # 8.4
+    acc = DenseOps(shape=[1])
+    with tf.Session() as sess:
+        acc.put(sess, [4])
+        got = acc.get(sess, 1, options=tf.RunOptions(timeout_in_ms=60_000))
+        np.testing.assert_array_equal(got, [4])
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_close_cancels_waiting_takes(kind: str) -> None:  # D29, S32
+    acc = DenseOps(shape=[1]) if kind == "dense" else SparseOps(shape=[3, 1])
+    sess = tf.Session()
+    takes = [Background(acc.get, sess, 1) for _ in range(2)]
+    wait_for_waiting(sess, 2)
+    sess.close()
+    for take in takes:
+        error = take.error()
+        assert isinstance(error, errors.CancelledError)
+        assert error.message == "TakeGrad operation was cancelled"
+    assert sess.table.live_handles() == []  # the session's accumulators are freed
+    with pytest.raises(RuntimeError, match="Attempted to use a closed Session."):
+        acc.count(sess)
+
+
+def test_closing_one_session_leaves_another_alone() -> None:  # D29, D45
+    acc = DenseOps(shape=[1], shared_name="x")
+    closing, staying = tf.Session(), tf.Session()
+    cancelled = Background(acc.get, closing, 1)
+    kept = Background(acc.get, staying, 1)
+    wait_for_waiting(closing, 1)
+    wait_for_waiting(staying, 1)
+    closing.close()
+    assert isinstance(cancelled.error(), errors.CancelledError)
+    assert not kept.done()
+    acc.put(staying, [9])
+    np.testing.assert_array_equal(kept.result(), [9])
+    staying.close()
+
+
+def test_set_global_step_does_not_release_a_take() -> None:  # D30
+    acc = DenseOps(shape=[1])
+    with tf.Session() as sess:
+        take = Background(acc.get, sess, 1)
+        wait_for_waiting(sess, 1)
+        acc.set(sess, 5)
+        acc.put(sess, [1], 4)
+        assert waiting(sess) == 1 and not take.done()
+        acc.put(sess, [2], 5)
+        np.testing.assert_array_equal(take.result(), [2])
+
+
+def test_sparse_take_released_by_a_second_gradient() -> None:  # S31
+    acc = SparseOps(shape=[3, 1])
+    with tf.Session() as sess:
+        acc.put(sess, [0], [[1]])
+        take = Background(acc.get, sess, 2)
+        wait_for_waiting(sess, 1)
+        assert not take.done()
+        acc.put(sess, [2], [[4]])
+        result = take.result()
+        np.testing.assert_array_equal(result.indices, [0, 2])
+        np.testing.assert_array_equal(result.values, [[1], [4]])
+        np.testing.assert_array_equal(result.shape, [3, 1])
+
+
+def test_one_run_fetching_a_take_and_the_applies_it_needs() -> None:  # issue: executor
+    q = tf.ConditionalAccumulator(tf.float32, shape=[2])
+    grads = [tf.placeholder(tf.float32, [2]) for _ in range(3)]
+    applies = [q.apply_grad(g) for g in grads]
+    take = q.take_grad(3)
+    with tf.Session() as sess:
+        feed = {g: [i, 2 * i] for i, g in enumerate(grads)}
+        got, *rest = sess.run([take, *applies], feed)
+        assert rest == [None, None, None]
+        np.testing.assert_array_equal(got, [1, 2])
+        assert sess.run(q.num_accumulated()) == 0
+
+
+def test_a_failing_op_withdraws_the_runs_waiting_take() -> None:  # issue: executor
+    q = tf.ConditionalAccumulator(tf.float32, shape=[2])
+    grad = tf.placeholder(tf.float32)
+    bad = q.apply_grad(grad)
+    take = q.take_grad(1)
+    with tf.Session() as sess:
+        with pytest.raises(errors.InvalidArgumentError, match="Shape mismatch"):
+            sess.run([take, bad], {grad: [1, 2, 3]})
+        assert waiting(sess) == 0
+        sess.run(bad, {grad: [1, 2]})
+        assert sess.run(q.num_accumulated()) == 1  # the withdrawn take consumed nothing
+
+
+def test_a_run_deadline_covers_a_take_on_its_own_thread() -> None:  # RunOptions, executor
+    q = tf.ConditionalAccumulator(tf.float32, shape=[2])
+    first, second = q.apply_grad([1.0, 1.0]), q.apply_grad([3.0, 3.0])
+    take = q.take_grad(3)
+    with tf.Session() as sess:
+        with pytest.raises(errors.DeadlineExceededError):
+            sess.run([take, first, second], options=tf.RunOptions(timeout_in_ms=100))
+        assert waiting(sess) == 0
+        assert sess.run(q.num_accumulated()) == 2
+        sess.run(first)
+        np.testing.assert_array_equal(sess.run(take), [np.float32(5) / np.float32(3)] * 2)
+
+
+def test_control_dependencies_order_applies_before_count_and_take() -> None:  # issue
+    q = tf.ConditionalAccumulator(tf.float32, shape=[1])
+    apply = q.apply_grad([2.0])
+    with tf.control_dependencies([apply]):
+        count = q.num_accumulated(name="after_apply")
+    with tf.control_dependencies([count]):
+        take = q.take_grad(1)
+    assert count.op.control_inputs == (apply,)
+    with tf.Session() as sess:
+        assert sess.run(count) == 1  # the apply ran first
+        # the take runs after the count, which runs after another apply
+        np.testing.assert_array_equal(sess.run(take), [2])
+        assert sess.run(q.num_accumulated()) == 0
+
+
+def test_synchronous_replicas_conserve_every_gradient() -> None:  # issue: many threads, one session
+    """Worker threads apply through placeholders while a chief takes on the same
+    session: every applied gradient is taken exactly once."""
+    workers, rounds, aggregate = 4, 10, 3
+    q = tf.ConditionalAccumulator(tf.float64, shape=[2], reduction_type="SUM")
+    grad = tf.placeholder(tf.float64, [2])
+    step = tf.placeholder(tf.int64, [])
+    apply = q.apply_grad(grad, local_step=step)
+    take = q.take_grad(aggregate)
+    global_step = tf.train.get_or_create_global_step()
+    bump = tf.assign_add(global_step, 1)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        stop = threading.Event()
+        applied: list[float] = []
+        lock = threading.Lock()
+
+        def worker(index: int) -> None:
+            k = 0
+            while not stop.is_set() and k < 100_000:
+                value = float(index * 100_000 + k)
+                # a step no take can reach in this test: nothing is stale
+                sess.run(apply, {grad: [value, 1.0], step: 1_000})
+                with lock:
+                    applied.append(value)
+                k += 1
+
+        def chief() -> list[np.ndarray]:
+            totals = []
+            for _ in range(rounds):
+                total, _ = sess.run([take, bump], options=tf.RunOptions(timeout_in_ms=WAIT * 1000))
+                totals.append(total)
+            stop.set()
+            return totals
+
+        threads = [Background(worker, i) for i in range(workers)]
+        totals = Background(chief).result()
+        for thread in threads:
+            thread.result()
+        assert sess.run(global_step) == rounds
+        assert all(t[1] >= aggregate for t in totals)
+        if sess.run(q.num_accumulated()):
+            totals.append(sess.run(q.take_grad(1)))
+        taken = np.sum(totals, axis=0)
+        assert taken[1] == len(applied)
+        assert taken[0] == sum(applied)
