@@ -269,3 +269,28 @@ def test_synchronous_replicas_conserve_every_gradient() -> None:  # issue: many 
         taken = np.sum(totals, axis=0)
         assert taken[1] == len(applied)
         assert taken[0] == sum(applied)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_take_timeout_argument_bounds_the_take_when_run(graph, kind: str) -> None:  # T2
+    if kind == "dense":
+        q = tf.ConditionalAccumulator(tf.float32, shape=[1])
+        apply = q.apply_grad([4.0])
+    else:
+        q = tf.SparseConditionalAccumulator(tf.float32, shape=[3, 1])
+        apply = q.apply_grad([0], [[4.0]])
+    take = q.take_grad(1, timeout=0.05)
+    with tf.Session() as sess:
+        with pytest.raises(
+            errors.DeadlineExceededError, match="Timed out waiting for notification"
+        ):
+            sess.run(take)
+        assert waiting(sess) == 0
+        sess.run(apply)
+        assert sess.run(q.num_accumulated()) == 1
+    before = len(graph.get_operations())
+    with pytest.raises(ValueError, match="timeout must be a non-negative number of seconds"):
+        q.take_grad(1, timeout=-1)
+    with pytest.raises(ValueError, match="timeout must be a non-negative number of seconds"):
+        q.take_grad(1, timeout=float("nan"))
+    assert not [op for op in graph.get_operations()[before:] if "TakeGradient" in op.type]

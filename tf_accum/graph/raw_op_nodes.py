@@ -23,6 +23,7 @@ from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
 from tf_accum.graph.ops import as_tensor, dtype_of_array, graph_input
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.raw_ops._keyword_only import snake_case
+from tf_accum.raw_ops._timeout import check_timeout
 from tf_accum.raw_ops.constructors import accumulator_dtype
 
 HANDLE = "handle"
@@ -98,6 +99,9 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
         attrs["dtype"] = (
             accumulator_dtype(attrs["dtype"]) if spec.constructor else as_dtype(attrs["dtype"])
         )
+    if spec.blocking:
+        # a bad timeout is a Python argument error: refused when built, as eagerly
+        attrs["timeout"] = check_timeout(attrs.get("timeout"))
     op_name = graph.unique_name(kwargs.get("name") or op_type)
     inputs = [_input(graph, op_type, op_name, arg, kind, kwargs[arg]) for arg, kind in spec.inputs]
     _check_scalars(op_type, op_name, spec, inputs)
