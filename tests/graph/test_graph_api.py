@@ -155,6 +155,8 @@ def test_add_and_cast(graph) -> None:
     both = c + c
     ints = tf.cast(c, tf.int64)
     assert total.dtype == tf.float32 and total.shape == (2,)
+    # TensorFlow's names: tf.add builds "Add", the + operator "add" (unique regardless of case)
+    assert (total.op.name, both.op.name, total.op.type) == ("Add", "add_1", "AddV2")
     assert ints.dtype == tf.int64 and ints.op.type == "Cast"
     with pytest.raises(TypeError, match="does not match type float32"):
         tf.add(c, tf.constant([1, 2]))
