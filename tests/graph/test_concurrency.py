@@ -294,3 +294,45 @@ def test_take_timeout_argument_bounds_the_take_when_run(graph, kind: str) -> Non
     with pytest.raises(ValueError, match="timeout must be a non-negative number of seconds"):
         q.take_grad(1, timeout=float("nan"))
     assert not [op for op in graph.get_operations()[before:] if "TakeGradient" in op.type]
+
+
+def test_many_threads_each_run_takes_with_their_applies(graph) -> None:  # issue: executor
+    accs = [tf.ConditionalAccumulator(tf.float32, shape=[1]) for _ in range(4)]
+    runs = [
+        [a.take_grad(2), a.apply_grad([1.0], local_step=10**6), a.apply_grad([3.0], 10**6)]
+        for a in accs
+    ]
+    with tf.Session() as sess:
+
+        def work(i: int) -> list[float]:
+            return [
+                float(sess.run(runs[i], options=tf.RunOptions(timeout_in_ms=WAIT * 1000))[0][0])
+                for _ in range(50)
+            ]
+
+        tasks = [Background(work, i) for i in range(4)]
+        assert [task.result() for task in tasks] == [[2.0] * 50] * 4
+        assert sess.run([a.num_accumulated() for a in accs]) == [0, 0, 0, 0]
+
+
+def test_close_cancels_takes_waiting_on_their_own_threads(graph) -> None:  # D29, executor
+    accs = [tf.ConditionalAccumulator(tf.float32, shape=[1]) for _ in range(3)]
+    runs = [[a.take_grad(3), a.apply_grad([1.0])] for a in accs]
+    sess = tf.Session()
+    tasks = [Background(sess.run, r) for r in runs]
+    wait_for_waiting(sess, 3)
+    sess.close()
+    for task in tasks:
+        error = task.error()
+        assert isinstance(error, errors.CancelledError), error
+        assert error.message == "TakeGrad operation was cancelled"
+
+
+def test_feeding_a_takes_output_skips_the_take(graph) -> None:  # feeds: any tensor
+    q = tf.ConditionalAccumulator(tf.float32, shape=[2])
+    take = q.take_grad(1)
+    doubled = tf.add(take, take)
+    with tf.Session() as sess:
+        bounded = tf.RunOptions(timeout_in_ms=WAIT * 1000)
+        assert sess.run(doubled, {take: [1, 2]}, options=bounded).tolist() == [2, 4]
+        assert waiting(sess) == 0
