@@ -207,6 +207,9 @@ def test_integer_class_accumulator_runs() -> None:  # T1
 def test_sparse_class_take_returns_the_named_tuple() -> None:  # P11
     q = tf.SparseConditionalAccumulator(tf.float32, shape=[3, 2], name="S")
     assert q.name == "S" and q.num_accumulated().name == "S_NumAccumulated:0"
+    # the sparse class counts and sets the step through the ref ops (11.3)
+    assert q.num_accumulated().op.type == "AccumulatorNumAccumulated"
+    assert q.set_global_step(1).type == "AccumulatorSetGlobalStep"
     first = q.apply_grad([0, 2], [[1, 1], [2, 2]], [3, 2])
     second = q.apply_indexed_slices_grad(tf.IndexedSlices(values=[[3.0, 3.0]], indices=[1]))
     take = q.take_grad(1)

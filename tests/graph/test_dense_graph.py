@@ -9,6 +9,7 @@ import pytest
 import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, raw
 from tf_accum import errors
+from tf_accum.dtypes import ACCUMULATOR_DTYPES
 
 pytestmark = pytest.mark.usefixtures("graph")
 
@@ -467,3 +468,36 @@ def test_raw_ops_build_nodes_with_constants() -> None:  # 11.4
         apply.run()  # op.run() in the session made default by `with`
         assert num.eval() == 1
         np.testing.assert_array_equal(take.eval(), [1, 3])
+
+
+@pytest.mark.parametrize("dtype", ACCUMULATOR_DTYPES, ids=lambda t: t.name)
+def test_every_documented_dtype_runs_in_a_session(dtype) -> None:  # 3, T1
+    dense = tf.ConditionalAccumulator(dtype, shape=[2], reduction_type="SUM")
+    sparse = tf.SparseConditionalAccumulator(dtype, shape=[3, 2])
+    grad = tf.placeholder(dtype, [2])
+    apply_dense = dense.apply_grad(grad)
+    apply_sparse = sparse.apply_grad([1], [[1, 2]])
+    take_dense = dense.take_grad(2)
+    take_sparse = sparse.take_grad(1)
+    with tf.Session() as sess:
+        sess.run(apply_dense, {grad: [1, 2]})
+        sess.run(apply_dense, {grad: [3, 4]})
+        sess.run(apply_sparse)
+        got, result = sess.run([take_dense, take_sparse])
+        assert got.dtype == dtype.numpy_dtype and result.values.dtype == dtype.numpy_dtype
+        assert got.tolist() == [4, 6]
+        assert result.indices.tolist() == [1] and result.values.tolist() == [[1, 2]]
+
+
+def test_signature_is_checked_before_the_step_and_count() -> None:  # 5.1.2, 8.1
+    acc = DenseOps()
+    grad = tf.placeholder(tf.float64)
+    step = tf.placeholder(tf.int64)
+    apply = raw.ResourceAccumulatorApplyGradient(handle=acc.handle, local_step=step, gradient=grad)
+    n = tf.placeholder(tf.int32)
+    take = raw.ResourceAccumulatorTakeGradient(handle=acc.handle, num_required=n, dtype=tf.float64)
+    with tf.Session() as sess:
+        with pytest.raises(errors.InvalidArgumentError, match="Signature mismatch"):
+            sess.run(apply, {grad: [1.0, 2.0], step: [0]})
+        with pytest.raises(errors.InvalidArgumentError, match="Signature mismatch"):
+            sess.run(take, {n: 0})
