@@ -19,8 +19,8 @@ import numpy as np
 from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.dtypes import DType, as_dtype, resource, string_ref
 from tf_accum.graph.executor import RunContext
-from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
-from tf_accum.graph.ops import as_tensor, dtype_of_array, graph_input
+from tf_accum.graph.graph import Graph, Tensor, is_symbolic
+from tf_accum.graph.ops import as_tensor, graph_input
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.raw_ops._keyword_only import snake_case
 from tf_accum.raw_ops._timeout import check_timeout
@@ -38,11 +38,10 @@ class NodeSpec:
     outputs: tuple[str, ...]  # dtype names; "dtype" is the op's dtype attribute
     constructor: bool = False
     blocking: bool = False
-    handle_type: DType = resource
     scalar_output: bool = False  # TensorFlow's shape function makes the output a scalar
 
 
-def _handle_ops(prefix: str, handle: DType) -> dict[str, NodeSpec]:
+def _handle_ops(prefix: str) -> dict[str, NodeSpec]:
     h = ((HANDLE, HANDLE),)
     return {
         f"{prefix}AccumulatorApplyGradient": NodeSpec(
@@ -60,8 +59,8 @@ NODE_SPECS: dict[str, NodeSpec] = {
     "ConditionalAccumulator": NodeSpec((), ("string_ref",), constructor=True),
     "ResourceConditionalAccumulator": NodeSpec((), ("resource",), constructor=True),
     "SparseConditionalAccumulator": NodeSpec((), ("string_ref",), constructor=True),
-    **_handle_ops("", string_ref),
-    **_handle_ops("Resource", resource),
+    **_handle_ops(""),
+    **_handle_ops("Resource"),
     "SparseAccumulatorApplyGradient": NodeSpec(
         (
             (HANDLE, HANDLE),
@@ -253,10 +252,3 @@ def _kernel(func: Callable[..., Any], spec: NodeSpec, attrs: dict[str, Any]) -> 
         return tuple(result)
 
     return kernel
-
-
-def handle_dtype_of(op: Operation) -> DType:
-    return op.outputs[0].dtype
-
-
-__all__ = ["NODE_SPECS", "build", "dtype_of_array"]

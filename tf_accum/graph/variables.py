@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.dtypes import DType, as_dtype, int64, resource
+from tf_accum.dtypes import DType, int64, resource
 from tf_accum.graph import mode
 from tf_accum.graph.graph import (
     GLOBAL_STEP,
@@ -72,6 +72,11 @@ class VariableStore:
 def _frozen(array: Array) -> Array:
     array.setflags(write=False)
     return array
+
+
+def _initialize(context: Any, inputs: list[Any]) -> tuple[()]:
+    _store(context).assign(inputs[0], inputs[1])
+    return ()
 
 
 def _store(context: Any) -> VariableStore:
@@ -163,7 +168,7 @@ class Variable:
                 "AssignVariableOp",
                 [handle.outputs[0], initial],
                 [],
-                lambda context, inputs: (_store(context).assign(inputs[0], inputs[1]), ())[1],
+                _initialize,
                 name="Assign",
             )
             self._snapshot = self._read_op(graph, "Read/ReadVariableOp")
@@ -389,5 +394,4 @@ __all__ = [
     "global_variables_initializer",
     "get_global_step",
     "get_or_create_global_step",
-    "as_dtype",
 ]

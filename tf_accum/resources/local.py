@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import collections
 import itertools
+import os
 import threading
+import weakref
 from typing import Any
 
 from tf_accum import errors
@@ -48,6 +50,10 @@ def private_name(base: str) -> str:
     return f"_{next(_private_names)}_{base}"
 
 
+# Every in-process table, so that a forked child can empty them all.
+_tables: weakref.WeakSet[LocalResourceTable] = weakref.WeakSet()
+
+
 class LocalResourceTable(ResourceTable):
     """Accumulators in this process, shared between its threads.
 
@@ -55,9 +61,16 @@ class LocalResourceTable(ResourceTable):
     not yet destroyed; ``_by_name`` maps each live shared (container, name) to
     its handle; ``_gone`` keeps the labels of the most recently destroyed
     handles, so that using one gets a NotFoundError that names it.
+
+    After ``os.fork()`` the child's copy of every table is empty (see
+    :func:`_empty_after_fork`): the parent's accumulators stay the parent's.
     """
 
     def __init__(self) -> None:
+        self._reset()
+        _tables.add(self)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._live: dict[int, AccumulatorBase[Any]] = {}
         self._by_name: dict[tuple[str, str], int] = {}
@@ -144,8 +157,32 @@ class LocalResourceTable(ResourceTable):
         # Wake waiting takes outside the table lock: close() takes the accumulator's.
         found.close()
 
+    def _forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's accumulators without touching their locks."""
+        gone = {handle: found.label for handle, found in self._live.items()}
+        self._reset()
+        # their handles stay named in NotFound messages, like destroyed ones
+        self._gone.update(list(gone.items())[-REMEMBERED_DESTROYED:])
+
     def live_handles(self) -> list[int]:
         if self._doomed:
             self._reap()
         with self._lock:
             return list(self._live)
+
+
+def _empty_after_fork() -> None:
+    """Give a forked child empty tables with fresh locks.
+
+    The child has one thread: locks other threads held at the fork stay held
+    forever in its copy, and takes that were waiting belong to threads that do
+    not exist there. A gradient the child applies to its copy of an accumulator
+    could never reach the parent's; so the child starts empty, and every handle
+    inherited from the parent is NotFoundError there. Handles keep counting
+    from the parent's, so an inherited handle never names a child's accumulator.
+    """
+    for table in list(_tables):
+        table._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_empty_after_fork)
