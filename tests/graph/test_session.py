@@ -54,7 +54,7 @@ def test_bad_fetches(g) -> None:
             sess.run(3)
         with pytest.raises(ValueError, match="is not an element of this graph"):
             sess.run(foreign)
-        with pytest.raises(KeyError):
+        with pytest.raises(ValueError, match="missing:0 cannot be interpreted as a Tensor"):
             sess.run("missing:0")
 
 
