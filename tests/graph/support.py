@@ -28,7 +28,26 @@ def wait_for_waiting(sess: tf.Session, count: int) -> None:
     wait_until(lambda: waiting(sess) == count)
 
 
-class DenseOps:
+class _Driven:
+    """Running the ops every accumulator has: take, count, set the step."""
+
+    take: Any
+    num: Any
+    set_step: Any
+    n: Any
+    new_step: Any
+
+    def get(self, sess: tf.Session, n: Any, **run: Any) -> Any:
+        return sess.run(self.take, {self.n: n}, **run)
+
+    def count(self, sess: tf.Session) -> Any:
+        return sess.run(self.num)
+
+    def set(self, sess: tf.Session, step: Any) -> None:
+        sess.run(self.set_step, {self.new_step: step})
+
+
+class DenseOps(_Driven):
     """A dense accumulator and its ops, every input a placeholder of unknown
     shape, so that only the kernels check them (the cases' convention)."""
 
@@ -55,17 +74,8 @@ class DenseOps:
     def put(self, sess: tf.Session, value: Any, step: Any = 0) -> None:
         sess.run(self.apply, {self.grad: value, self.step: step})
 
-    def get(self, sess: tf.Session, n: Any, **run: Any) -> Any:
-        return sess.run(self.take, {self.n: n}, **run)
 
-    def count(self, sess: tf.Session) -> Any:
-        return sess.run(self.num)
-
-    def set(self, sess: tf.Session, step: Any) -> None:
-        sess.run(self.set_step, {self.new_step: step})
-
-
-class SparseOps:
+class SparseOps(_Driven):
     """A sparse accumulator and its (ref) ops, inputs fed through placeholders."""
 
     def __init__(self, dtype: Any = tf.float32, known_shape: bool = True, **attrs: Any) -> None:
@@ -111,12 +121,3 @@ class SparseOps:
         else:
             feed[self.shape] = shape
             sess.run(self.apply, feed)
-
-    def get(self, sess: tf.Session, n: Any, **run: Any) -> Any:
-        return sess.run(self.take, {self.n: n}, **run)
-
-    def count(self, sess: tf.Session) -> Any:
-        return sess.run(self.num)
-
-    def set(self, sess: tf.Session, step: Any) -> None:
-        sess.run(self.set_step, {self.new_step: step})
