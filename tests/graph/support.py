@@ -8,10 +8,12 @@ from typing import Any
 
 import tf_accum as tfa
 import tf_accum.compat.v1 as tf
-from tests.helpers import wait_until
+from tests.helpers import WAIT, wait_until
 from tf_accum import errors
 
 raw = tfa.raw_ops
+# for runs that would block forever if tf_accum were broken: fail instead of hanging
+BOUNDED = tf.RunOptions(timeout_in_ms=int(WAIT * 1000))
 
 
 def waiting(sess: tf.Session) -> int:
@@ -38,6 +40,7 @@ class _Driven:
     new_step: Any
 
     def get(self, sess: tf.Session, n: Any, **run: Any) -> Any:
+        run.setdefault("options", BOUNDED)
         return sess.run(self.take, {self.n: n}, **run)
 
     def count(self, sess: tf.Session) -> Any:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests.graph.support import DenseOps, SparseOps, wait_for_waiting, waiting
+from tests.graph.support import BOUNDED, DenseOps, SparseOps, wait_for_waiting, waiting
 from tests.helpers import WAIT, Background
 from tf_accum import errors
 
@@ -176,7 +176,7 @@ def test_one_run_fetching_a_take_and_the_applies_it_needs() -> None:  # issue: e
     take = q.take_grad(3)
     with tf.Session() as sess:
         feed = {g: [i, 2 * i] for i, g in enumerate(grads)}
-        got, *rest = sess.run([take, *applies], feed)
+        got, *rest = sess.run([take, *applies], feed, options=BOUNDED)
         assert rest == [None, None, None]
         np.testing.assert_array_equal(got, [1, 2])
         assert sess.run(q.num_accumulated()) == 0
@@ -189,7 +189,7 @@ def test_a_failing_op_withdraws_the_runs_waiting_take() -> None:  # issue: execu
     take = q.take_grad(1)
     with tf.Session() as sess:
         with pytest.raises(errors.InvalidArgumentError, match="Shape mismatch"):
-            sess.run([take, bad], {grad: [1, 2, 3]})
+            sess.run([take, bad], {grad: [1, 2, 3]}, options=BOUNDED)
         assert waiting(sess) == 0
         sess.run(bad, {grad: [1, 2]})
         assert sess.run(q.num_accumulated()) == 1  # the withdrawn take consumed nothing
@@ -205,7 +205,8 @@ def test_a_run_deadline_covers_a_take_on_its_own_thread() -> None:  # RunOptions
         assert waiting(sess) == 0
         assert sess.run(q.num_accumulated()) == 2
         sess.run(first)
-        np.testing.assert_array_equal(sess.run(take), [np.float32(5) / np.float32(3)] * 2)
+        got = sess.run(take, options=BOUNDED)
+        np.testing.assert_array_equal(got, [np.float32(5) / np.float32(3)] * 2)
 
 
 def test_control_dependencies_order_applies_before_count_and_take() -> None:  # issue
@@ -219,7 +220,7 @@ def test_control_dependencies_order_applies_before_count_and_take() -> None:  # 
     with tf.Session() as sess:
         assert sess.run(count) == 1  # the apply ran first
         # the take runs after the count, which runs after another apply
-        np.testing.assert_array_equal(sess.run(take), [2])
+        np.testing.assert_array_equal(sess.run(take, options=BOUNDED), [2])
         assert sess.run(q.num_accumulated()) == 0
 
 
@@ -265,7 +266,7 @@ def test_synchronous_replicas_conserve_every_gradient() -> None:  # issue: many 
         assert sess.run(global_step) == rounds
         assert all(t[1] >= aggregate for t in totals)
         if sess.run(q.num_accumulated()):
-            totals.append(sess.run(q.take_grad(1)))
+            totals.append(sess.run(q.take_grad(1), options=BOUNDED))
         taken = np.sum(totals, axis=0)
         assert taken[1] == len(applied)
         assert taken[0] == sum(applied)
