@@ -182,6 +182,42 @@ def test_one_run_fetching_a_take_and_the_applies_it_needs() -> None:  # issue: e
         assert sess.run(q.num_accumulated()) == 0
 
 
+def test_a_take_ready_before_its_applies_does_not_starve_them() -> None:  # issue: executor
+    """The take's inputs are ready at once, the gradients only after a chain of
+    ops: running the take first on the run's own thread would wait forever."""
+    q = tf.ConditionalAccumulator(tf.float32, shape=[2])
+    take = q.take_grad(2)
+    grad = tf.placeholder(tf.float32, [2])
+    late = grad
+    for _ in range(3):
+        late = tf.identity(late)
+    applies = [q.apply_grad(late), q.apply_grad(tf.add(late, 2.0))]
+    for fetches in ([take, *applies], [*applies, take]):
+        with tf.Session() as sess:
+            got = sess.run(fetches, {grad: [1, 2]}, options=BOUNDED)
+            np.testing.assert_array_equal(got[0 if got[0] is not None else 2], [2, 3])
+
+
+def test_one_run_with_two_takes_and_their_applies(graph) -> None:  # issue: executor
+    first = tf.ConditionalAccumulator(tf.float32, shape=[1])
+    second = tf.SparseConditionalAccumulator(tf.float32, shape=[3, 1])
+    grad = tf.placeholder(tf.float32, [1])
+    late = tf.identity(tf.identity(grad))
+    takes = [first.take_grad(2), second.take_grad(2)]
+    applies = [
+        first.apply_grad(late),
+        first.apply_grad(tf.add(late, 2.0)),
+        second.apply_grad([0], tf.identity([[4.0]])),
+        second.apply_grad([2], [[6.0]]),
+    ]
+    with tf.Session() as sess:
+        dense, sparse, *rest = sess.run([*takes, *applies], {grad: [1]}, options=BOUNDED)
+        assert rest == [None] * 4
+        np.testing.assert_array_equal(dense, [2])
+        np.testing.assert_array_equal(sparse.indices, [0, 2])
+        np.testing.assert_array_equal(sparse.values, [[4], [6]])
+
+
 def test_a_failing_op_withdraws_the_runs_waiting_take() -> None:  # issue: executor
     q = tf.ConditionalAccumulator(tf.float32, shape=[2])
     grad = tf.placeholder(tf.float32)
