@@ -373,3 +373,50 @@ def test_feeding_a_takes_output_skips_the_take(graph) -> None:  # feeds: any ten
         bounded = tf.RunOptions(timeout_in_ms=WAIT * 1000)
         assert sess.run(doubled, {take: [1, 2]}, options=bounded).tolist() == [2, 4]
         assert waiting(sess) == 0
+
+
+def test_parallel_takes_each_get_one_round(graph) -> None:  # 8.3: one round per take
+    q = tf.ConditionalAccumulator(tf.float32, shape=[])
+    grad = tf.placeholder(tf.float32, [])
+    step = tf.placeholder(tf.int64, [])
+    apply = q.apply_grad(grad, local_step=step)
+    take = q.take_grad(1)
+    with tf.Session() as sess:
+        takes = [Background(sess.run, take, options=BOUNDED) for _ in range(4)]
+        wait_for_waiting(sess, 4)
+        for round_ in range(4):
+            # each round's gradient is applied at that round's step: never stale
+            sess.run(apply, {grad: 10.0 * (round_ + 1), step: round_})
+        assert sorted(float(t.result()) for t in takes) == [10.0, 20.0, 30.0, 40.0]
+        assert waiting(sess) == 0
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_parallel_applies_then_one_take(graph, kind: str) -> None:  # many threads, one session
+    workers = 8
+    if kind == "dense":
+        q = tf.ConditionalAccumulator(tf.float32, shape=[2])
+        value = tf.placeholder(tf.float32, [2])
+        apply = q.apply_grad(value)
+    else:
+        q = tf.SparseConditionalAccumulator(tf.float32, shape=[4, 2])
+        value = tf.placeholder(tf.float32, [1, 2])
+        apply = q.apply_grad([1], value, [4, 2])
+    take = q.take_grad(workers)
+    with tf.Session() as sess:
+        result = Background(sess.run, take, options=BOUNDED)
+        wait_for_waiting(sess, 1)
+        tasks = [
+            Background(sess.run, apply, {value: [i, -i] if kind == "dense" else [[i, -i]]})
+            for i in range(workers)
+        ]
+        for task in tasks:
+            task.result()
+        got = result.result()
+        mean = (workers - 1) / 2
+        if kind == "dense":
+            np.testing.assert_array_equal(got, [mean, -mean])
+        else:
+            np.testing.assert_array_equal(got.indices, [1])
+            np.testing.assert_array_equal(got.values, [[mean, -mean]])
+        assert sess.run(q.num_accumulated()) == 0
