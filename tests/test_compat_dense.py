@@ -207,7 +207,7 @@ def test_take_grad_timeout_and_close_cancels() -> None:  # docs/departures.md T2
         acc.num_accumulated()
 
 
-def test_base_class_works_on_a_raw_handle() -> None:  # 11.1
+def test_base_class_works_on_a_raw_handle() -> None:
     h = tfa.raw_ops.ResourceConditionalAccumulator(dtype=tfa.float64, shape=[1], name="raw")
     base = v1.ConditionalAccumulatorBase(tfa.float64, [1], h)
     assert base.accumulator_ref == h and base.dtype == "float64"

@@ -123,7 +123,7 @@ def test_nan_and_inf_propagate() -> None:  # D35
     assert np.isnan(got).all()
 
 
-def test_take_result_does_not_alias_the_accumulator() -> None:  # 8.2
+def test_take_result_does_not_alias_the_accumulator() -> None:
     h = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[2])
     g = np.array([1.0, 2.0], np.float32)
     raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=g)

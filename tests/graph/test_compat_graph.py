@@ -1,4 +1,4 @@
-"""The compat classes in graph mode (behaviour.md 11; cases P01-P15): methods
+"""The compat classes in graph mode (cases P01-P15): methods
 build ops, arguments may be Tensors, Python-level checks fail at build time."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tf_accum import errors
 pytestmark = pytest.mark.usefixtures("graph")
 
 
-def test_names_attributes_and_static_shapes() -> None:  # P01, 11.1, 11.4
+def test_names_attributes_and_static_shapes() -> None:  # P01
     q = tf.ConditionalAccumulator(tf.float32, shape=[2], name="Q")
     q2 = tf.ConditionalAccumulator(tf.float32, shape=[2], name="Q")
     with tf.name_scope("outer"):
@@ -140,7 +140,7 @@ def test_num_required_must_be_an_int32(graph) -> None:  # P07
         tf.SparseConditionalAccumulator(tf.float32).take_grad(2.0)
 
 
-def test_static_rank_of_step_and_count(graph) -> None:  # 2: shape functions
+def test_static_rank_of_step_and_count(graph) -> None:  # shape functions
     q = tf.ConditionalAccumulator(tf.float32, shape=[2])
     with pytest.raises(ValueError, match="^Shape must be rank 0 but is rank 1 for '{{node "):
         q.apply_grad([1.0, 2.0], local_step=tf.placeholder(tf.int64, [1]))
@@ -177,7 +177,7 @@ def test_steps_truncate_toward_zero() -> None:  # P09
         assert sess.run(num) == 2
 
 
-def test_string_step_fails_when_run() -> None:  # E15, 7
+def test_string_step_fails_when_run() -> None:  # E15
     q = tf.ConditionalAccumulator(tf.float32, shape=[2])
     apply = q.apply_grad([1, 1], local_step=tf.constant("1"))
     with tf.Session() as sess:
@@ -188,12 +188,12 @@ def test_string_step_fails_when_run() -> None:  # E15, 7
         assert sess.run(q.num_accumulated()) == 0
 
 
-def test_dtype_given_as_a_string_compares_equal() -> None:  # P10, T13
+def test_dtype_given_as_a_string_compares_equal() -> None:  # P10; docs/departures.md T13
     q = tf.ConditionalAccumulator("float32")
     assert q.dtype == "float32" and q.dtype == tf.float32
 
 
-def test_integer_class_accumulator_runs() -> None:  # T1
+def test_integer_class_accumulator_runs() -> None:  # docs/departures.md T1
     q = tf.ConditionalAccumulator(tf.int64, shape=[2], reduction_type="SUM")
     apply = q.apply_grad([2**40, -1])
     take = q.take_grad(2)
@@ -279,7 +279,7 @@ def test_sparse_arguments_may_be_tensors_of_other_integer_types() -> None:  # P1
         np.testing.assert_array_equal(result.shape, [3, 2])
 
 
-def test_sparse_values_are_converted_to_the_dtype() -> None:  # X05, T12
+def test_sparse_values_are_converted_to_the_dtype() -> None:  # X05; docs/departures.md T12
     q = tf.SparseConditionalAccumulator(tf.float32, shape=[3, 2])
     apply = q.apply_grad([0], [[1, 2]])
     assert apply.inputs[3].dtype == tf.float32
@@ -287,7 +287,7 @@ def test_sparse_values_are_converted_to_the_dtype() -> None:  # X05, T12
         q.apply_grad([0], tf.constant([[1, 2]]))
 
 
-def test_class_close_builds_a_destroy_op() -> None:  # T3
+def test_class_close_builds_a_destroy_op() -> None:  # docs/departures.md T3
     q = tf.ConditionalAccumulator(tf.float32, shape=[1], shared_name="closing")
     close = q.close()
     assert isinstance(close, tf.Operation) and close.type == "DestroyResourceOp"
@@ -300,7 +300,7 @@ def test_class_close_builds_a_destroy_op() -> None:  # T3
         sess.run(close)  # harmless twice
 
 
-def test_base_class_wraps_a_handle_tensor() -> None:  # 11.1
+def test_base_class_wraps_a_handle_tensor() -> None:
     handle = tfa.raw_ops.ResourceConditionalAccumulator(dtype=tf.float32, shape=[2], name="raw")
     base = tf.ConditionalAccumulatorBase(tf.float32, [2], handle)
     assert base.accumulator_ref is handle and base.name == "raw"

@@ -1,10 +1,11 @@
 """Blocking takes, timeouts, cancellation and many threads in graph mode
-(behaviour.md 8.3-8.4; cases D23-D30, S31, S32): takes run in worker threads,
+(cases D23-D30, S31, S32): takes run in worker threads,
 released by applies from the test thread, cancelled by ``sess.close()``."""
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,7 +91,7 @@ def test_timed_out_head_lets_the_next_take_through() -> None:  # D27
 
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
 def test_timed_out_take_consumes_nothing(kind: str) -> None:  # D28
-    acc = DenseOps(shape=[1]) if kind == "dense" else SparseOps(shape=[3, 1])
+    acc: Any = DenseOps(shape=[1]) if kind == "dense" else SparseOps(shape=[3, 1])
     with tf.Session() as sess:
         with pytest.raises(
             errors.DeadlineExceededError, match="Timed out waiting for notification"
@@ -104,7 +105,7 @@ def test_timed_out_take_consumes_nothing(kind: str) -> None:  # D28
         assert acc.count(sess) == 1
 
 
-def test_a_timeout_does_not_touch_runs_that_finish_in_time() -> None:  # 8.4
+def test_a_timeout_does_not_touch_runs_that_finish_in_time() -> None:
     acc = DenseOps(shape=[1])
     with tf.Session() as sess:
         acc.put(sess, [4])
@@ -309,9 +310,11 @@ def test_synchronous_replicas_conserve_every_gradient() -> None:  # issue: many 
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
-def test_take_timeout_argument_bounds_the_take_when_run(graph, kind: str) -> None:  # T2
+def test_take_timeout_argument_bounds_the_take_when_run(
+    graph, kind: str
+) -> None:  # docs/departures.md T2
     if kind == "dense":
-        q = tf.ConditionalAccumulator(tf.float32, shape=[1])
+        q: Any = tf.ConditionalAccumulator(tf.float32, shape=[1])
         apply = q.apply_grad([4.0])
     else:
         q = tf.SparseConditionalAccumulator(tf.float32, shape=[3, 1])
@@ -375,7 +378,7 @@ def test_feeding_a_takes_output_skips_the_take(graph) -> None:  # feeds: any ten
         assert waiting(sess) == 0
 
 
-def test_parallel_takes_each_get_one_round(graph) -> None:  # 8.3: one round per take
+def test_parallel_takes_each_get_one_round(graph) -> None:  # one round per take
     q = tf.ConditionalAccumulator(tf.float32, shape=[])
     grad = tf.placeholder(tf.float32, [])
     step = tf.placeholder(tf.int64, [])
@@ -395,7 +398,7 @@ def test_parallel_takes_each_get_one_round(graph) -> None:  # 8.3: one round per
 def test_parallel_applies_then_one_take(graph, kind: str) -> None:  # many threads, one session
     workers = 8
     if kind == "dense":
-        q = tf.ConditionalAccumulator(tf.float32, shape=[2])
+        q: Any = tf.ConditionalAccumulator(tf.float32, shape=[2])
         value = tf.placeholder(tf.float32, [2])
         apply = q.apply_grad(value)
     else:

@@ -1,4 +1,4 @@
-"""The dense accumulator in graph mode (behaviour.md 1-9; cases D01-D52):
+"""The dense accumulator in graph mode (cases D01-D52):
 raw ops built with placeholders, run by a Session, in TensorFlow's kernel-test style."""
 
 from __future__ import annotations
@@ -162,7 +162,9 @@ def test_unknown_rank_takes_any_shape_after_a_take() -> None:  # D18
         assert got == 7.0 and got.dtype == np.float32 and np.ndim(got) == 0
 
 
-def test_stale_gradient_is_still_checked_against_the_declared_shape() -> None:  # D19, T7
+def test_stale_gradient_is_still_checked_against_the_declared_shape() -> (
+    None
+):  # D19; docs/departures.md T7
     acc = DenseOps()
     with tf.Session() as sess:
         acc.set(sess, 5)
@@ -202,7 +204,7 @@ def test_num_required_must_be_positive(n: int) -> None:  # D21, D22
         (tf.float64, [[1], [1], [2]], [4 / 3]),  # D33
         (tf.float32, [[1], [0], [0]], [np.float32(1) / np.float32(3)]),  # D34
         (tf.float32, [[np.nan, np.inf], [1, -np.inf]], [np.nan, np.nan]),  # D35
-        (tf.int32, [[7], [0]], [3]),  # T1: integer MEAN truncates
+        (tf.int32, [[7], [0]], [3]),  # docs/departures.md T1: integer MEAN truncates
     ],
 )
 def test_mean_arithmetic_stays_in_the_dtype(dtype, values, expected) -> None:  # D31-D35
@@ -218,20 +220,20 @@ def test_mean_arithmetic_stays_in_the_dtype(dtype, values, expected) -> None:  #
 def test_float16_sum_overflows_to_inf() -> None:  # D32
     acc = DenseOps(dtype=tf.float16, shape=[1], reduction_type="SUM")
     with tf.Session() as sess:
-        acc.put(sess, np.float16([60000]))
-        acc.put(sess, np.float16([60000]))
+        acc.put(sess, np.array([60000], np.float16))
+        acc.put(sess, np.array([60000], np.float16))
         got = acc.get(sess, 2)
         assert got.dtype == np.float16 and np.isposinf(got[0])
 
 
-def test_integer_accumulator_runs_in_a_session() -> None:  # D36, D51, T1
+def test_integer_accumulator_runs_in_a_session() -> None:  # D36, D51; docs/departures.md T1
     with tf.Graph().as_default():
         bad = DenseOps(dtype=tf.int32)
         good = DenseOps()
         with tf.Session() as sess:
             assert good.count(sess) == 0
-            bad.put(sess, np.int32([7, -7]))
-            bad.put(sess, np.int32([0, 0]))
+            bad.put(sess, np.array([7, -7], np.int32))
+            bad.put(sess, np.array([0, 0], np.int32))
             got = bad.get(sess, 2)
             assert got.dtype == np.int32
             np.testing.assert_array_equal(got, [3, -3])
@@ -245,7 +247,9 @@ def test_dtype_outside_the_list_fails_at_build(graph, dtype) -> None:  # D37
     assert len(graph.get_operations()) == before
 
 
-def test_non_scalar_local_step_is_refused_and_nothing_applied() -> None:  # D38, T8
+def test_non_scalar_local_step_is_refused_and_nothing_applied() -> (
+    None
+):  # D38; docs/departures.md T8
     acc = DenseOps()
     with tf.Session() as sess:
         with pytest.raises(
@@ -256,7 +260,9 @@ def test_non_scalar_local_step_is_refused_and_nothing_applied() -> None:  # D38,
         assert acc.count(sess) == 0
 
 
-def test_non_scalar_new_global_step_is_refused_and_nothing_set() -> None:  # D39, T9
+def test_non_scalar_new_global_step_is_refused_and_nothing_set() -> (
+    None
+):  # D39; docs/departures.md T9
     acc = DenseOps()
     with tf.Session() as sess:
         with pytest.raises(
@@ -268,7 +274,7 @@ def test_non_scalar_new_global_step_is_refused_and_nothing_set() -> None:  # D39
         assert acc.count(sess) == 1
 
 
-def test_non_scalar_num_required_is_refused() -> None:  # X04, X08, T8
+def test_non_scalar_num_required_is_refused() -> None:  # X04, X08; docs/departures.md T8
     acc = DenseOps()
     with tf.Session() as sess:
         with pytest.raises(
@@ -298,7 +304,9 @@ def test_gradient_of_another_dtype_is_a_signature_mismatch(stale: bool) -> None:
         assert acc.count(sess) == 0
 
 
-def test_take_of_another_dtype_is_refused_and_consumes_nothing() -> None:  # X02, T8
+def test_take_of_another_dtype_is_refused_and_consumes_nothing() -> (
+    None
+):  # X02; docs/departures.md T8
     acc = DenseOps()
     wrong = raw.ResourceAccumulatorTakeGradient(handle=acc.handle, num_required=1, dtype=tf.float64)
     with tf.Session() as sess:
@@ -319,7 +327,9 @@ def test_shared_name_shares_within_a_session() -> None:  # D41 (same attributes)
         assert a.count(sess) == 0
 
 
-def test_shared_name_with_other_attributes_is_an_error_at_run() -> None:  # D41, D52, T10
+def test_shared_name_with_other_attributes_is_an_error_at_run() -> (
+    None
+):  # D41, D52; docs/departures.md T10
     a = DenseOps(shared_name="x")
     b = DenseOps(shared_name="x", shape=[3], reduction_type="SUM")
     c = DenseOps(shared_name="x", dtype=tf.float64)
@@ -355,7 +365,7 @@ def test_unshared_accumulators_are_distinct() -> None:  # D44
         assert (a.count(sess), b.count(sess)) == (1, 0)
 
 
-def test_a_constructor_op_makes_its_accumulator_once_per_session() -> None:  # 4.1
+def test_a_constructor_op_makes_its_accumulator_once_per_session() -> None:
     acc = DenseOps()
     with tf.Session() as sess:
         first = sess.run(acc.handle)
@@ -368,7 +378,7 @@ def test_destroy_then_use_is_not_found() -> None:  # D47, D50
     acc = DenseOps(shared_name="x")
     destroy = raw.DestroyResourceOp(resource=acc.handle, ignore_lookup_error=False)
     destroy_quietly = raw.DestroyResourceOp(resource=acc.handle, ignore_lookup_error=True)
-    assert destroy.type == "DestroyResourceOp" and destroy.outputs == ()
+    assert destroy.type == "DestroyResourceOp" and destroy.outputs == ()  # type: ignore[attr-defined]
     with tf.Session() as sess:
         acc.put(sess, [1, 1])
         assert sess.run(destroy) is None
@@ -411,7 +421,7 @@ def test_static_rank_of_local_step_is_checked_at_build(graph) -> None:  # D49
         "ResourceAccumulatorApplyGradient/gradient",
     ]
     apply = raw.ResourceAccumulatorApplyGradient(handle=handle, local_step=0, gradient=[1.0, 2.0])
-    assert apply.name == "ResourceAccumulatorApplyGradient_1"
+    assert apply.name == "ResourceAccumulatorApplyGradient_1"  # type: ignore[attr-defined]
     num = raw.ResourceAccumulatorNumAccumulated(handle=handle)
     with tf.Session() as sess:
         sess.run(apply)
@@ -419,7 +429,7 @@ def test_static_rank_of_local_step_is_checked_at_build(graph) -> None:  # D49
 
 
 @pytest.mark.parametrize("arg", ["new_global_step", "num_required"])
-def test_static_rank_of_step_and_count_is_checked_at_build(arg: str) -> None:  # 2: shape fns
+def test_static_rank_of_step_and_count_is_checked_at_build(arg: str) -> None:  # shape fns
     handle = raw.ResourceConditionalAccumulator(dtype=tf.float32, shape=[2])
     vector = tf.placeholder(tf.int64 if arg == "new_global_step" else tf.int32, [1])
     with pytest.raises(ValueError, match="Shape must be rank 0 but is rank 1"):
@@ -431,7 +441,7 @@ def test_static_rank_of_step_and_count_is_checked_at_build(arg: str) -> None:  #
             )
 
 
-def test_integer_inputs_have_fixed_dtypes_at_build() -> None:  # 2: op-level dtypes
+def test_integer_inputs_have_fixed_dtypes_at_build() -> None:  # op-level dtypes
     handle = raw.ResourceConditionalAccumulator(dtype=tf.float32, shape=[2])
     with pytest.raises(
         TypeError,
@@ -448,12 +458,12 @@ def test_integer_inputs_have_fixed_dtypes_at_build() -> None:  # 2: op-level dty
 def test_raw_ops_stay_keyword_only_in_graph_mode() -> None:  # E17
     handle = raw.ResourceConditionalAccumulator(dtype=tf.float32, shape=[2])
     with pytest.raises(TypeError, match="only takes keyword args"):
-        raw.ResourceAccumulatorApplyGradient(handle, 0, [1.0, 2.0])
+        raw.ResourceAccumulatorApplyGradient(handle, 0, [1.0, 2.0])  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'shape'"):
-        raw.ResourceConditionalAccumulator(dtype=tf.float32)
+        raw.ResourceConditionalAccumulator(dtype=tf.float32)  # type: ignore[call-arg]
 
 
-def test_raw_ops_build_nodes_with_constants() -> None:  # 11.4
+def test_raw_ops_build_nodes_with_constants() -> None:
     handle = raw.ResourceConditionalAccumulator(dtype=tf.float32, shape=[2], name="acc")
     apply = raw.ResourceAccumulatorApplyGradient(handle=handle, local_step=0, gradient=[1.0, 3.0])
     take = raw.ResourceAccumulatorTakeGradient(handle=handle, num_required=1, dtype=tf.float32)
@@ -471,7 +481,7 @@ def test_raw_ops_build_nodes_with_constants() -> None:  # 11.4
 
 
 @pytest.mark.parametrize("dtype", ACCUMULATOR_DTYPES, ids=lambda t: t.name)
-def test_every_documented_dtype_runs_in_a_session(dtype) -> None:  # 3, T1
+def test_every_documented_dtype_runs_in_a_session(dtype) -> None:  # docs/departures.md T1
     dense = tf.ConditionalAccumulator(dtype, shape=[2], reduction_type="SUM")
     sparse = tf.SparseConditionalAccumulator(dtype, shape=[3, 2])
     grad = tf.placeholder(dtype, [2])
@@ -489,7 +499,7 @@ def test_every_documented_dtype_runs_in_a_session(dtype) -> None:  # 3, T1
         assert result.indices.tolist() == [1] and result.values.tolist() == [[1, 2]]
 
 
-def test_signature_is_checked_before_the_step_and_count() -> None:  # 5.1.2, 8.1
+def test_signature_is_checked_before_the_step_and_count() -> None:
     acc = DenseOps()
     grad = tf.placeholder(tf.float64)
     step = tf.placeholder(tf.int64)

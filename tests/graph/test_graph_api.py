@@ -88,7 +88,7 @@ def test_name_scopes(graph) -> None:
             n = tf.no_op()
     with tf.name_scope("outer"):
         j = tf.identity(c, name="j")
-    assert (i.name, n.name, j.name) == ("outer/Identity:0", "outer/inner/NoOp", "outer_1/j:0")
+    assert (i.name, n.name, j.name) == ("outer/Identity:0", "outer/inner/NoOp", "outer_1/j:0")  # type: ignore[union-attr]
     assert tf.identity(c).name == "Identity:0"  # scopes do not share names with the top
     with pytest.raises(ValueError, match="is not a valid node name"):
         tf.no_op(name="bad name!")
@@ -113,9 +113,9 @@ def test_control_dependencies_and_group(graph) -> None:
     assert d.op.control_inputs == ()
     assert e.op.control_inputs == (a, n)
     grp = tf.group(a, [n, b], name="together")
-    assert (grp.name, grp.type, grp.outputs) == ("together", "NoOp", ())
-    assert grp.control_inputs == (a, n, b.op)
-    assert tf.group().control_inputs == ()
+    assert (grp.name, grp.type, grp.outputs) == ("together", "NoOp", ())  # type: ignore[union-attr]
+    assert grp.control_inputs == (a, n, b.op)  # type: ignore[union-attr]
+    assert tf.group().control_inputs == ()  # type: ignore[union-attr]
 
 
 def test_control_dependencies_order_a_run(graph) -> None:
@@ -198,7 +198,7 @@ def test_ops_from_another_graph_are_refused(graph) -> None:
 def test_building_in_many_threads_gives_unique_names(graph) -> None:
     def build() -> list[str]:
         with graph.as_default():
-            return [tf.no_op(name="w").name for _ in range(50)]
+            return [tf.no_op(name="w").name for _ in range(50)]  # type: ignore[union-attr]
 
     names = [n for task in [Background(build) for _ in range(4)] for n in task.result()]
     assert len(set(names)) == 200
@@ -239,7 +239,7 @@ def test_eager_mode_is_untouched_after_a_graph_block() -> None:
     assert isinstance(handle, int)
     assert (
         tfa.raw_ops.ResourceAccumulatorApplyGradient(
-            handle=handle, local_step=0, gradient=np.float32([2])
+            handle=handle, local_step=0, gradient=np.array([2], np.float32)
         )
         is None
     )

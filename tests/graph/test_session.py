@@ -1,9 +1,10 @@
 """Session and InteractiveSession (issue 7): fetch structures, feeds, defaults,
-lifetime, and each session's own accumulators (behaviour.md 4.2; D45)."""
+lifetime, and each session's own accumulators (case D45)."""
 
 from __future__ import annotations
 
 import collections
+from typing import Any
 
 import numpy as np
 import pytest
@@ -132,7 +133,7 @@ def test_context_manager_makes_session_and_graph_default_then_closes(g) -> None:
         assert sess.graph is other
         assert tf.get_default_session() is sess and tf.get_default_graph() is other
         assert c.eval() == 4.0
-        assert op.run() is None
+        assert op.run() is None  # type: ignore[union-attr]
     assert tf.get_default_session() is None and tf.get_default_graph() is g
     with pytest.raises(RuntimeError, match="Attempted to use a closed Session."):
         sess.run(c)
@@ -157,7 +158,7 @@ def test_default_session_is_per_thread(g) -> None:
         assert Background(tf.get_default_session).result() is None
         assert Background(c.eval, session=sess).result() == 1.0
 
-        def own() -> tuple:
+        def own() -> tuple[Any, ...]:
             with tf.Session(graph=g) as mine:
                 return tf.get_default_session() is mine, c.eval()
 
@@ -170,7 +171,7 @@ def test_eval_and_run_without_a_session(g) -> None:
     with pytest.raises(ValueError, match="Cannot evaluate tensor using `eval\\(\\)`: No default"):
         c.eval()
     with pytest.raises(ValueError, match="Cannot execute operation using `run\\(\\)`: No default"):
-        tf.no_op().run()
+        tf.no_op().run()  # type: ignore[union-attr]
     with tf.Graph().as_default():
         with tf.Session() as sess, pytest.raises(ValueError, match="graph is different"):
             c.eval()
@@ -214,7 +215,7 @@ def test_sessions_on_one_graph_have_their_own_accumulators(g) -> None:  # D45
         assert acc.count(s1) == 1
 
 
-def test_closing_frees_the_sessions_accumulators(g) -> None:  # 4.3
+def test_closing_frees_the_sessions_accumulators(g) -> None:
     acc = DenseOps()
     sess = tf.Session()
     acc.put(sess, [1, 1])
@@ -223,7 +224,7 @@ def test_closing_frees_the_sessions_accumulators(g) -> None:  # 4.3
     assert sess.table.live_handles() == []
 
 
-def test_kernel_errors_carry_the_failing_op(g) -> None:  # 12
+def test_kernel_errors_carry_the_failing_op(g) -> None:
     acc = DenseOps(shape=[2])
     with tf.Session() as sess:
         with pytest.raises(errors.InvalidArgumentError) as caught:

@@ -1,4 +1,4 @@
-"""The sparse accumulator in graph mode (behaviour.md 10; cases S01-S34):
+"""The sparse accumulator in graph mode (cases S01-S34):
 raw ops built with placeholders and run by a Session."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ def check(result, indices, values, shape, dtype=np.float32) -> None:
     np.testing.assert_array_equal(result.shape, shape)
 
 
-def test_take_builds_three_tensors_of_unknown_shape() -> None:  # 10.4, 11.3
+def test_take_builds_three_tensors_of_unknown_shape() -> None:
     acc = SparseOps()
-    assert acc.handle.dtype == tfa.dtypes.string_ref
+    assert acc.handle.dtype == tfa.dtypes.string_ref  # type: ignore[attr-defined]
     assert [t.dtype for t in acc.take] == [tf.int64, tf.float32, tf.int64]
     assert all(t.shape.rank is None for t in acc.take)
     assert acc.take.indices.op is acc.take.values.op is acc.take.shape.op
@@ -76,7 +76,7 @@ def test_rank_zero_declared_shape_reports_unknown_dim_zero() -> None:  # S04
 )
 def test_unsorted_and_duplicate_indices_merge_as_sparse_tensors(
     gradients, indices, values
-) -> None:  # S05-S09, T5
+) -> None:  # S05-S09; docs/departures.md T5
     acc = SparseOps(shape=[5, 1])
     with tf.Session() as sess:
         for grad_indices, grad_values in gradients:
@@ -84,7 +84,7 @@ def test_unsorted_and_duplicate_indices_merge_as_sparse_tensors(
         check(acc.get(sess, len(gradients)), indices, values, [5, 1])
 
 
-def test_negative_index_is_refused() -> None:  # S10, T6
+def test_negative_index_is_refused() -> None:  # S10; docs/departures.md T6
     acc = SparseOps(shape=[3, 1])
     with tf.Session() as sess:
         with pytest.raises(errors.InvalidArgumentError, match="-1"):
@@ -213,7 +213,7 @@ def test_scalar_rows() -> None:  # S27
         check(acc.get(sess, 2), [1, 3], [10, 40], [5])
 
 
-def test_stale_gradients_are_dropped_but_still_validated() -> None:  # S28, T7
+def test_stale_gradients_are_dropped_but_still_validated() -> None:  # S28; docs/departures.md T7
     acc = SparseOps()
     with tf.Session() as sess:
         acc.set(sess, 5)
@@ -238,9 +238,9 @@ def test_unknown_shape_reports_minus_one() -> None:  # S29
 def test_float16_mean_matches_sequential_numpy() -> None:  # S30
     acc = SparseOps(dtype=tf.float16, shape=[3, 1])
     with tf.Session() as sess:
-        acc.put(sess, [0, 1], np.float16([[0.1], [1.0]]))
-        acc.put(sess, [0], np.float16([[0.2]]))
-        acc.put(sess, [0], np.float16([[0.3]]))
+        acc.put(sess, [0, 1], np.array([[0.1], [1.0]], np.float16))
+        acc.put(sess, [0], np.array([[0.2]], np.float16))
+        acc.put(sess, [0], np.array([[0.3]], np.float16))
         expected = (np.float16(0.1) + np.float16(0.2) + np.float16(0.3)) / np.float16(3)
         check(acc.get(sess, 3), [0, 1], [[expected], [1.0]], [3, 1], np.float16)
 
@@ -256,7 +256,7 @@ def test_num_required_must_be_positive() -> None:  # S33
         assert acc.count(sess) == 1
 
 
-def test_values_of_another_dtype_are_a_signature_mismatch() -> None:  # X05, T8
+def test_values_of_another_dtype_are_a_signature_mismatch() -> None:  # X05; docs/departures.md T8
     acc = SparseOps()
     values = tf.placeholder(tf.int32)
     apply = raw.SparseAccumulatorApplyGradient(
@@ -273,7 +273,7 @@ def test_values_of_another_dtype_are_a_signature_mismatch() -> None:  # X05, T8
         assert acc.count(sess) == 0
 
 
-def test_take_of_another_dtype_is_refused() -> None:  # X07, T8
+def test_take_of_another_dtype_is_refused() -> None:  # X07; docs/departures.md T8
     acc = SparseOps(shape=[3, 1])
     wrong = raw.SparseAccumulatorTakeGradient(handle=acc.handle, num_required=1, dtype=tf.float64)
     with tf.Session() as sess:
@@ -283,7 +283,9 @@ def test_take_of_another_dtype_is_refused() -> None:  # X07, T8
         assert acc.count(sess) == 1
 
 
-def test_dense_and_sparse_ops_refuse_each_others_accumulators() -> None:  # S34, X06, T8, T14
+def test_dense_and_sparse_ops_refuse_each_others_accumulators() -> (
+    None
+):  # S34, X06; docs/departures.md T8, T14
     sparse = SparseOps(shape=[3, 2])
     dense_take = raw.AccumulatorTakeGradient(handle=sparse.handle, num_required=1, dtype=tf.float32)
     dense_apply = raw.AccumulatorApplyGradient(
@@ -297,7 +299,9 @@ def test_dense_and_sparse_ops_refuse_each_others_accumulators() -> None:  # S34,
         assert sparse.count(sess) == 1
 
 
-def test_dense_and_sparse_under_one_shared_name_is_an_error() -> None:  # S34, T10
+def test_dense_and_sparse_under_one_shared_name_is_an_error() -> (
+    None
+):  # S34; docs/departures.md T10
     dense = DenseOps("", shared_name="both", shape=[3, 2])
     sparse = SparseOps(shared_name="both", shape=[3, 2])
     with tf.Session() as sess:
@@ -307,7 +311,7 @@ def test_dense_and_sparse_under_one_shared_name_is_an_error() -> None:  # S34, T
         assert dense.count(sess) == 1
 
 
-def test_destroy_resource_op_destroys_a_sparse_accumulator() -> None:  # T14
+def test_destroy_resource_op_destroys_a_sparse_accumulator() -> None:  # docs/departures.md T14
     acc = SparseOps(shared_name="s")
     destroy = raw.DestroyResourceOp(resource=acc.handle)
     with tf.Session() as sess:

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("graph")
 
 def test_variable_ops_and_attributes() -> None:
     v = tf.Variable([1.0, 2.0], name="w")
-    assert (v.name, v.dtype, v.shape, v.op.name) == ("w:0", tf.float32, (2,), "w")
+    assert (v.name, v.dtype, v.shape, v.op.name) == ("w:0", tf.float32, (2,), "w")  # type: ignore[comparison-overlap]
     assert isinstance(v.initializer, tf.Operation) and v.initializer.name == "w/Assign"
     assert v in tf.global_variables() and v in tf.trainable_variables()
     assert isinstance(v.read_value(), tf.Tensor)
@@ -95,7 +95,7 @@ def test_global_step(graph) -> None:
     step = tf.train.get_or_create_global_step()
     assert tf.train.get_or_create_global_step() is step
     assert tf.train.get_global_step() is step
-    assert (step.name, step.dtype, step.shape) == ("global_step:0", tf.int64, ())
+    assert (step.name, step.dtype, step.shape) == ("global_step:0", tf.int64, ())  # type: ignore[comparison-overlap]
     assert step in tf.global_variables() and step not in tf.trainable_variables()
     with tf.name_scope("scoped"), tf.control_dependencies([tf.no_op()]):
         assert tf.train.get_or_create_global_step() is step
