@@ -86,7 +86,9 @@ def normalize(indices: Array, values: Array) -> tuple[Array, Array, bool]:
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     rows = values[order]
     if starts.size != ordered.size:
-        rows = np.add.reduceat(rows, starts, axis=0)
+        # numpy's add reductions widen integers narrower than 64 bits to
+        # int64/uint64; duplicates must wrap in the gradient's own dtype.
+        rows = np.add.reduceat(rows, starts, axis=0, dtype=rows.dtype)
     return ordered[starts], rows, False
 
 
