@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_accum as tfa
+from tests.helpers import WAIT
 from tf_accum.accumulators import arithmetic
 from tf_accum.resources import current_table
 
@@ -260,3 +261,66 @@ def test_a_forked_child_gets_a_working_pool() -> None:
             pytest.fail("the forked child hung on the thread pool")
         time.sleep(0.01)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+sparse_gradient = st.tuples(
+    st.lists(st.integers(0, 11), max_size=9),  # indices: any order, duplicates
+    st.integers(0, 2**31 - 1),  # seed for the values
+    st.booleans(),  # values given as a strided view
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    rounds=st.lists(
+        st.tuples(st.lists(sparse_gradient, min_size=1, max_size=5), st.sampled_from([1, 3])),
+        min_size=1,
+        max_size=4,
+    ),
+    dtype=st.sampled_from([tfa.float32, tfa.int16, tfa.float16, tfa.complex64]),
+    reduction=st.sampled_from(["MEAN", "SUM"]),
+    growth=st.sampled_from([1.25, 1.0001]),
+)
+def test_sparse_rounds_match_a_dense_reference(rounds, dtype, reduction, growth) -> None:  # type: ignore[no-untyped-def]
+    """Several rounds on one accumulator (so buffers are recycled, grown and
+    handed over), with row widths changing between rounds, and the gather split
+    over threads: each take equals the simple dense computation."""
+    np_dtype = dtype.numpy_dtype
+    sparse_module = sys.modules["tf_accum.accumulators.sparse"]
+    with small_thresholds(parallel_min=4), mock.patch.object(sparse_module, "GROWTH", growth):
+        mock.patch.object(sparse_module, "PARALLEL_MIN_ELEMENTS", 4).start()
+        try:
+            h = raw.SparseConditionalAccumulator(dtype=dtype, shape=None, reduction_type=reduction)
+            for grads, width in rounds:
+                total = np.zeros((12, width), np_dtype)
+                counts = np.zeros(12, np.int64)
+                applied = 0
+                for indices, seed, strided in grads:
+                    rng = np.random.default_rng(seed)
+                    full = rng.integers(-20, 20, (len(indices), width * 2)).astype(np_dtype)
+                    values = full[:, ::2] if strided else full[:, :width]
+                    raw.SparseAccumulatorApplyGradient(
+                        handle=h, local_step=2**40, gradient_indices=np.array(indices, np.int64),
+                        gradient_values=values, gradient_shape=[], has_known_shape=False,
+                    )  # fmt: skip
+                    applied += 1
+                    np.add.at(total, np.array(indices, np.intp), values)
+                    counts[np.unique(np.array(indices, np.intp))] += 1
+                got_indices, got_values, _ = raw.SparseAccumulatorTakeGradient(
+                    handle=h, num_required=applied, dtype=dtype, timeout=WAIT
+                )
+                touched = np.flatnonzero(counts)
+                expected = total[touched]
+                if reduction == "MEAN":
+                    divisor = counts[touched].reshape(-1, 1)
+                    if np_dtype.kind in "iu":
+                        expected = (np.sign(expected) * (np.abs(expected) // divisor)).astype(
+                            np_dtype
+                        )
+                    else:
+                        expected = (expected / divisor.astype(np_dtype)).astype(np_dtype)
+                assert got_indices.tolist() == touched.tolist()
+                assert got_values.dtype == np_dtype and got_values.shape == (touched.size, width)
+                np.testing.assert_array_equal(got_values, expected)
+        finally:
+            mock.patch.stopall()
