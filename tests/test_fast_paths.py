@@ -188,7 +188,7 @@ def test_a_failing_part_waits_for_the_others_then_raises() -> None:
 
 @pytest.mark.parametrize("dtype", [tfa.float16, tfa.bfloat16, tfa.float32])
 def test_fast_applies_allocate_nothing_after_the_first(dtype: Any) -> None:
-    size = 200_000
+    size = 400_000  # a temporary the size of the result would be 800 kB
     gradient = np.ones(size, dtype.numpy_dtype)
     with small_thresholds(chunk=4096, narrow_min=1000, parallel_min=10_000):
         h = raw.ConditionalAccumulator(dtype=dtype, shape=[size], reduction_type="SUM")
@@ -206,8 +206,8 @@ def test_fast_applies_allocate_nothing_after_the_first(dtype: Any) -> None:
             tracemalloc.stop()
     assert peak < 16 * 1024, f"applies allocated up to {peak} bytes"
     # the take allocates the result (for the narrow types the float32 sum is the
-    # buffer), and numpy a casting buffer of fixed size
-    assert take_peak - base < taken.nbytes + 64 * 1024
+    # buffer), and numpy casting buffers of fixed size
+    assert take_peak - base < taken.nbytes + 160 * 1024
     assert taken[0] == 6 and taken.dtype == dtype.numpy_dtype
 
 

@@ -382,9 +382,13 @@ class HalfSum(_NarrowSum):
         return float(np.uint16(magnitude).view(np.float16))
 
     def _check_overflow(self) -> None:
-        bits = self.shadow.reshape(-1).view(np.int32)
-        high, low = int(np.maximum.reduce(bits)), int(np.minimum.reduce(bits))
-        magnitude = max(high, low + 2**31 if low < 0 else 0)
+        bits = self.shadow.reshape(-1).view(np.uint32)
+
+        def chunk(lo: int, hi: int, scratch: Array) -> int:
+            np.bitwise_and(bits[lo:hi], np.uint32(0x7FFFFFFF), out=scratch)
+            return int(np.maximum.reduce(scratch))
+
+        magnitude = max(self._split(chunk))
         if magnitude >= _HALF_INF:
             # rounded past the largest half: infinities from here on
             self.exact = self._narrow()
