@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-BACKENDS = ("tf_accum", "tensorflow")
+BACKENDS = ("tf_accum", "tf_accum-graph", "tensorflow")
 
 
 def tensorflow_available() -> bool:
@@ -40,6 +40,10 @@ def make_backend(name: str) -> Any:
         from conformance.backends.tf_accum_backend import TfAccumBackend
 
         return TfAccumBackend()
+    if name == "tf_accum-graph":
+        from conformance.backends.tf_accum_graph_backend import TfAccumGraphBackend
+
+        return TfAccumGraphBackend()
     if name == "tensorflow":
         from conformance.backends.tensorflow_backend import TensorFlowBackend
 

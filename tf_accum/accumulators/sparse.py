@@ -142,6 +142,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         self._spare = None
         return state
 
+    def _attach_round_locked(self, state: SparseRound | None) -> None:
+        self._round = state
+
     # --- validation that needs no state (decisions T7: stale gradients too) ----
 
     def check_gradient(
@@ -243,6 +246,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             if declared_error is not None:
                 raise declared_error
             if stale:
+                self._stale_locked()
                 return
             if state is None:
                 self._round = self._start_round(index, rows, borrowed)
@@ -331,6 +335,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         state.counts[slots] += 1
 
     # --- take ------------------------------------------------------------------
+
+    apply_sparse = apply
 
     def _finish_round(self, state: SparseRound | None, count: int) -> SparseTakeResult:
         assert state is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tf_accum import errors
-from tf_accum.accumulators.base import AccumulatorBase
+from tf_accum.accumulators.protocol import Accumulator
 from tf_accum.dtypes import as_dtype
 from tf_accum.raw_ops._convert import handle_of
 from tf_accum.resources import current_table
@@ -15,7 +15,7 @@ RESOURCE = "resource"
 REF = "string_ref"
 
 
-def accumulator(handle: Any, op_name: str, kind: str | None = None) -> AccumulatorBase[Any]:
+def accumulator(handle: Any, op_name: str, kind: str | None = None) -> Accumulator:
     """The live accumulator behind ``handle``, of ``kind`` when one is required.
 
     Raises:
@@ -23,8 +23,8 @@ def accumulator(handle: Any, op_name: str, kind: str | None = None) -> Accumulat
         InvalidArgumentError: the accumulator is of the other kind.
     """
     found = current_table().lookup(handle_of(handle))
-    if kind is not None and found.kind != kind:
-        other = "SparseAccumulator" if found.kind == "sparse" else "Accumulator"
+    if kind is not None and found.spec.kind != kind:
+        other = "SparseAccumulator" if found.spec.kind == "sparse" else "Accumulator"
         raise errors.InvalidArgumentError(
             None,
             None,
@@ -32,6 +32,14 @@ def accumulator(handle: Any, op_name: str, kind: str | None = None) -> Accumulat
             f"{found.spec.describe()} ({found.label}); use the {other}* ops on it",
         )
     return found
+
+
+def byte_swapped(given: Any, wanted: Any) -> bool:
+    """Whether ``given`` is ``wanted`` in the other byte order (big-endian data, say).
+
+    TensorFlow accepts such arrays as the same dtype; they are converted.
+    """
+    return bool(given.byteorder not in "=|" and given.newbyteorder("=") == wanted)
 
 
 def handle_type(op_name: str) -> str:
@@ -45,7 +53,7 @@ def signature_mismatch(have: str, expected: str, detail: str) -> errors.InvalidA
     )
 
 
-def check_take_dtype(acc: AccumulatorBase[Any], dtype: Any, op_name: str, outputs: str) -> None:
+def check_take_dtype(acc: Accumulator, dtype: Any, op_name: str, outputs: str) -> None:
     """Refuse a take whose ``dtype`` is not the accumulator's.
 
     ``outputs`` spells the op's outputs with ``{}`` for the value dtype, as
@@ -56,10 +64,10 @@ def check_take_dtype(acc: AccumulatorBase[Any], dtype: Any, op_name: str, output
         InvalidArgumentError: another dtype.
     """
     wanted = as_dtype(dtype)
-    if wanted != acc.dtype:
+    if wanted != acc.spec.dtype:
         kind = handle_type(op_name)
         raise signature_mismatch(
             f"{kind}, int32->{outputs.format(wanted.kernel_name)}",
-            f"{kind}, int32->{outputs.format(acc.dtype.kernel_name)}",
-            f"dtype is {wanted.name} but the accumulator's dtype is {acc.dtype.name}",
+            f"{kind}, int32->{outputs.format(acc.spec.dtype.kernel_name)}",
+            f"dtype is {wanted.name} but the accumulator's dtype is {acc.spec.dtype.name}",
         )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.dense import DenseAccumulator
+from tf_accum.accumulators.cancellation import current_cancellation
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops._convert import positive_num_required, scalar_int, tensor_array
@@ -15,16 +15,19 @@ from tf_accum.raw_ops._timeout import check_timeout
 
 
 def apply_gradient(op_name: str, handle: Any, local_step: Any, gradient: Any) -> None:
-    acc = cast(DenseAccumulator, _lookup.accumulator(handle, op_name, "dense"))
+    acc = _lookup.accumulator(handle, op_name, "dense")
+    dtype = acc.spec.dtype
     array = gradient if type(gradient) is np.ndarray else tensor_array(gradient)
-    if array.dtype != acc.numpy_dtype:
+    if array.dtype != dtype.numpy_dtype and _lookup.byte_swapped(array.dtype, dtype.numpy_dtype):
+        array = array.astype(dtype.numpy_dtype)
+    if array.dtype != dtype.numpy_dtype:
         kind = _lookup.handle_type(op_name)
         raise _lookup.signature_mismatch(
             f"{kind}, int64, {kernel_type_name(array.dtype)}->",
-            f"{kind}, int64, {acc.dtype.kernel_name}->",
-            f"gradient has dtype {array.dtype} but the accumulator's dtype is {acc.dtype.name}",
+            f"{kind}, int64, {dtype.kernel_name}->",
+            f"gradient has dtype {array.dtype} but the accumulator's dtype is {dtype.name}",
         )
-    acc.apply(scalar_int(local_step, "local_step", "int64"), array)
+    acc.apply_dense(scalar_int(local_step, "local_step", "int64"), array)
 
 
 def take_gradient(
@@ -33,7 +36,9 @@ def take_gradient(
     acc = _lookup.accumulator(handle, op_name, "dense")
     _lookup.check_take_dtype(acc, dtype, op_name, "{}")
     required = positive_num_required(num_required)
-    result: np.ndarray[Any, Any] = acc.take(required, check_timeout(timeout))
+    result: np.ndarray[Any, Any] = acc.take(
+        required, check_timeout(timeout), current_cancellation()
+    )
     return result
 
 

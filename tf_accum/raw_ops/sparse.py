@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.sparse import SparseAccumulator, SparseTakeResult
+from tf_accum.accumulators.cancellation import current_cancellation
+from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops._convert import (
@@ -64,22 +65,24 @@ def SparseAccumulatorApplyGradient(
     silently mis-merges them); negative indices are refused; malformed stale
     gradients are refused; a wrong dtype never crashes.
     """
-    acc = cast(SparseAccumulator, _lookup.accumulator(handle, _APPLY, "sparse"))
+    acc = _lookup.accumulator(handle, _APPLY, "sparse")
+    dtype = acc.spec.dtype
     values = (
         gradient_values if type(gradient_values) is np.ndarray else tensor_array(gradient_values)
     )
-    if values.dtype != acc.numpy_dtype:
+    if values.dtype != dtype.numpy_dtype and _lookup.byte_swapped(values.dtype, dtype.numpy_dtype):
+        values = values.astype(dtype.numpy_dtype)
+    if values.dtype != dtype.numpy_dtype:
         kind = _lookup.handle_type(_APPLY)
         raise _lookup.signature_mismatch(
             f"{kind}, int64, int64, {kernel_type_name(values.dtype)}, int64->",
-            f"{kind}, int64, int64, {acc.dtype.kernel_name}, int64->",
-            f"gradient_values has dtype {values.dtype} but the accumulator's dtype is "
-            f"{acc.dtype.name}",
+            f"{kind}, int64, int64, {dtype.kernel_name}, int64->",
+            f"gradient_values has dtype {values.dtype} but the accumulator's dtype is {dtype.name}",
         )
     step = scalar_int(local_step, "local_step", "int64")
     indices = index_array(gradient_indices, "gradient_indices")
     shape = index_array(gradient_shape, "gradient_shape") if has_known_shape else None
-    acc.apply(step, indices, values, shape)
+    acc.apply_sparse(step, indices, values, shape)
 
 
 @raw_op
@@ -115,5 +118,5 @@ def SparseAccumulatorTakeGradient(
     acc = _lookup.accumulator(handle, _TAKE, "sparse")
     _lookup.check_take_dtype(acc, dtype, _TAKE, "int64, {}, int64")
     required = positive_num_required(num_required)
-    result: SparseTakeResult = acc.take(required, check_timeout(timeout))
+    result: SparseTakeResult = acc.take(required, check_timeout(timeout), current_cancellation())
     return result

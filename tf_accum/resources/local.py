@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import collections
 import itertools
+import os
 import threading
-from collections.abc import Callable
+import weakref
 from typing import Any
 
 from tf_accum import errors
-from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
+from tf_accum.accumulators.base import AccumulatorBase
+from tf_accum.accumulators.dense import DenseAccumulator
+from tf_accum.accumulators.protocol import Accumulator
+from tf_accum.accumulators.sparse import SparseAccumulator
+from tf_accum.accumulators.spec import AccumulatorSpec
+from tf_accum.resources.errors import (
+    DEFAULT_CONTAINER,
+    missing_resource_error,
+    unknown_handle_label,
+)
 from tf_accum.resources.table import ResourceTable
-
-DEFAULT_CONTAINER = "localhost"
 
 # Private names count up across the process, like TensorFlow's "_<k>_<name>".
 _private_names = itertools.count()
@@ -20,33 +28,60 @@ _private_names = itertools.count()
 # one table can never name an accumulator of another.
 _handles = itertools.count(1)
 
+# How many destroyed handles keep their label for NotFound messages; older
+# ones print as "<handle N>", so nothing grows with the accumulators ever made.
+REMEMBERED_DESTROYED = 4096
+
+
+def new_accumulator(spec: AccumulatorSpec, label: str) -> AccumulatorBase[Any]:
+    """An in-process accumulator of ``spec``'s kind."""
+    if spec.kind == "sparse":
+        return SparseAccumulator(spec, label)
+    return DenseAccumulator(spec, label)
+
+
+def next_handle() -> int:
+    """A handle no table of this process has issued."""
+    return next(_handles)
+
+
+def private_name(base: str) -> str:
+    """The generated name of a private accumulator, unique in the process."""
+    return f"_{next(_private_names)}_{base}"
+
+
+# Every in-process table, so that a forked child can empty them all.
+_tables: weakref.WeakSet[LocalResourceTable] = weakref.WeakSet()
+
 
 class LocalResourceTable(ResourceTable):
     """Accumulators in this process, shared between its threads.
 
     Invariant guarded by ``_lock``: ``_live`` holds exactly the accumulators
     not yet destroyed; ``_by_name`` maps each live shared (container, name) to
-    its handle; ``_labels`` remembers the label of every handle ever issued, so
-    that a destroyed one gets a NotFoundError that names it.
+    its handle; ``_gone`` keeps the labels of the most recently destroyed
+    handles, so that using one gets a NotFoundError that names it.
+
+    After ``os.fork()`` the child's copy of every table is empty (see
+    :func:`_empty_after_fork`): the parent's accumulators stay the parent's.
     """
 
     def __init__(self) -> None:
+        self._reset()
+        _tables.add(self)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._live: dict[int, AccumulatorBase[Any]] = {}
         self._by_name: dict[tuple[str, str], int] = {}
-        self._labels: dict[int, str] = {}
         self._shared_key: dict[int, tuple[str, str]] = {}
+        self._gone: collections.OrderedDict[int, str] = collections.OrderedDict()
         # Handles whose owners were garbage-collected; deque appends are atomic,
         # so finalizers can queue them without taking any lock.
         self._doomed: collections.deque[int] = collections.deque()
 
     def create(
-        self,
-        container: str,
-        shared_name: str,
-        private_name: str,
-        spec: AccumulatorSpec,
-        factory: Callable[[AccumulatorSpec, str], AccumulatorBase[Any]],
+        self, container: str, shared_name: str, private_name_base: str, spec: AccumulatorSpec
     ) -> int:
         container = container or DEFAULT_CONTAINER
         if self._doomed:
@@ -69,26 +104,25 @@ class LocalResourceTable(ResourceTable):
                     return existing
                 name = shared_name
             else:
-                name = f"_{next(_private_names)}_{private_name}"
-            handle = next(_handles)
-            label = f"{container}/{name}"
-            self._live[handle] = factory(spec, label)
-            self._labels[handle] = label
+                name = private_name(private_name_base)
+            handle = next_handle()
+            self._live[handle] = new_accumulator(spec, f"{container}/{name}")
             if shared_name:
                 self._by_name[(container, shared_name)] = handle
                 self._shared_key[handle] = (container, shared_name)
             return handle
 
-    def lookup(self, handle: int) -> AccumulatorBase[Any]:
+    def lookup(self, handle: int) -> Accumulator:
         if self._doomed:
             self._reap()
-        found = self._live.get(handle)  # a dict read is atomic; no lock needed
+        # A dict read is atomic under the GIL: the hot path takes no lock.
+        found = self._live.get(handle)
         if found is None:
             raise missing_resource_error(self._label_of(handle))
         return found
 
     def _label_of(self, handle: int) -> str:
-        return self._labels.get(handle, f"{DEFAULT_CONTAINER}/<handle {handle}>")
+        return self._gone.get(handle) or unknown_handle_label(handle)
 
     def destroy_soon(self, handle: int) -> None:
         self._doomed.append(handle)
@@ -117,12 +151,38 @@ class LocalResourceTable(ResourceTable):
             key = self._shared_key.pop(handle, None)
             if key is not None:
                 del self._by_name[key]
+            self._gone[handle] = found.label
+            if len(self._gone) > REMEMBERED_DESTROYED:
+                self._gone.popitem(last=False)
         # Wake waiting takes outside the table lock: close() takes the accumulator's.
         found.close()
 
+    def _forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's accumulators without touching their locks."""
+        gone = {handle: found.label for handle, found in self._live.items()}
+        self._reset()
+        # their handles stay named in NotFound messages, like destroyed ones
+        self._gone.update(list(gone.items())[-REMEMBERED_DESTROYED:])
+
     def live_handles(self) -> list[int]:
-        """The handles not yet destroyed (for tests and diagnostics)."""
         if self._doomed:
             self._reap()
         with self._lock:
             return list(self._live)
+
+
+def _empty_after_fork() -> None:
+    """Give a forked child empty tables with fresh locks.
+
+    The child has one thread: locks other threads held at the fork stay held
+    forever in its copy, and takes that were waiting belong to threads that do
+    not exist there. A gradient the child applies to its copy of an accumulator
+    could never reach the parent's; so the child starts empty, and every handle
+    inherited from the parent is NotFoundError there. Handles keep counting
+    from the parent's, so an inherited handle never names a child's accumulator.
+    """
+    for table in list(_tables):
+        table._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_empty_after_fork)

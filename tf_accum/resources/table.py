@@ -1,30 +1,25 @@
-"""The interface every resource table implements, and the process's current table."""
+"""The interface every resource table implements."""
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any
 
-from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec
+from tf_accum.accumulators.protocol import Accumulator
+from tf_accum.accumulators.spec import AccumulatorSpec
 
 
 class ResourceTable(ABC):
     """Maps integer handles to accumulators and (container, shared_name) to handles.
 
-    Handles are never reused, so a stale handle can only ever be NotFound, never
-    somebody else's accumulator.
+    A table creates accumulators from their spec alone, so it may hold them
+    anywhere (in this process, or in another one). Handles are never reused,
+    so a stale handle can only ever be NotFound, never somebody else's
+    accumulator. Every method is safe to call from many threads at once.
     """
 
     @abstractmethod
     def create(
-        self,
-        container: str,
-        shared_name: str,
-        private_name: str,
-        spec: AccumulatorSpec,
-        factory: Callable[[AccumulatorSpec, str], AccumulatorBase[Any]],
+        self, container: str, shared_name: str, private_name: str, spec: AccumulatorSpec
     ) -> int:
         """Create an accumulator, or find the live one shared under the same name.
 
@@ -33,7 +28,6 @@ class ResourceTable(ABC):
             shared_name: "" makes a private accumulator that nothing else finds.
             private_name: the base of a private accumulator's generated name.
             spec: the kind, dtype, declared shape and reduction wanted.
-            factory: builds the accumulator from the spec and its label.
 
         Returns:
             The handle.
@@ -43,7 +37,7 @@ class ResourceTable(ABC):
         """
 
     @abstractmethod
-    def lookup(self, handle: int) -> AccumulatorBase[Any]:
+    def lookup(self, handle: int) -> Accumulator:
         """The accumulator of a handle.
 
         Raises:
@@ -66,27 +60,11 @@ class ResourceTable(ABC):
             NotFoundError: the handle is not live and ``ignore_lookup_error`` is False.
         """
 
+    @abstractmethod
+    def live_handles(self) -> list[int]:
+        """The handles not yet destroyed."""
 
-_current: ResourceTable | None = None
-_current_lock = threading.Lock()
-
-
-def current_table() -> ResourceTable:
-    """The table the raw ops use (an in-process one unless another was set)."""
-    table = _current
-    if table is None:
-        with _current_lock:
-            if _current is None:
-                from tf_accum.resources.local import LocalResourceTable
-
-                set_table(LocalResourceTable())
-            table = _current
-    assert table is not None
-    return table
-
-
-def set_table(table: ResourceTable) -> ResourceTable | None:
-    """Install ``table`` for the raw ops; returns the one it replaces."""
-    global _current
-    previous, _current = _current, table
-    return previous
+    def close(self) -> None:
+        """Destroy every accumulator of the table (a closing session's resources)."""
+        for handle in self.live_handles():
+            self.destroy(handle, ignore_lookup_error=True)
