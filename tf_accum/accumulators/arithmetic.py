@@ -212,25 +212,6 @@ def divide_in_place(total: Array, counts: Any) -> Array:
 # --- a round's running sum ------------------------------------------------------
 
 
-class PlainSum:
-    """A running sum kept in the accumulator's dtype (the simple path)."""
-
-    __slots__ = ("total",)
-
-    def __init__(self, first: Array, dtype: np.dtype[Any]) -> None:
-        self.total = parallel_copy(first, dtype)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.total.shape  # type: ignore[no-any-return]
-
-    def add(self, gradient: Array) -> None:
-        add_in_place(self.total, gradient)
-
-    def result(self) -> Array:
-        return self.total
-
-
 # Bits of a float32 that is the (scaled) image of a float16: see HalfSum.
 _HALF_SIGN_FIX = np.uint32(0x8FFFFFFF)
 _HALF_KEEP = np.uint32(0xFFFFE000)
@@ -489,14 +470,39 @@ class BFloat16Sum(_NarrowSum):
 # Below this many elements numpy's own narrow loops cost less than the passes.
 NARROW_MIN_ELEMENTS = 2048
 
-RoundSum = PlainSum | HalfSum | BFloat16Sum
+NarrowSum = HalfSum | BFloat16Sum
+RoundSum = Array | NarrowSum
 
 
 def start_sum(first: Array, dtype: np.dtype[Any]) -> RoundSum:
-    """A running sum of ``dtype`` whose first term is ``first`` (copied)."""
+    """A running sum of ``dtype`` whose first term is ``first`` (copied): an
+    ndarray, or for float16/bfloat16 a NarrowSum (a float32 sum rounded per add)."""
     if first.size >= NARROW_MIN_ELEMENTS:
         if dtype == np.float16:
             return HalfSum(first, dtype)
         if dtype == ml_dtypes.bfloat16:
             return BFloat16Sum(first, dtype)
-    return PlainSum(first, dtype)
+    return parallel_copy(first, dtype)
+
+
+def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
+    """``adder(total, gradient)`` adds ``gradient`` into a running sum of ``dtype``
+    made by :func:`start_sum`, whatever its size."""
+    small = in_place_adder(dtype)
+    limit = PARALLEL_MIN_ELEMENTS
+
+    def add(total: Any, gradient: Array) -> None:
+        if type(total) is np.ndarray:
+            if total.size < limit:
+                small(total, gradient)
+            else:
+                add_in_place(total, gradient)
+        else:
+            total.add(gradient)
+
+    return add
+
+
+def sum_result(total: RoundSum) -> Array:
+    """The running sum ``total`` as an array of its dtype (the buffer itself when it is one)."""
+    return total.result() if isinstance(total, _NarrowSum) else total

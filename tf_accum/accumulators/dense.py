@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.arithmetic import RoundSum, divide_in_place, start_sum
+from tf_accum.accumulators.arithmetic import (
+    RoundSum,
+    divide_in_place,
+    start_sum,
+    sum_adder,
+    sum_result,
+)
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.shapes import is_compatible, kernel_text
 
@@ -43,6 +50,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
+        self._add: Callable[[Any, np.ndarray[Any, Any]], None] = sum_adder(self.numpy_dtype)
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
 
@@ -68,7 +76,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                     # the round's shape already fits the declared one
                     if total.shape != shape:
                         raise _shape_mismatch(kernel_text(total.shape), shape)
-                    total.add(gradient)
+                    self._add(total, gradient)
                 else:
                     if not self._fits_declared(shape):
                         raise _shape_mismatch(kernel_text(self.shape), shape)
@@ -84,7 +92,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:
         assert state is not None
-        total = state.result()
+        total = sum_result(state)
         if self.reduction_type == "MEAN":
             divide_in_place(total, count)
         return total
