@@ -230,9 +230,10 @@ def test_public_fallback_for_quiet_errors() -> None:
         warnings.simplefilter("error")
         with np.errstate(all="raise"):
             fallback.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
+            fallback.sum_adder(total.dtype)(total, np.array([-np.inf, 0.0], np.float32))
             with fallback.quiet_float_errors():
                 np.divide(total, np.float32(0), out=total)
-    assert np.isinf(total[0]) and np.isinf(total[1])
+    assert np.isnan(total[0]) and np.isinf(total[1])
     # and the error state is back as it was
     with pytest.raises(FloatingPointError), np.errstate(all="raise"):
         np.divide(np.ones(1), 0)

@@ -38,6 +38,7 @@ try:
     from numpy._core.umath import _extobj_contextvar, _make_extobj
 
     _IGNORE = _make_extobj(all="ignore")
+    _QUIET: tuple[Any, Any] | None = (_extobj_contextvar, _IGNORE)
 
     @contextmanager
     def quiet_float_errors() -> Iterator[None]:
@@ -55,6 +56,7 @@ try:
             _extobj_contextvar.reset(token)
 
 except ImportError:  # numpy < 2
+    _QUIET = None
 
     def quiet_float_errors() -> Any:  # type: ignore[misc]
         return np.errstate(all="ignore")
@@ -488,19 +490,46 @@ def start_sum(first: Array, dtype: np.dtype[Any]) -> RoundSum:
 def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
     """``adder(total, gradient)`` adds ``gradient`` into a running sum of ``dtype``
     made by :func:`start_sum`, whatever its size."""
-    small = in_place_adder(dtype)
     limit = PARALLEL_MIN_ELEMENTS
 
-    def add(total: Any, gradient: Array) -> None:
+    def add_large(total: Any, gradient: Array) -> None:
         if type(total) is np.ndarray:
-            if total.size < limit:
-                small(total, gradient)
-            else:
-                add_in_place(total, gradient)
+            add_in_place(total, gradient)
         else:
             total.add(gradient)
 
-    return add
+    if dtype.kind in "iu":
+
+        def add_integers(total: Any, gradient: Array) -> None:
+            if type(total) is np.ndarray and total.size < limit:
+                np.add(total, gradient, total)
+            else:
+                add_large(total, gradient)
+
+        return add_integers
+    if _QUIET is None:  # numpy < 2
+
+        def add_floats(total: Any, gradient: Array) -> None:
+            if type(total) is np.ndarray and total.size < limit:
+                _add_quietly(total, gradient)
+            else:
+                add_large(total, gradient)
+
+        return add_floats
+    quiet, set_state, reset_state = _QUIET, _QUIET[0].set, _QUIET[0].reset
+
+    def add_floats_quietly(total: Any, gradient: Array) -> None:
+        # the small case inline: this is most of a 1-element apply's own time
+        if type(total) is np.ndarray and total.size < limit:
+            token = set_state(quiet[1])
+            try:
+                np.add(total, gradient, total)
+            finally:
+                reset_state(token)
+        else:
+            add_large(total, gradient)
+
+    return add_floats_quietly
 
 
 def sum_result(total: RoundSum) -> Array:

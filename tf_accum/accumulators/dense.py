@@ -75,19 +75,25 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 if total is not None:
                     # the round's shape already fits the declared one
                     if total.shape != shape:
+                        self._n_rejected += 1
                         raise _shape_mismatch(kernel_text(total.shape), shape)
                     self._add(total, gradient)
                 else:
                     if not self._fits_declared(shape):
+                        self._n_rejected += 1
                         raise _shape_mismatch(kernel_text(self.shape), shape)
                     self._sum = start_sum(gradient, self.numpy_dtype)
                 self._accepted_locked()
             elif not self._fits_declared(shape):
                 # stale: only the declared attributes are checked (decisions T7)
+                self._n_rejected += 1
                 raise _shape_mismatch(kernel_text(self.shape), shape)
             else:
                 self._stale_locked()
 
+    # counts its own rejections (above), sparing every apply the base's
+    # counting wrapper: a Python frame on the 1-element path
+    apply._counts_rejections = True  # type: ignore[attr-defined]
     apply_dense = apply
 
     def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:
