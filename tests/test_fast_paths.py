@@ -43,6 +43,7 @@ def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6)
         mock.patch.object(arithmetic, "NARROW_MIN_ELEMENTS", narrow_min),
         mock.patch.object(arithmetic, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(arithmetic, "PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(arithmetic, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(arithmetic, "WORKERS", max(arithmetic.WORKERS, 2)),
     ):
         yield
@@ -289,7 +290,7 @@ def test_sparse_rounds_match_a_dense_reference(rounds, dtype, reduction, growth)
     np_dtype = dtype.numpy_dtype
     sparse_module = sys.modules["tf_accum.accumulators.sparse"]
     with small_thresholds(parallel_min=4), mock.patch.object(sparse_module, "GROWTH", growth):
-        mock.patch.object(sparse_module, "PARALLEL_MIN_ELEMENTS", 4).start()
+        mock.patch.object(sparse_module, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
         try:
             h = raw.SparseConditionalAccumulator(dtype=dtype, shape=None, reduction_type=reduction)
             for grads, width in rounds:

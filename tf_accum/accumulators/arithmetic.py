@@ -79,9 +79,13 @@ def in_place_adder(dtype: np.dtype[Any]) -> Callable[[Array, Any], None]:
 
 WORKERS = max(1, min(os.cpu_count() or 1, 4))
 # Element counts from which splitting pays, measured with benchmarks/bench_threads.py
-# on 2 cores: below them a thread hand-off costs more than it saves.
+# on 2 shared cores (see the notes there): below them a thread hand-off costs
+# more than it saves. Copies into new arrays gain most (page faults run in
+# parallel); adds and divisions of warm float32 are bound by memory and gain
+# only when the other core is idle; float16/bfloat16 sums do ~10 passes.
 PARALLEL_MIN_ELEMENTS = 4_000_000
-NARROW_PARALLEL_MIN_ELEMENTS = 262_144  # float16/bfloat16: ~10 passes per element
+COPY_PARALLEL_MIN_ELEMENTS = 1_000_000
+NARROW_PARALLEL_MIN_ELEMENTS = 1_000_000
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -146,7 +150,7 @@ def _bounds(length: int, pieces: int) -> list[tuple[int, int]]:
 
 
 def split_elementwise(
-    fn: Callable[..., None], arrays: Sequence[Array], min_elements: int = PARALLEL_MIN_ELEMENTS
+    fn: Callable[..., None], arrays: Sequence[Array], min_elements: int | None = None
 ) -> None:
     """``fn(*arrays)`` for same-shaped arrays, split along the first axis over threads.
 
@@ -154,6 +158,8 @@ def split_elementwise(
     the whole. Small arrays (and arrays with a first axis of length 1) run here.
     """
     first = arrays[0]
+    if min_elements is None:
+        min_elements = PARALLEL_MIN_ELEMENTS
     if WORKERS < 2 or first.size < min_elements or first.ndim == 0 or first.shape[0] < 2:
         fn(*arrays)
         return
@@ -167,10 +173,12 @@ def split_elementwise(
 def parallel_copy(source: Array, dtype: np.dtype[Any]) -> Array:
     """A new C-ordered array of ``dtype`` equal to ``source`` (the simple path:
     ``np.array(source, dtype, copy=True)``), filled by several threads when large."""
-    if source.size < PARALLEL_MIN_ELEMENTS:
+    if source.size < COPY_PARALLEL_MIN_ELEMENTS:
         return np.array(source, dtype, copy=True)
     out = np.empty(source.shape, dtype)
-    split_elementwise(lambda o, s: np.copyto(o, s, casting="unsafe"), (out, source))
+    split_elementwise(
+        lambda o, s: np.copyto(o, s, casting="unsafe"), (out, source), COPY_PARALLEL_MIN_ELEMENTS
+    )
     return out
 
 
@@ -194,11 +202,16 @@ def divide_in_place(total: Array, counts: Any) -> Array:
     dtype = total.dtype
     if dtype.kind not in "iu":
         divisor = np.asarray(counts).astype(dtype)
-        with quiet_float_errors():
-            if divisor.ndim == 0 and total.size >= PARALLEL_MIN_ELEMENTS:
-                split_elementwise(lambda t: np.divide(t, divisor, out=t), (total,))
-            else:
-                np.divide(total, divisor, out=total)
+
+        def divide(part: Array) -> None:
+            # each thread has its own floating-point error state
+            with quiet_float_errors():
+                np.divide(part, divisor, out=part)
+
+        if divisor.ndim == 0:
+            split_elementwise(divide, (total,))
+        else:
+            divide(total)
         return total
     wide_type = np.int64 if dtype.kind == "i" else np.uint64
     wide = total.astype(wide_type)

@@ -28,7 +28,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.arithmetic import (
-    PARALLEL_MIN_ELEMENTS,
+    COPY_PARALLEL_MIN_ELEMENTS,
     divide_in_place,
     in_place_adder,
     split_elementwise,
@@ -110,12 +110,13 @@ def _rows_as_items(rows: Array) -> Array:
 def _gather(rows: Array, order: Array) -> Array:
     """``rows[order]`` in a new array; several threads share large gathers."""
     values = np.empty((order.shape[0], *rows.shape[1:]), rows.dtype)
-    if values.size < PARALLEL_MIN_ELEMENTS:
+    if values.size < COPY_PARALLEL_MIN_ELEMENTS:
         np.take(rows, order, axis=0, out=values, mode="clip")  # "raise" would buffer `out`
     else:
         split_elementwise(
             lambda out, picked: np.take(rows, picked, axis=0, out=out, mode="clip"),
             (values, order),
+            COPY_PARALLEL_MIN_ELEMENTS,
         )
     return values
 
