@@ -79,13 +79,15 @@ def in_place_adder(dtype: np.dtype[Any]) -> Callable[[Array, Any], None]:
 
 WORKERS = max(1, min(os.cpu_count() or 1, 4))
 # Element counts from which splitting pays, measured with benchmarks/bench_threads.py
-# on 2 shared cores (see the notes there): below them a thread hand-off costs
+# on 2 shared cores (2 cores): below them a thread hand-off costs
 # more than it saves. Copies into new arrays gain most (page faults run in
 # parallel); adds and divisions of warm float32 are bound by memory and gain
-# only when the other core is idle; float16/bfloat16 sums do ~10 passes.
+# only when the other core is idle; float16/bfloat16 sums (~10 passes of
+# numpy calls, each handing the GIL over) gain from about 4e6 elements and were
+# unsteady at 1e6 next to TensorFlow's spinning threads.
 PARALLEL_MIN_ELEMENTS = 4_000_000
 COPY_PARALLEL_MIN_ELEMENTS = 1_000_000
-NARROW_PARALLEL_MIN_ELEMENTS = 1_000_000
+NARROW_PARALLEL_MIN_ELEMENTS = 4_000_000
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -235,7 +237,7 @@ _HALF_INF = 0x0F800000
 _BF16_KEEP = np.uint32(0xFFFF0000)
 _BF16_HALFWAY = np.uint32(0x7FFF)
 _ONE = np.uint32(1)
-CHUNK = 131_072  # elements per pass: working set of a pass stays in the core's L2
+CHUNK = 262_144  # elements per pass: few GIL hand-offs, working set near the L2
 
 
 def _round_bits(bits: Array, scratch: Array, low_bits: int, keep: Any, halfway: Any) -> None:
@@ -483,7 +485,7 @@ class BFloat16Sum(_NarrowSum):
 
 
 # Below this many elements numpy's own narrow loops cost less than the passes.
-NARROW_MIN_ELEMENTS = 2048
+NARROW_MIN_ELEMENTS = 4096
 
 NarrowSum = HalfSum | BFloat16Sum
 RoundSum = Array | NarrowSum
