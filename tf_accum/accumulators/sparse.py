@@ -191,6 +191,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         if not indices.size:
             return
         limit = self.shape[0] if self.shape else None
+        # two reductions clear the common case without temporary arrays
+        if indices.min() >= 0 and (limit is None or indices.max() < limit):
+            return
         bad = indices < 0
         if limit is not None:
             bad |= indices >= limit
@@ -292,8 +295,12 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         # fancy or boolean indexing on 2-D arrays.
         m = state.index.shape[0]
         position = np.searchsorted(state.index, index)
-        found = position < m
-        found[found] = state.index[position[found]] == index[found]
+        # an index past the last held one lands on m: compare it with the last
+        # (smaller) one instead, which never matches
+        if m:
+            found = np.take(state.index, position, mode="clip") == index
+        else:  # a round started by a gradient without rows
+            found = np.zeros(index.shape[0], bool)
         all_found = bool(found.all())
         if all_found or found.any():
             slots = np.take(state.slot, position if all_found else position[found])
@@ -301,16 +308,16 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             self._add_to_held_rows(state, slots, hit)
         if all_found:
             return
-        fresh = ~found
-        new_index = index[fresh]
+        fresh_at = np.flatnonzero(~found)
+        new_index = np.take(index, fresh_at)
         added = new_index.shape[0]
-        insert_at = position[fresh]
+        insert_at = np.take(position, fresh_at)
         used = state.used
         if used + added > state.rows.shape[0]:
             self._grow(state, used + added)
         # np.take writes into `out` directly with mode="clip" (np.compress with
         # `out` is several times slower); the positions are valid by construction
-        np.take(rows, np.flatnonzero(fresh), axis=0, out=state.rows[used : used + added],
+        np.take(rows, fresh_at, axis=0, out=state.rows[used : used + added],
                 mode="clip")  # fmt: skip
         state.counts[used : used + added] = 1
         state.in_order = state.in_order and bool(insert_at[0] == m)
