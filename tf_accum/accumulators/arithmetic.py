@@ -84,9 +84,10 @@ WORKERS = max(1, min(os.cpu_count() or 1, 4))
 # parallel); adds and divisions of warm float32 are bound by memory and gain
 # only when the other core is idle; float16/bfloat16 sums (~10 passes of
 # numpy calls, each handing the GIL over) gain from about 4e6 elements and were
-# unsteady at 1e6 next to TensorFlow's spinning threads.
+# unsteady at 1e6 next to TensorFlow's spinning threads. Copies start at 2e6, not
+# 1e6 (where they gained alone), as threads already applying in parallel lost.
 PARALLEL_MIN_ELEMENTS = 4_000_000
-COPY_PARALLEL_MIN_ELEMENTS = 1_000_000
+COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
 NARROW_PARALLEL_MIN_ELEMENTS = 4_000_000
 
 _pool: ThreadPoolExecutor | None = None
