@@ -20,11 +20,12 @@ def apply_gradient(
     """The dense apply ops; ``owned``: ``gradient`` is a new array the accumulator may keep."""
     acc = _lookup.accumulator(handle, op_name, "dense")
     dtype = acc.spec.dtype
+    wanted = dtype.numpy_dtype
     array = gradient if type(gradient) is np.ndarray else tensor_array(gradient)
-    if array.dtype != dtype.numpy_dtype and _lookup.byte_swapped(array.dtype, dtype.numpy_dtype):
-        array = array.astype(dtype.numpy_dtype)
+    if array.dtype != wanted and _lookup.byte_swapped(array.dtype, wanted):
+        array = array.astype(wanted)
         owned = True
-    if array.dtype != dtype.numpy_dtype:
+    if array.dtype != wanted:
         kind = _lookup.handle_type(op_name)
         raise _lookup.signature_mismatch(
             f"{kind}, int64, {kernel_type_name(array.dtype)}->",
