@@ -7,7 +7,6 @@ import itertools
 import threading
 from typing import Any
 
-from tf_accum import errors
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.dense import DenseAccumulator
 from tf_accum.accumulators.protocol import Accumulator
@@ -16,6 +15,7 @@ from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.resources.errors import (
     DEFAULT_CONTAINER,
     missing_resource_error,
+    shared_spec_conflict,
     unknown_handle_label,
 )
 from tf_accum.resources.table import ResourceTable
@@ -80,14 +80,7 @@ class LocalResourceTable(ResourceTable):
                 if existing is not None:
                     found = self._live[existing]
                     if found.spec != spec:
-                        raise errors.InvalidArgumentError(
-                            None,
-                            None,
-                            f"Accumulator {container}/{shared_name} already exists as "
-                            f"{found.spec.describe()}; requested {spec.describe()}. An "
-                            "accumulator shared by name must be created with the same "
-                            "kind, dtype, shape and reduction_type.",
-                        )
+                        raise shared_spec_conflict(f"{container}/{shared_name}", found.spec, spec)
                     return existing
                 name = shared_name
             else:

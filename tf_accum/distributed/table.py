@@ -1,0 +1,191 @@
+"""The resource table whose accumulators live in Ray actors.
+
+Handles are this process's integers; each maps to (container, entry) in the
+container's host actor. Shared names are resolved by the host, so every
+process attached to the cluster finds the same accumulator; a private one is
+made in the host too, but only the process that made it holds a handle.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import uuid
+from typing import Any
+
+from tf_accum.accumulators.protocol import Accumulator
+from tf_accum.accumulators.spec import AccumulatorSpec
+from tf_accum.distributed.proxy import HostLink, RemoteAccumulator, ray_error
+from tf_accum.distributed.wire import NAMESPACE, Failure, host_name
+from tf_accum.resources.errors import (
+    DEFAULT_CONTAINER,
+    missing_resource_error,
+    unknown_handle_label,
+)
+from tf_accum.resources.local import REMEMBERED_DESTROYED, next_handle, private_name
+from tf_accum.resources.table import ResourceTable
+
+# Waiting takes are coroutines, each holding one of the actor's concurrency
+# slots; once they are all taken, applies queue behind the takes (and a take
+# waiting for them never returns). Far more than anyone waits on at once.
+MAX_CONCURRENCY = 100_000
+
+# Seconds to wait for a host to answer its first call; a host that cannot
+# start (say tf_accum is missing on the node Ray placed it) fails clearly.
+HOST_START_TIMEOUT = 60.0
+
+_host_class: Any = None
+_host_class_lock = threading.Lock()
+
+
+def _remote_host_class() -> Any:
+    global _host_class
+    with _host_class_lock:
+        if _host_class is None:
+            import ray
+
+            from tf_accum.distributed.actor import AccumulatorHost
+
+            _host_class = ray.remote(AccumulatorHost)
+        return _host_class
+
+
+class RayResourceTable(ResourceTable):
+    """Accumulators in Ray actors, one actor per container.
+
+    Args:
+        host_options: extra ``ActorClass.options`` for the host actors, e.g.
+            ``{"resources": {"ps": 1}}`` to place them on parameter-server
+            nodes. By default Ray places them; they use no CPU slot.
+
+    Invariant guarded by ``_lock``: ``_live`` holds the handles this process
+    has not destroyed; ``_by_name`` maps a shared (container, name) to the
+    live handle of the host entry it last resolved to.
+    """
+
+    def __init__(self, host_options: dict[str, Any] | None = None) -> None:
+        self._host_options = dict(host_options or {})
+        self._caller = uuid.uuid4().hex
+        self._lock = threading.Lock()
+        self._links: dict[str, HostLink] = {}
+        self._live: dict[int, RemoteAccumulator] = {}
+        self._by_name: dict[tuple[str, str], int] = {}
+        self._gone: collections.OrderedDict[int, str] = collections.OrderedDict()
+        self._doomed: collections.deque[int] = collections.deque()
+
+    def _link(self, container: str) -> HostLink:
+        with self._lock:
+            link = self._links.get(container)
+        if link is not None and not link.stale:
+            return link
+        import ray
+
+        what = f"the accumulator host of container {container}"
+        try:
+            actor = (
+                _remote_host_class()
+                .options(
+                    name=host_name(container),
+                    namespace=NAMESPACE,
+                    lifetime="detached",
+                    get_if_exists=True,
+                    num_cpus=0,
+                    max_concurrency=MAX_CONCURRENCY,
+                    max_restarts=-1,
+                    max_task_retries=0,
+                    **self._host_options,
+                )
+                .remote(container)
+            )
+            instance, _pid = ray.get(actor.ping.remote(), timeout=HOST_START_TIMEOUT)
+        except ray.exceptions.GetTimeoutError:
+            from tf_accum import errors
+
+            raise errors.UnavailableError(
+                None,
+                None,
+                f"{what} did not start within {HOST_START_TIMEOUT:g} s; is tf_accum "
+                "installed on every node of the cluster?",
+            ) from None
+        except ray.exceptions.RayError as exc:
+            raise ray_error(exc, what) from None
+        link = HostLink(container, actor, instance, self._caller)
+        with self._lock:
+            current = self._links.get(container)
+            if current is not None and not current.stale and current.instance == instance:
+                return current
+            self._links[container] = link
+        return link
+
+    def create(
+        self, container: str, shared_name: str, private_name_base: str, spec: AccumulatorSpec
+    ) -> int:
+        container = container or DEFAULT_CONTAINER
+        if self._doomed:
+            self._reap()
+        link = self._link(container)
+        name = shared_name or private_name(private_name_base)
+        outcome = link.call("create", shared_name, name, spec, self._caller, link.life)
+        if type(outcome) is Failure:
+            raise outcome.error()
+        instance, entry_id = outcome
+        with self._lock:
+            if shared_name:
+                existing = self._by_name.get((container, shared_name))
+                if existing is not None:
+                    found = self._live[existing]
+                    if found.entry_id == entry_id and found.link.instance == instance:
+                        return existing
+            handle = next_handle()
+            self._live[handle] = RemoteAccumulator(link, entry_id, spec, f"{container}/{name}")
+            if shared_name:
+                self._by_name[(container, shared_name)] = handle
+            return handle
+
+    def lookup(self, handle: int) -> Accumulator:
+        if self._doomed:
+            self._reap()
+        found = self._live.get(handle)
+        if found is None:
+            raise missing_resource_error(self._gone.get(handle) or unknown_handle_label(handle))
+        return found
+
+    def destroy_soon(self, handle: int) -> None:
+        self._doomed.append(handle)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                handle = self._doomed.popleft()
+            except IndexError:
+                return
+            self._destroy(handle, ignore_lookup_error=True)
+
+    def destroy(self, handle: int, ignore_lookup_error: bool = True) -> None:
+        if self._doomed:
+            self._reap()
+        self._destroy(handle, ignore_lookup_error)
+
+    def _destroy(self, handle: int, ignore_lookup_error: bool) -> None:
+        with self._lock:
+            found = self._live.pop(handle, None)
+            if found is None:
+                label = self._gone.get(handle) or unknown_handle_label(handle)
+            else:
+                label = found.label
+                container, _, name = found.label.partition("/")
+                if self._by_name.get((container, name)) == handle:
+                    del self._by_name[(container, name)]
+                self._gone[handle] = found.label
+                if len(self._gone) > REMEMBERED_DESTROYED:
+                    self._gone.popitem(last=False)
+        # Outside the lock: the host call waits for an answer.
+        destroyed = found is not None and found.destroy()
+        if not destroyed and not ignore_lookup_error:
+            raise missing_resource_error(label, type_known=False)
+
+    def live_handles(self) -> list[int]:
+        if self._doomed:
+            self._reap()
+        with self._lock:
+            return list(self._live)
