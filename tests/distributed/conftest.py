@@ -7,21 +7,26 @@ the home directory.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import secrets
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tf_accum.resources import ResourceTable, current_table, set_table
+from tf_accum.resources import ResourceTable, set_table
 
 OBJECT_STORE_BYTES = 256 * 2**20
+PROCESS_WAIT = 60.0  # seconds; generous, reached only when something is broken
 ROOT = Path(__file__).resolve().parents[2]
 # Ray reads these from the environment; the processes the tests start inherit them.
 ENVIRONMENT = {
@@ -67,10 +72,8 @@ def descendants(pid: int) -> set[int]:
 
 def kill_pids(pids: set[int]) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture(scope="session")
@@ -81,6 +84,7 @@ def ray_cluster() -> Iterator[Cluster]:
     import ray
 
     from tf_accum.distributed import table_for_address
+
     # Short: Ray puts unix sockets under it (paths are limited to about 107 bytes).
     temp_dir = tempfile.mkdtemp(prefix="tfa", dir="/tmp" if os.path.isdir("/tmp") else None)
     before = descendants(os.getpid())
@@ -120,3 +124,54 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
     # Tests here share one cluster; run them together, after the rest.
     here = str(Path(__file__).parent)
     items.sort(key=lambda item: str(item.fspath).startswith(here))
+
+
+class Process:
+    """A process of the cluster running one role of tests/distributed/roles.py."""
+
+    def __init__(self, cluster: Cluster, role: str, **arguments: Any) -> None:
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "tests.distributed.roles", role, json.dumps(arguments)],
+            cwd=ROOT,
+            env=cluster.env(),
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+
+    def outcome(self, timeout: float = PROCESS_WAIT) -> dict[str, Any]:
+        """The role's JSON outcome (fails the test if it crashed or did not finish)."""
+        try:
+            out, _ = self.popen.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a role process did not finish in {timeout} s")
+        if self.popen.returncode != 0:
+            self._stderr.seek(0)
+            error = self._stderr.read().decode(errors="replace")[-3000:]
+            pytest.fail(f"role process failed ({self.popen.returncode}):\n{error}")
+        return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def kill(self) -> None:
+        """SIGKILL, by pid: no chance to clean up, as when a machine dies."""
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(PROCESS_WAIT)
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+        self._stderr.close()
+
+
+@pytest.fixture
+def spawn(ray_cluster: Cluster) -> Iterator[Callable[..., Process]]:
+    """Start role processes on the cluster; every one is killed (by pid) after the test."""
+    started: list[Process] = []
+
+    def start(role: str, **arguments: Any) -> Process:
+        process = Process(ray_cluster, role, **arguments)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()

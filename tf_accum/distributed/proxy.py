@@ -204,7 +204,10 @@ class RemoteAccumulator:
     def destroy(self) -> bool:
         """Destroy in the host; False if it was already gone (destroyed elsewhere, or lost)."""
         link = self._link
-        outcome = link.call("destroy", link.instance, self.entry_id)
+        try:
+            outcome = link.call("destroy", link.instance, self.entry_id)
+        except errors.UnavailableError:
+            return False  # its host died: the accumulator is gone with it
         if type(outcome) is Failure:
             if outcome.kind == RESTARTED:
                 link.stale = True
