@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tf_accum.distributed.connect import connect, is_loopback, table_for_address
+from tf_accum.distributed.connect import connect, table_for_address
 
-__all__ = ["RayResourceTable", "connect", "is_loopback", "table_for_address"]
+__all__ = ["RayResourceTable", "connect", "table_for_address"]
 
 
 def __getattr__(name: str) -> Any:
