@@ -50,6 +50,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("tensorflow_case", cases, ids=_ids(cases))
     if "tensorflow_selected" in metafunc.fixturenames:
         metafunc.parametrize("tensorflow_selected", [True] if "tensorflow" in backends else [])
+    if "graph_case" in metafunc.fixturenames:
+        cases = CASES if "tf_accum-graph" in backends else []
+        metafunc.parametrize("graph_case", cases, ids=_ids(cases))
     if "crash_case" in metafunc.fixturenames:
         run = "tensorflow" in backends
         cases = [c for c in CASES if run and XFAILS.crashes_tensorflow(c.id)]
@@ -97,6 +100,34 @@ def test_on_tf_accum(tf_accum_case: Case) -> None:
         if problem:
             differences.append(f"line {statement.line}: {statement.text}: {problem}")
     assert not differences, "tf_accum differs from TensorFlow:\n" + "\n".join(differences)
+
+
+def _golden_message(message: str) -> str:
+    """TensorFlow's kernel message, without the decoration graph mode adds."""
+    from conformance.backends.tensorflow_backend import kernel_message
+
+    return kernel_message(message).removeprefix("Graph execution error:\n\n")
+
+
+def test_on_tf_accum_graph_mode(graph_case: Case) -> None:
+    """The TF1 idiom (the TensorFlow backend's own code on tf_accum.compat.v1)
+    meets every case and matches TensorFlow's graph-mode outcomes call for
+    call, messages included: ours may add what was given after TensorFlow's text."""
+    run = run_case(graph_case, make_backend("tf_accum-graph"))
+    assert run.passed, "\n".join(run.failures)
+    if XFAILS.reason(graph_case.id) is not None or XFAILS.crashes_tensorflow(graph_case.id):
+        return
+    differences = []
+    golden = _golden_records(graph_case)
+    for statement, ours, theirs in zip(graph_case.statements, run.records, golden, strict=True):
+        problem = same_behaviour(ours, theirs)
+        if problem is None and "message" in theirs:
+            expected = _golden_message(theirs["message"])
+            if not ours["message"].startswith(expected):
+                problem = f"message {ours['message']!r} does not start with {expected!r}"
+        if problem:
+            differences.append(f"line {statement.line}: {statement.text}: {problem}")
+    assert not differences, "graph mode differs from TensorFlow:\n" + "\n".join(differences)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))

@@ -115,6 +115,9 @@ qint32 = DType("qint32", "qint32", np.int32, is_quantized=True)
 # Not accumulator types; known so that using them gets TensorFlow's error.
 bool = DType("bool", "bool", np.bool_)  # noqa: A001 - TensorFlow's name
 string = DType("string", "string", None)
+# Handle types of graph-mode tensors: a constructor's output (an integer handle here).
+resource = DType("resource", "resource", None)
+string_ref = DType("string_ref", "string_ref", None)
 
 #: The 19 dtypes the accumulator op definitions allow, in TensorFlow's order
 #: (the order its "not in list of allowed values" message prints them in).
@@ -123,7 +126,9 @@ ACCUMULATOR_DTYPES: tuple[DType, ...] = (
     qint32, bfloat16, qint16, quint16, uint16, complex128, float16, uint32, uint64,
 )  # fmt: skip
 
-_BY_NAME: dict[str, DType] = {t.name: t for t in (*ACCUMULATOR_DTYPES, bool, string)}
+_BY_NAME: dict[str, DType] = {
+    t.name: t for t in (*ACCUMULATOR_DTYPES, bool, string, resource, string_ref)
+}
 _BY_NAME.update({"half": float16, "double": float64, "float": float32})
 
 # numpy -> DType: plain types only; a numpy int8 is int8, never qint8.
@@ -213,4 +218,5 @@ __all__ = [
     "qint32",
     "bool",
     "string",
+    "resource",
 ]

@@ -13,7 +13,7 @@ import importlib.util
 import os
 from typing import Any
 
-BACKENDS = ("tf_accum", "tensorflow", "tf_accum-ray")
+BACKENDS = ("tf_accum", "tf_accum-graph", "tensorflow", "tf_accum-ray")
 
 
 def tensorflow_available() -> bool:
@@ -33,13 +33,15 @@ def selected_backends(option: str | None = None) -> list[str]:
         if unknown:
             raise ValueError(f"unknown backend(s) {sorted(unknown)}; choose from {BACKENDS}")
         return names
-    return [n for n in BACKENDS if n == "tf_accum" or _installed(n)]
+    return [n for n in BACKENDS if _installed(n)]
 
 
 def _installed(backend: str) -> bool:
     if backend == "tensorflow":
         return tensorflow_available()
-    return importlib.util.find_spec("ray") is not None
+    if backend == "tf_accum-ray":
+        return importlib.util.find_spec("ray") is not None
+    return True
 
 
 def make_backend(name: str) -> Any:
@@ -47,6 +49,10 @@ def make_backend(name: str) -> Any:
         from conformance.backends.tf_accum_backend import TfAccumBackend
 
         return TfAccumBackend()
+    if name == "tf_accum-graph":
+        from conformance.backends.tf_accum_graph_backend import TfAccumGraphBackend
+
+        return TfAccumGraphBackend()
     if name == "tensorflow":
         from conformance.backends.tensorflow_backend import TensorFlowBackend
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from tf_accum import raw_ops
-from tf_accum.compat.v1._convert import cast_to_int64
+from tf_accum.compat.v1 import _symbolic
 from tf_accum.dtypes import DType, as_dtype
+from tf_accum.graph.graph import is_symbolic
 from tf_accum.raw_ops.common import destroy_when_collected, resource_name
 from tf_accum.raw_ops.constructors import accumulator_dtype
 from tf_accum.shapes import DeclaredShape, parse_tensor_shape
@@ -40,11 +39,15 @@ class ConditionalAccumulatorBase:
     was made from), and ``name`` is the name given, or the resource's name.
     """
 
-    def __init__(self, dtype: Any, shape: Any, accumulator_ref: int) -> None:
+    def __init__(self, dtype: Any, shape: Any, accumulator_ref: Any) -> None:
         self._dtype = as_dtype(dtype)
         self._shape: DeclaredShape = parse_tensor_shape(shape)
         self._accumulator_ref = accumulator_ref
-        self._name = resource_name(accumulator_ref)
+        if is_symbolic(accumulator_ref):
+            # graph mode: the constructor op's own name, without its scope
+            self._name = str(accumulator_ref.op.name).rsplit("/", 1)[-1]
+        else:
+            self._name = resource_name(accumulator_ref)
         self._finalizer: Any = None
 
     def _create_and_own(
@@ -71,13 +74,15 @@ class ConditionalAccumulatorBase:
             reduction_type=reduction_type,
         )
         ConditionalAccumulatorBase.__init__(self, checked, declared, handle)
+        if is_symbolic(handle):
+            return  # graph mode: the accumulator lives as long as each session that makes it
         self._name = name
         if not shared_name:
             self._finalizer = destroy_when_collected(self, handle)
 
     @property
-    def accumulator_ref(self) -> int:
-        """The integer handle the raw ops take."""
+    def accumulator_ref(self) -> Any:
+        """The integer handle the raw ops take (in graph mode, the handle Tensor)."""
         return self._accumulator_ref
 
     @property
@@ -90,36 +95,48 @@ class ConditionalAccumulatorBase:
         """The accumulator's dtype."""
         return self._dtype
 
-    def num_accumulated(self, name: str | None = None) -> np.int32:
-        """The number of gradients accepted since the last take, as numpy.int32.
+    def num_accumulated(self, name: str | None = None) -> Any:
+        """The number of gradients accepted since the last take.
+
+        Returns:
+            numpy.int32 (graph mode: an int32 Tensor, by default named
+            ``<name>_NumAccumulated``).
 
         Raises:
             NotFoundError: the accumulator was destroyed.
         """
-        return raw_ops.ResourceAccumulatorNumAccumulated(handle=self._accumulator_ref)
+        return raw_ops.ResourceAccumulatorNumAccumulated(
+            handle=self._accumulator_ref, name=name or f"{self._name}_NumAccumulated"
+        )
 
-    def set_global_step(self, new_global_step: Any, name: str | None = None) -> None:
+    def set_global_step(self, new_global_step: Any, name: str | None = None) -> Any:
         """Set the global step; floats are truncated toward zero first.
 
+        Args:
+            new_global_step: a number or (graph mode) a Tensor.
+
         Returns:
-            None.
+            None (graph mode: the Operation).
 
         Raises:
             UnimplementedError: a string.
             InvalidArgumentError: not a scalar.
             NotFoundError: the accumulator was destroyed.
         """
-        raw_ops.ResourceAccumulatorSetGlobalStep(
-            handle=self._accumulator_ref, new_global_step=cast_to_int64(new_global_step)
+        return raw_ops.ResourceAccumulatorSetGlobalStep(
+            handle=self._accumulator_ref,
+            new_global_step=_symbolic.step(new_global_step),
+            name=name,
         )
 
-    def close(self) -> None:
+    def close(self) -> Any:
         """Destroy the accumulator: waiting takes fail with CancelledError.
 
-        Later calls raise NotFoundError. Closing twice is harmless.
+        Later calls raise NotFoundError. Closing twice is harmless. In graph
+        mode this builds (and returns) the destroying Operation.
 
         Differs from TensorFlow: TensorFlow's classes have no close().
         """
         if self._finalizer is not None:
             self._finalizer.detach()
-        raw_ops.DestroyResourceOp(resource=self._accumulator_ref, ignore_lookup_error=True)
+        return raw_ops.DestroyResourceOp(resource=self._accumulator_ref, ignore_lookup_error=True)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tf_accum import raw_ops
-from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
+from tf_accum.compat.v1 import _symbolic
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
-from tf_accum.shapes import is_compatible, python_text
+from tf_accum.graph.graph import is_symbolic
 
 _TAKE_OP = "ResourceAccumulatorTakeGradient"
 
@@ -54,7 +52,7 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
             raw_ops.ResourceConditionalAccumulator, dtype, shape, shared_name, name, reduction_type
         )
 
-    def apply_grad(self, grad: Any, local_step: Any = 0, name: str | None = None) -> None:
+    def apply_grad(self, grad: Any, local_step: Any = 0, name: str | None = None) -> Any:
         """Add a gradient computed at ``local_step``; dropped if that step is stale.
 
         Args:
@@ -64,7 +62,8 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
             local_step: the step it was computed at; floats truncate toward zero.
 
         Returns:
-            None.
+            None (graph mode: the Operation; ``grad`` and ``local_step`` may
+            then be Tensors).
 
         Raises:
             ValueError: a shape that does not fit the declared shape, or a
@@ -75,18 +74,18 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
                 gradient, or local_step is not a scalar.
             NotFoundError: the accumulator was destroyed.
         """
-        array = convert_to_dtype(grad, self._dtype)
-        if not is_compatible(self._shape, array.shape):
-            raise ValueError(
-                f"Shapes {python_text(array.shape)} and {python_text(self._shape)} are incompatible"
-            )
-        raw_ops.ResourceAccumulatorApplyGradient(
-            handle=self._accumulator_ref, local_step=cast_to_int64(local_step), gradient=array
+        gradient = _symbolic.gradient(grad, self._dtype)
+        _symbolic.check_fits(gradient, self._shape)
+        return raw_ops.ResourceAccumulatorApplyGradient(
+            handle=self._accumulator_ref,
+            local_step=_symbolic.step(local_step),
+            gradient=gradient,
+            name=name,
         )
 
     def take_grad(
         self, num_required: Any, name: str | None = None, *, timeout: float | None = None
-    ) -> np.ndarray[Any, Any]:
+    ) -> Any:
         """Wait for ``num_required`` gradients and return their mean (or sum).
 
         See :func:`tf_accum.raw_ops.ResourceAccumulatorTakeGradient` for the
@@ -97,7 +96,8 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
             timeout: keyword-only; seconds to wait at most (None: forever).
 
         Returns:
-            A new ndarray of the accumulator's dtype.
+            A new ndarray of the accumulator's dtype (graph mode: a Tensor
+            with the declared static shape, which blocks when run).
 
         Raises:
             TypeError: num_required is a float or a non-int32 tensor.
@@ -105,9 +105,13 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
             DeadlineExceededError: the timeout expired (nothing was consumed).
             CancelledError: the accumulator was destroyed while waiting.
         """
-        return raw_ops.ResourceAccumulatorTakeGradient(
+        result: Any = raw_ops.ResourceAccumulatorTakeGradient(
             handle=self._accumulator_ref,
-            num_required=int32_num_required(num_required, _TAKE_OP),
+            num_required=_symbolic.num_required(num_required, _TAKE_OP),
             dtype=self._dtype,
             timeout=timeout,
+            name=name,
         )
+        if is_symbolic(result) and self._shape is not None:
+            result.set_shape(list(self._shape))
+        return result

@@ -8,8 +8,9 @@ import numpy as np
 
 from tf_accum import raw_ops
 from tf_accum.accumulators.sparse import SparseTakeResult
-from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
+from tf_accum.compat.v1 import _symbolic
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
+from tf_accum.graph.graph import is_symbolic
 from tf_accum.indexed_slices import IndexedSlices
 
 _TAKE_OP = "SparseAccumulatorTakeGradient"
@@ -58,7 +59,7 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
         grad_shape: Any = None,
         local_step: Any = 0,
         name: str | None = None,
-    ) -> None:
+    ) -> Any:
         """Add a sparse gradient computed at ``local_step``; dropped if stale.
 
         Args:
@@ -69,7 +70,7 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
             local_step: the step it was computed at; floats truncate.
 
         Returns:
-            None.
+            None (graph mode: the Operation; every argument may then be a Tensor).
 
         Raises:
             InvalidArgumentError: see :func:`tf_accum.raw_ops.SparseAccumulatorApplyGradient`.
@@ -77,20 +78,21 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
             UnimplementedError: string indices, shape or step.
         """
         known = grad_shape is not None
-        raw_ops.SparseAccumulatorApplyGradient(
+        return raw_ops.SparseAccumulatorApplyGradient(
             handle=self._accumulator_ref,
-            local_step=cast_to_int64(local_step),
-            gradient_indices=np.asarray(cast_to_int64(grad_indices), np.int64),
-            gradient_values=convert_to_dtype(grad_values, self._dtype),
-            gradient_shape=np.asarray(cast_to_int64(grad_shape) if known else [], np.int64),
+            local_step=_symbolic.step(local_step),
+            gradient_indices=_int64_vector(grad_indices),
+            gradient_values=_symbolic.gradient(grad_values, self._dtype),
+            gradient_shape=_int64_vector(grad_shape if known else []),
             has_known_shape=known,
+            name=name,
         )
 
     def apply_indexed_slices_grad(
         self, grad: Any, local_step: Any = 0, name: str | None = None
-    ) -> None:
+    ) -> Any:
         """Apply an IndexedSlices (or anything with values, indices, dense_shape)."""
-        self.apply_grad(
+        return self.apply_grad(
             grad.indices, grad.values, grad.dense_shape, local_step=local_step, name=name
         )
 
@@ -101,26 +103,41 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
 
         See :func:`tf_accum.raw_ops.SparseAccumulatorTakeGradient`.
         """
-        return raw_ops.SparseAccumulatorTakeGradient(
+        result: SparseTakeResult = raw_ops.SparseAccumulatorTakeGradient(
             handle=self._accumulator_ref,
-            num_required=int32_num_required(num_required, _TAKE_OP),
+            num_required=_symbolic.num_required(num_required, _TAKE_OP),
             dtype=self._dtype,
             timeout=timeout,
+            name=name,
         )
+        return result
 
     def take_indexed_slices_grad(
         self, num_required: Any, name: str | None = None, *, timeout: float | None = None
     ) -> IndexedSlices:
         """As :meth:`take_grad`, as ``IndexedSlices(values, indices, dense_shape)``."""
-        indices, values, shape = self.take_grad(num_required, timeout=timeout)
+        indices, values, shape = self.take_grad(num_required, name=name, timeout=timeout)
         return IndexedSlices(values=values, indices=indices, dense_shape=shape)
 
-    def num_accumulated(self, name: str | None = None) -> np.int32:
-        """The number of gradients accepted since the last take, as numpy.int32."""
-        return raw_ops.AccumulatorNumAccumulated(handle=self._accumulator_ref)
-
-    def set_global_step(self, new_global_step: Any, name: str | None = None) -> None:
-        """Set the global step; floats are truncated toward zero first."""
-        raw_ops.AccumulatorSetGlobalStep(
-            handle=self._accumulator_ref, new_global_step=cast_to_int64(new_global_step)
+    def num_accumulated(self, name: str | None = None) -> Any:
+        """The number of gradients accepted since the last take, as numpy.int32
+        (graph mode: an int32 Tensor)."""
+        return raw_ops.AccumulatorNumAccumulated(
+            handle=self._accumulator_ref, name=name or f"{self._name}_NumAccumulated"
         )
+
+    def set_global_step(self, new_global_step: Any, name: str | None = None) -> Any:
+        """Set the global step; floats are truncated toward zero first.
+        Returns None (graph mode: the Operation)."""
+        return raw_ops.AccumulatorSetGlobalStep(
+            handle=self._accumulator_ref,
+            new_global_step=_symbolic.step(new_global_step),
+            name=name,
+        )
+
+
+def _int64_vector(value: Any) -> Any:
+    """Indices or a shape cast to int64 (floats truncate); a Cast op for a Tensor."""
+    if is_symbolic(value):
+        return _symbolic.step(value)
+    return np.asarray(_symbolic.step(value), np.int64)

@@ -1,0 +1,256 @@
+"""Running a set of ops once: the plan, the order, and blocking takes.
+
+Ops of one run that do not depend on each other may run concurrently, as in
+TensorFlow: a run that fetches a take together with the applies it waits for
+completes. Non-blocking ops run on the calling thread in dependency order; a
+blocking op (a take) runs there too when nothing else is left to do, and on a
+thread of its own otherwise. Every take of a run joins the run's
+Cancellation, so a deadline, a failed sibling op or a closing session
+withdraws it and it consumes nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextvars
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tf_accum import errors
+from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.resources import using_table
+
+if TYPE_CHECKING:
+    from tf_accum.graph.graph import Operation, Tensor
+    from tf_accum.graph.session import Session
+
+JOIN_WAIT = 30.0  # seconds for a cancelled take's thread to return; only reached if broken
+
+
+def deadline_error() -> errors.DeadlineExceededError:
+    return errors.DeadlineExceededError(None, None, "Timed out waiting for notification")
+
+
+def sibling_failed_error() -> errors.CancelledError:
+    return errors.CancelledError(None, None, "TakeGrad operation was cancelled")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The ops a run must execute, in dependency order, and who waits for whom."""
+
+    ops: tuple[Operation, ...]
+    producers: dict[Operation, tuple[Operation, ...]]
+    consumers: dict[Operation, tuple[Operation, ...]]
+    blocking: bool
+
+
+def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> Plan:
+    """The ops needed for ``targets`` when the ``fed`` tensors are given."""
+    from tf_accum.graph.graph import Tensor
+
+    order: list[Operation] = []
+    producers: dict[Operation, tuple[Operation, ...]] = {}
+    visiting: set[Operation] = set()
+    roots = [t.op if isinstance(t, Tensor) else t for t in targets if t not in fed]
+    stack: list[tuple[Operation, bool]] = [(op, False) for op in reversed(roots)]
+    while stack:
+        op, expanded = stack.pop()
+        if op in producers:
+            continue
+        if expanded:
+            visiting.discard(op)
+            needed = [t.op for t in op.inputs if t not in fed] + list(op.control_inputs)
+            producers[op] = tuple(dict.fromkeys(needed))
+            order.append(op)
+            continue
+        if op in visiting:
+            continue
+        visiting.add(op)
+        stack.append((op, True))
+        for dependency in reversed(
+            [t.op for t in op.inputs if t not in fed] + list(op.control_inputs)
+        ):
+            if dependency not in producers:
+                stack.append((dependency, False))
+    consumers: dict[Operation, list[Operation]] = {op: [] for op in order}
+    for op in order:
+        for producer in producers[op]:
+            consumers[producer].append(op)
+    return Plan(
+        tuple(order),
+        producers,
+        {op: tuple(c) for op, c in consumers.items()},
+        any(op.blocking for op in order),
+    )
+
+
+class RunContext:
+    """What a kernel may ask of the run executing it."""
+
+    __slots__ = ("session", "op", "deadline", "cancellation")
+
+    def __init__(
+        self, session: Session, deadline: float | None, cancellation: Cancellation
+    ) -> None:
+        self.session = session
+        self.op: Operation | None = None
+        self.deadline = deadline
+        self.cancellation = cancellation
+
+    def for_op(self, op: Operation) -> RunContext:
+        context = RunContext(self.session, self.deadline, self.cancellation)
+        context.op = op
+        return context
+
+    def remaining(self, timeout: float | None) -> float | None:
+        """Seconds a take may wait: its own timeout and the run's deadline, whichever is first."""
+        if self.deadline is None:
+            return timeout
+        left = max(0.0, self.deadline - time.monotonic())
+        return left if timeout is None else min(timeout, left)
+
+
+def execute(
+    session: Session,
+    plan: Plan,
+    fed: dict[Tensor, Any],
+    deadline: float | None,
+    cancellation: Cancellation,
+) -> dict[Tensor, Any]:
+    """Run ``plan``; returns every computed (and fed) tensor's value.
+
+    Raises:
+        the first error of any op; DeadlineExceededError at ``deadline``.
+    """
+    values: dict[Tensor, Any] = dict(fed)
+    run = RunContext(session, deadline, cancellation)
+    with using_table(session.table), cancelled_by(cancellation):
+        if not plan.blocking:
+            for op in plan.ops:
+                _store(values, op, _call(run, op, values), fed)
+            return values
+        _Scheduler(run, plan, values, fed).run()
+    return values
+
+
+def _call(run: RunContext, op: Operation, values: dict[Tensor, Any]) -> Sequence[Any]:
+    try:
+        return op.kernel(run.for_op(op), [values[t] for t in op.inputs])
+    except errors.OpError as error:
+        if error.op is None:
+            error._op = op
+        raise
+
+
+def _store(
+    values: dict[Tensor, Any], op: Operation, outputs: Sequence[Any], fed: dict[Tensor, Any]
+) -> None:
+    for tensor, value in zip(op.outputs, outputs, strict=True):
+        if tensor not in fed:
+            values[tensor] = value
+
+
+class _Scheduler:
+    """Dataflow order for a plan with blocking ops; state local to one run."""
+
+    def __init__(
+        self, run: RunContext, plan: Plan, values: dict[Tensor, Any], fed: dict[Tensor, Any]
+    ) -> None:
+        self.run_context = run
+        self.plan = plan
+        self.values = values
+        self.fed = fed
+        self.pending = {op: len(plan.producers[op]) for op in plan.ops}
+        self.ready = collections.deque(op for op in plan.ops if not self.pending[op])
+        self.left = len(plan.ops)
+        self.finished: queue.SimpleQueue[
+            tuple[Operation, Sequence[Any] | None, BaseException | None]
+        ] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        self.in_flight = 0
+
+    def run(self) -> None:
+        try:
+            while self.left:
+                blocked = self._run_ready_inline()
+                if blocked:
+                    if len(blocked) == 1 and not self.in_flight and not self.ready:
+                        op = blocked[0]
+                        self._complete(op, _call(self.run_context, op, self.values))
+                        continue
+                    for op in blocked:
+                        self._start_thread(op)
+                if self.left and not self.ready:
+                    self._wait_for_one()
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _run_ready_inline(self) -> list[Operation]:
+        blocked = []
+        while self.ready:
+            op = self.ready.popleft()
+            if op.blocking:
+                blocked.append(op)
+            else:
+                self._complete(op, _call(self.run_context, op, self.values))
+        return blocked
+
+    def _complete(self, op: Operation, outputs: Sequence[Any]) -> None:
+        _store(self.values, op, outputs, self.fed)
+        self.left -= 1
+        for consumer in self.plan.consumers[op]:
+            self.pending[consumer] -= 1
+            if not self.pending[consumer]:
+                self.ready.append(consumer)
+
+    def _start_thread(self, op: Operation) -> None:
+        inputs = [self.values[t] for t in op.inputs]
+        context = self.run_context.for_op(op)
+        finished = self.finished
+
+        def work() -> None:
+            try:
+                finished.put((op, op.kernel(context, inputs), None))
+            except BaseException as error:  # handed to the run's thread
+                if isinstance(error, errors.OpError) and error.op is None:
+                    error._op = op
+                finished.put((op, None, error))
+
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(work,),
+            name=f"tf_accum run {op.name}",
+            daemon=True,
+        )
+        self.in_flight += 1
+        self.threads.append(thread)
+        thread.start()
+
+    def _wait_for_one(self) -> None:
+        deadline = self.run_context.deadline
+        try:
+            if deadline is None:
+                op, outputs, error = self.finished.get()
+            else:
+                op, outputs, error = self.finished.get(
+                    timeout=max(0.0, deadline - time.monotonic())
+                )
+        except queue.Empty:
+            raise deadline_error() from None
+        self.in_flight -= 1
+        if error is not None:
+            raise error
+        assert outputs is not None
+        self._complete(op, outputs)
+
+    def _abandon(self) -> None:
+        """Withdraw the run's waiting takes and let their threads end."""
+        self.run_context.cancellation.cancel(sibling_failed_error())
+        for thread in self.threads:
+            thread.join(JOIN_WAIT)

@@ -1,0 +1,249 @@
+"""Raw ops in graph mode: each call builds a node whose kernel is the eager op.
+
+Inputs (handles, steps, counts, gradients) may be Tensors or Python values,
+which become constants; attributes (dtype, shape, names, reduction_type,
+has_known_shape, ...) are fixed at build time. When a session runs the node,
+the kernel calls the very function the eager op calls, against the session's
+own resource table, so graph mode and eager mode cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tf_accum.accumulators.sparse import SparseTakeResult
+from tf_accum.dtypes import DType, as_dtype, resource, string_ref
+from tf_accum.graph.executor import RunContext
+from tf_accum.graph.graph import Graph, Tensor, is_symbolic
+from tf_accum.graph.ops import as_tensor, graph_input
+from tf_accum.graph.tensor_shape import TensorShape
+from tf_accum.raw_ops._keyword_only import snake_case
+from tf_accum.raw_ops.constructors import accumulator_dtype
+
+HANDLE = "handle"
+VALUES = "T"  # the gradient's own dtype, inferred from the value
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """How a raw op looks as a graph node: its inputs and outputs."""
+
+    inputs: tuple[tuple[str, str], ...]  # (argument, HANDLE | VALUES | dtype name)
+    outputs: tuple[str, ...]  # dtype names; "dtype" is the op's dtype attribute
+    constructor: bool = False
+    blocking: bool = False
+
+
+def _handle_ops(prefix: str) -> dict[str, NodeSpec]:
+    h = ((HANDLE, HANDLE),)
+    return {
+        f"{prefix}AccumulatorApplyGradient": NodeSpec(
+            (*h, ("local_step", "int64"), ("gradient", VALUES)), ()
+        ),
+        f"{prefix}AccumulatorNumAccumulated": NodeSpec(h, ("int32",)),
+        f"{prefix}AccumulatorSetGlobalStep": NodeSpec((*h, ("new_global_step", "int64")), ()),
+        f"{prefix}AccumulatorTakeGradient": NodeSpec(
+            (*h, ("num_required", "int32")), ("dtype",), blocking=True
+        ),
+    }
+
+
+NODE_SPECS: dict[str, NodeSpec] = {
+    "ConditionalAccumulator": NodeSpec((), ("string_ref",), constructor=True),
+    "ResourceConditionalAccumulator": NodeSpec((), ("resource",), constructor=True),
+    "SparseConditionalAccumulator": NodeSpec((), ("string_ref",), constructor=True),
+    **_handle_ops(""),
+    **_handle_ops("Resource"),
+    "SparseAccumulatorApplyGradient": NodeSpec(
+        (
+            (HANDLE, HANDLE),
+            ("local_step", "int64"),
+            ("gradient_indices", "int64"),
+            ("gradient_values", VALUES),
+            ("gradient_shape", "int64"),
+        ),
+        (),
+    ),
+    "SparseAccumulatorTakeGradient": NodeSpec(
+        ((HANDLE, HANDLE), ("num_required", "int32")), ("int64", "dtype", "int64"), blocking=True
+    ),
+    "DestroyResourceOp": NodeSpec((("resource", HANDLE),), ()),
+}
+
+# Inputs whose kernel check is "must be a scalar": a known static rank other
+# than 0 is refused when the node is built, as TensorFlow's shape functions do.
+_SCALAR_INPUTS = ("local_step", "new_global_step", "num_required")
+_HANDLE_DTYPES = (resource, string_ref)
+
+
+def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Build ``op_type`` into ``graph``; returns its Operation, Tensor or tuple of Tensors.
+
+    Raises:
+        TypeError: a missing or unknown argument, an input of the wrong dtype,
+            or a dtype attribute outside the accumulator dtypes.
+        ValueError: a scalar input whose static shape is not a scalar.
+    """
+    spec = NODE_SPECS[op_type]
+    _check_arguments(op_type, func, kwargs)
+    attrs = {k: v for k, v in kwargs.items() if k not in dict(spec.inputs) and k != "name"}
+    if "dtype" in attrs:
+        attrs["dtype"] = (
+            accumulator_dtype(attrs["dtype"]) if spec.constructor else as_dtype(attrs["dtype"])
+        )
+    op_name = graph.unique_name(kwargs.get("name") or op_type)
+    inputs = [_input(graph, op_type, op_name, arg, kind, kwargs[arg]) for arg, kind in spec.inputs]
+    _check_scalars(op_type, op_name, spec, inputs)
+    outputs = [(_output_dtype(spec, kind, attrs), TensorShape(None)) for kind in spec.outputs]
+    if spec.constructor:
+        outputs = [(outputs[0][0], TensorShape([]))]
+    kernel = _constructor_kernel(func, attrs) if spec.constructor else _kernel(func, spec, attrs)
+    op = graph.create_op(
+        op_type,
+        inputs,
+        outputs,
+        kernel,
+        name=op_name + "/",  # exact: the name was made unique above
+        attrs=attrs,
+        blocking=spec.blocking,
+    )
+    if not op.outputs:
+        return op
+    if len(op.outputs) == 3:
+        return SparseTakeResult(*op.outputs)  # type: ignore[arg-type]
+    return op.outputs[0]
+
+
+def _check_arguments(op_type: str, func: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """TypeError, worded as Python words it, for a missing or unknown argument."""
+    parameters = inspect.signature(func).parameters
+    function = snake_case(op_type)
+    for key in kwargs:
+        if key not in parameters:
+            raise TypeError(f"{function}() got an unexpected keyword argument '{key}'")
+    missing = [
+        f"'{name}'"
+        for name, parameter in parameters.items()
+        if parameter.default is inspect.Parameter.empty and name not in kwargs
+    ]
+    if missing:
+        listed = (
+            missing[0]
+            if len(missing) == 1
+            else ", ".join(missing[:-1]) + ("," if len(missing) > 2 else "") + f" and {missing[-1]}"
+        )
+        noun = "argument" if len(missing) == 1 else "arguments"
+        raise TypeError(f"{function}() missing {len(missing)} required positional {noun}: {listed}")
+
+
+def _output_dtype(spec: NodeSpec, kind: str, attrs: dict[str, Any]) -> DType:
+    if kind == "dtype":
+        found: DType = attrs["dtype"]
+        return found
+    return as_dtype(kind)
+
+
+def _input(graph: Graph, op_type: str, op_name: str, arg: str, kind: str, value: Any) -> Tensor:
+    const_name = f"{op_name}/{arg}/"
+    if kind == HANDLE:
+        if is_symbolic(value):
+            tensor = as_tensor(value)
+            if tensor.dtype not in _HANDLE_DTYPES:
+                raise TypeError(
+                    f"Input '{arg}' of '{op_type}' Op has type {tensor.dtype.name} that does not "
+                    "match expected type of resource (an accumulator handle)."
+                )
+            return tensor
+        return _handle_constant(graph, value, const_name)
+    if kind == VALUES:
+        return graph_input(graph, value, name=const_name)
+    wanted = as_dtype(kind)
+    if is_symbolic(value):
+        tensor = as_tensor(value)
+        if tensor.dtype != wanted:
+            raise TypeError(
+                f"Input '{arg}' of '{op_type}' Op has type {tensor.dtype.name} that does not "
+                f"match expected type of {wanted.name}."
+            )
+        return tensor
+    return graph_input(graph, _integer_array(value, arg, op_type, wanted), name=const_name)
+
+
+def _integer_array(value: Any, arg: str, op_type: str, wanted: DType) -> np.ndarray[Any, Any]:
+    array = np.asarray(value)
+    if array.dtype.kind in "iu" or (array.size == 0 and array.dtype.kind == "f"):
+        return array.astype(wanted.numpy_dtype)
+    shown = value if not isinstance(value, np.ndarray) else value.tolist()
+    raise TypeError(
+        f"Expected {wanted.name} passed to parameter '{arg}' of op '{op_type}', got {shown!r} of "
+        f"type '{type(value).__name__}' instead. Error: Expected {wanted.name}, but got "
+        f"{shown!r} of type '{type(value).__name__}'."
+    )
+
+
+def _handle_constant(graph: Graph, value: Any, name: str) -> Tensor:
+    """An integer handle made outside this graph, as a constant input."""
+    from tf_accum.raw_ops._convert import handle_of
+
+    handle = handle_of(value)
+    op = graph.create_op(
+        "Const",
+        [],
+        [(resource, TensorShape([]))],
+        lambda context, inputs: (handle,),
+        name=name,
+    )
+    return op.outputs[0]
+
+
+def _check_scalars(op_type: str, op_name: str, spec: NodeSpec, inputs: Sequence[Tensor]) -> None:
+    for (arg, _), tensor in zip(spec.inputs, inputs, strict=True):
+        rank = tensor.shape.rank
+        if arg in _SCALAR_INPUTS and rank is not None and rank != 0:
+            shapes = ", ".join(_shape_text(t.shape) for t in inputs)
+            sources = ", ".join(t.op.name for t in inputs)
+            raise ValueError(
+                f"Shape must be rank 0 but is rank {rank} for '{{{{node {op_name}}}}} = "
+                f"{op_type}[]({sources})' with input shapes: {shapes}."
+            )
+
+
+def _shape_text(shape: TensorShape) -> str:
+    if shape.rank is None:
+        return "?"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape.as_list()) + "]"
+
+
+def _constructor_kernel(func: Callable[..., Any], attrs: dict[str, Any]) -> Any:
+    def kernel(context: RunContext, inputs: list[Any]) -> Sequence[Any]:
+        op = context.op
+        assert op is not None
+        return (context.session.resource_for(op, lambda: func(**attrs, name=op.name)),)
+
+    return kernel
+
+
+def _kernel(func: Callable[..., Any], spec: NodeSpec, attrs: dict[str, Any]) -> Any:
+    names = [arg for arg, _ in spec.inputs]
+    fixed = dict(attrs)
+    takes = spec.blocking
+    single = len(spec.outputs) == 1
+
+    def kernel(context: RunContext, inputs: list[Any]) -> Sequence[Any]:
+        arguments = dict(zip(names, inputs, strict=True))
+        arguments.update(fixed)
+        if takes:
+            arguments["timeout"] = context.remaining(fixed.get("timeout"))
+        result = func(**arguments)
+        if not spec.outputs:
+            return ()
+        if single:
+            return (result,)
+        return tuple(result)
+
+    return kernel

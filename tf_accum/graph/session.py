@@ -1,0 +1,290 @@
+"""``Session`` and ``InteractiveSession``: where a graph's ops run.
+
+Each session has its own resource table (its own accumulators, as each TF1
+local session has its own resource manager) and its own variable values.
+Many threads may call ``run`` on one session at once. ``close()`` cancels
+every take still waiting in it with CancelledError and frees its accumulators.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from tf_accum import errors
+from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.dtypes import string
+from tf_accum.graph import mode
+from tf_accum.graph.executor import Plan, execute, make_plan
+from tf_accum.graph.fetches import flatten
+from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
+from tf_accum.graph.variables import VariableStore
+from tf_accum.resources.local import LocalResourceTable
+
+_local = threading.local()
+PLAN_CACHE_SIZE = 256
+
+
+def _session_stack() -> list[Session]:
+    stack: list[Session] | None = getattr(_local, "sessions", None)
+    if stack is None:
+        stack = _local.sessions = []
+    return stack
+
+
+def get_default_session() -> Session | None:
+    """This thread's default session (innermost ``as_default()`` or ``with``), or None."""
+    stack = _session_stack()
+    return stack[-1] if stack else None
+
+
+def session_for(graph: Graph, session: Session | None, what: str, verb: str) -> Session:
+    """The session a Tensor.eval() or Operation.run() uses.
+
+    Raises:
+        ValueError: none given and no default session, or a session of another graph.
+    """
+    acting = "evaluate tensor" if what == "tensor" else "execute operation"
+    if session is None:
+        session = get_default_session()
+        if session is None:
+            raise ValueError(
+                f"Cannot {acting} using `{verb}()`: No default session is registered. Use "
+                f"`with sess.as_default()` or pass an explicit session to `{verb}(session=sess)`"
+            )
+    if session.graph is not graph:
+        raise ValueError(
+            f"Cannot use the given session to {acting}: the {what}'s graph is different from "
+            "the session's graph."
+        )
+    return session
+
+
+class Session:
+    """Runs ops of one graph.
+
+    Args:
+        target: accepted for compatibility; only "" (in-process) is supported.
+        graph: the graph to run (default: the default graph).
+        config: a ``ConfigProto``; accepted, and its settings are ignored.
+
+    Raises:
+        errors.UnimplementedError: a non-empty ``target`` (a remote TF runtime).
+    """
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None) -> None:
+        if target:
+            raise errors.UnimplementedError(
+                None,
+                None,
+                f"Session target {target!r}: tf_accum runs graphs in process only; to share "
+                "accumulators across processes use tf_accum.distributed.connect().",
+            )
+        self._graph = graph if graph is not None else mode.get_default_graph()
+        self.table = LocalResourceTable()
+        self.variables = VariableStore()
+        self._lock = threading.Lock()
+        self._resources: dict[Operation, int] = {}
+        self._runs: set[Cancellation] = set()
+        self._plans: dict[tuple[Any, ...], Plan] = {}
+        self._closed = False
+        self._entered: list[contextlib.ExitStack] = []
+        self._finalizer = weakref.finalize(self, _release, self.table)
+
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
+    def sess_str(self) -> str:
+        return ""
+
+    # --- running ---------------------------------------------------------------
+
+    def run(
+        self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None
+    ) -> Any:
+        """Run the ops needed for ``fetches`` once and return their values.
+
+        Args:
+            fetches: a Tensor, Operation, Variable or name, or any nesting of
+                lists, tuples, dicts and named tuples of them. Operations fetch
+                as None; a tensor fetched twice is computed once.
+            feed_dict: values for tensors (placeholders or any other), keyed by
+                the tensor or its name; converted to the tensor's dtype and
+                checked against its static shape.
+            options: a ``RunOptions``; ``timeout_in_ms`` bounds the run.
+            run_metadata: accepted and left empty.
+
+        Returns:
+            ``fetches`` with each element replaced by its value (numpy arrays,
+            numpy scalars for scalars, None for operations).
+
+        Raises:
+            RuntimeError: the session is closed.
+            TypeError, ValueError: a bad fetch or feed.
+            DeadlineExceededError: the run took longer than ``timeout_in_ms``; a
+                take it was waiting in is withdrawn and consumes nothing.
+            CancelledError: the session was closed during the run.
+            The error of a failing op (InvalidArgumentError, ...).
+        """
+        self._check_open()
+        elements, rebuild = flatten(self._graph, fetches)
+        fed = self._feeds(feed_dict)
+        key = (tuple(map(id, elements)), frozenset(map(id, fed)))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = make_plan(elements, frozenset(fed))
+            if len(self._plans) >= PLAN_CACHE_SIZE:
+                self._plans.clear()
+            self._plans[key] = plan
+        timeout_ms = getattr(options, "timeout_in_ms", 0) or 0
+        deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
+        cancellation = Cancellation()
+        with self._lock:
+            self._check_open()
+            self._runs.add(cancellation)
+        try:
+            values = execute(self, plan, fed, deadline, cancellation)
+        finally:
+            with self._lock:
+                self._runs.discard(cancellation)
+        return rebuild([None if isinstance(e, Operation) else values[e] for e in elements])
+
+    def _feeds(self, feed_dict: Any) -> dict[Tensor, Any]:
+        if not feed_dict:
+            return {}
+        fed: dict[Tensor, Any] = {}
+        for key, value in feed_dict.items():
+            try:
+                element = self._graph.as_graph_element(key)
+            except (TypeError, KeyError, ValueError) as error:
+                raise TypeError(f"Cannot interpret feed_dict key as Tensor: {error}") from None
+            if not isinstance(element, Tensor):
+                raise TypeError(
+                    f"Cannot interpret feed_dict key as Tensor: Can not convert a Operation "
+                    f"{element.name!r} into a Tensor."
+                )
+            fed[element] = _feed_value(element, value)
+        return fed
+
+    def resource_for(self, op: Operation, create: Any) -> int:
+        """The handle a constructor op made in this session, made at its first run.
+
+        As in TensorFlow, a constructor op creates its accumulator once per
+        session and then keeps returning that handle, also after the
+        accumulator was destroyed (its later use is then NotFoundError).
+        """
+        with self._lock:
+            handle = self._resources.get(op)
+            if handle is None:
+                handle = self._resources[op] = int(create())
+            return handle
+
+    # --- lifetime --------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+
+    def close(self) -> None:
+        """Cancel the session's waiting takes (CancelledError) and free its accumulators.
+
+        Later runs raise RuntimeError. Closing twice is harmless.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            runs = list(self._runs)
+        for cancellation in runs:
+            cancellation.cancel(
+                errors.CancelledError(None, None, "TakeGrad operation was cancelled")
+            )
+        self._finalizer()
+        self.variables.clear()
+
+    @contextlib.contextmanager
+    def as_default(self) -> Iterator[Session]:
+        """Make this the default session (for eval() and run()) on this thread, in the block."""
+        stack = _session_stack()
+        stack.append(self)
+        try:
+            yield self
+        finally:
+            if stack and stack[-1] is self:
+                stack.pop()
+            else:
+                stack.remove(self)
+
+    def __enter__(self) -> Session:
+        # As TensorFlow: the session's graph becomes the default graph too.
+        entered = contextlib.ExitStack()
+        entered.enter_context(self._graph.as_default())
+        entered.enter_context(self.as_default())
+        self._entered.append(entered)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._entered:
+            self._entered.pop().close()
+        self.close()
+
+    def list_devices(self) -> list[Any]:
+        return []
+
+
+def _release(table: LocalResourceTable) -> None:
+    table.close()
+
+
+class InteractiveSession(Session):
+    """A session that makes itself (and its graph) this thread's default at once,
+    for shells and notebooks: ``t.eval()`` and ``op.run()`` need no ``with``."""
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None) -> None:
+        super().__init__(target, graph, config)
+        self._interactive = contextlib.ExitStack()
+        self._interactive.enter_context(self._graph.as_default())
+        self._interactive.enter_context(self.as_default())
+
+    def close(self) -> None:
+        super().close()
+        # AssertionError: closed on another thread than the one that made it default
+        with contextlib.suppress(AssertionError):
+            self._interactive.close()
+
+
+def _feed_value(tensor: Tensor, value: Any) -> Any:
+    """A fed value, converted to the tensor's dtype and checked against its static shape.
+
+    Raises:
+        TypeError: a Tensor as a value.
+        ValueError: values that do not convert, or a shape that does not fit.
+    """
+    if is_symbolic(value):
+        raise TypeError(
+            "The value of a feed cannot be a tf.Tensor object. Acceptable feed values include "
+            "Python scalars, strings, lists, numpy ndarrays, or TensorHandles. For reference, "
+            f"the tensor object was {value!r} which was passed to the argument `feed_dict` with "
+            f"key {tensor!r}."
+        )
+    dtype = tensor.dtype
+    if dtype == string:
+        array = np.asarray(value, dtype=object)
+    elif dtype.name in ("resource", "string_ref"):
+        return value
+    else:
+        array = np.asarray(value, dtype=dtype.numpy_dtype)
+    if not tensor.shape.is_compatible_with(array.shape):
+        raise ValueError(
+            f"Cannot feed value of shape {array.shape} for Tensor {tensor.name}, which has shape "
+            f"{tensor.shape}"
+        )
+    return array
