@@ -164,3 +164,25 @@ def test_everything_the_cluster_starts_listens_on_loopback_only(ray_table) -> No
                     seen[inode] = listening[inode]
     assert len(seen) >= 3  # GCS, raylet, workers
     assert set(seen.values()) <= LOOPBACK, seen
+
+
+def test_a_process_with_the_wrong_token_is_refused(ray_cluster) -> None:
+    code = (
+        "import tf_accum as tfa\n"
+        "try:\n"
+        f"    tfa.distributed.connect({ray_cluster.address!r})\n"
+        "except tfa.errors.UnauthenticatedError as e:\n"
+        "    print('Unauthenticated:', e)\n"
+    )
+    env = ray_cluster.env(RAY_AUTH_TOKEN="0" * 64)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_WAIT,
+    )
+    assert done.stdout.startswith(
+        f"Unauthenticated: The Ray cluster at {ray_cluster.address!r} refused this process's token"
+    ), done.stdout + done.stderr[-2000:]

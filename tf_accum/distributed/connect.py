@@ -144,14 +144,33 @@ def _attach(address: str, init_options: dict[str, Any]) -> None:
     options.update(init_options)
     try:
         ray.init(address=address, **options)
-    except ray.exceptions.AuthenticationError as exc:
-        raise errors.UnauthenticatedError(
-            None,
-            None,
-            f"The Ray cluster at {address!r} refused this process's token ({exc}); set "
-            "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH to the cluster's token.",
-        ) from None
-    except (ConnectionError, RuntimeError, TimeoutError, ValueError) as exc:
+    except (
+        ray.exceptions.RayError,
+        ConnectionError,
+        RuntimeError,
+        TimeoutError,
+        ValueError,
+    ) as exc:
+        if _refused_token(exc):
+            raise errors.UnauthenticatedError(
+                None,
+                None,
+                f"The Ray cluster at {address!r} refused this process's token; run it with "
+                "RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN or in the file "
+                "RAY_AUTH_TOKEN_PATH names",
+            ) from None
         raise errors.UnavailableError(
             None, None, f"Could not attach to the Ray cluster at {address!r}: {exc}"
         ) from None
+
+
+def _refused_token(exc: BaseException) -> bool:
+    """Whether Ray's error (or one it was raised from) says the token was refused."""
+    from ray.exceptions import AuthenticationError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, AuthenticationError) or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
