@@ -1,20 +1,56 @@
-"""The behaviour suites that run over both accumulator kinds, on the Ray table."""
+"""The behaviour suites, run again with the Ray table installed.
+
+Every test of these modules is collected here a second time (named
+``<test>__<module>``) with the Ray table as the process's table, so the raw
+ops, both compat classes and the seam's cancellation run unchanged against
+accumulators held by a host actor. ``kind`` (tests/kinds.py) covers both
+accumulator kinds, as in tests/test_blocking.py.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests import test_blocking
+from tests import (
+    test_blocking,
+    test_compat_dense,
+    test_compat_sparse,
+    test_dense_ops,
+    test_dtypes_and_arithmetic,
+    test_errors_and_shapes,
+    test_seam,
+    test_sparse_ops,
+    test_sparse_properties,
+)
 from tests.kinds import KINDS
 
-# The suite's tests, collected here again; they find ``kind`` below.
-globals().update(
-    {name: getattr(test_blocking, name) for name in dir(test_blocking) if name.startswith("test_")}
-)
+SUITES = [
+    test_blocking,
+    test_compat_dense,
+    test_compat_sparse,
+    test_dense_ops,
+    test_dtypes_and_arithmetic,
+    test_errors_and_shapes,
+    test_seam,
+    test_sparse_ops,
+    test_sparse_properties,
+]
+
+for _suite in SUITES:
+    _short = _suite.__name__.rsplit(".", 1)[-1]
+    for _name in dir(_suite):
+        if _name.startswith(("test_", "Test")):
+            globals()[f"{_name}__{_short}"] = getattr(_suite, _name)
+
+
+@pytest.fixture(autouse=True)
+def _on_ray(ray_table: Any) -> Iterator[None]:
+    yield
 
 
 @pytest.fixture(params=KINDS, ids=lambda k: k.name)
-def kind(request: pytest.FixtureRequest, ray_table: Any) -> Any:
+def kind(request: pytest.FixtureRequest) -> Any:
     return request.param

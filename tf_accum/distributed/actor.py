@@ -273,6 +273,12 @@ class AccumulatorHost:
         entry.accumulator.set_global_step(step)
         return previous
 
+    async def global_step(self, instance: str, entry_id: int) -> int | Failure:
+        entry = self._entry(instance, entry_id)
+        if isinstance(entry, Failure):
+            return entry
+        return entry.accumulator.global_step()
+
     async def num_waiting(self, instance: str, entry_id: int) -> int | Failure:
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):

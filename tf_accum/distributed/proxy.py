@@ -19,7 +19,7 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.spec import AccumulatorSpec
-from tf_accum.distributed.wire import MISSING, RESTARTED, WITHDRAWN, Failure
+from tf_accum.distributed.wire import MISSING, RESTARTED, TIMED_OUT, WITHDRAWN, Failure
 from tf_accum.resources.errors import missing_resource_error
 
 logger = logging.getLogger("tf_accum")
@@ -152,8 +152,10 @@ class RemoteAccumulator:
         if cancellation is not None:
             key = cancellation.register(lambda _error: link.withdraw(attempt))
             if key is None:
+                # Cancelled already: a take that completes at once still does;
+                # one that would wait fails without queueing.
                 assert cancellation.error is not None
-                raise _copy_error(cancellation.error)
+                timeout = 0
         try:
             outcome = link.call(
                 "take",
@@ -174,6 +176,9 @@ class RemoteAccumulator:
             if cancellation is not None:
                 cancellation.unregister(key)
         if type(outcome) is Failure:
+            if cancellation is not None and key is None and outcome == TIMED_OUT:
+                assert cancellation.error is not None
+                raise _copy_error(cancellation.error)
             if outcome.kind == WITHDRAWN:
                 if cancellation is not None and cancellation.error is not None:
                     raise _copy_error(cancellation.error)
@@ -196,6 +201,11 @@ class RemoteAccumulator:
                 previous,
                 new_global_step,
             )
+
+    def global_step(self) -> int:
+        """The current global step (not part of the protocol; for tests and diagnostics)."""
+        step: int = self._call("global_step")
+        return step
 
     def num_waiting(self) -> int:
         count: int = self._call("num_waiting")
