@@ -9,34 +9,27 @@ accumulator kinds, as in tests/test_blocking.py.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests import (
-    test_blocking,
-    test_compat_dense,
-    test_compat_sparse,
-    test_dense_ops,
-    test_dtypes_and_arithmetic,
-    test_errors_and_shapes,
-    test_seam,
-    test_sparse_ops,
-    test_sparse_properties,
-)
 from tests.kinds import KINDS
 
 SUITES = [
-    test_blocking,
-    test_compat_dense,
-    test_compat_sparse,
-    test_dense_ops,
-    test_dtypes_and_arithmetic,
-    test_errors_and_shapes,
-    test_seam,
-    test_sparse_ops,
-    test_sparse_properties,
+    importlib.import_module(f"tests.{name}")
+    for name in (
+        "test_blocking",
+        "test_compat_dense",
+        "test_compat_sparse",
+        "test_dense_ops",
+        "test_dtypes_and_arithmetic",
+        "test_errors_and_shapes",
+        "test_seam",
+        "test_sparse_ops",
+        "test_sparse_properties",
+    )
 ]
 
 for _suite in SUITES:

@@ -95,6 +95,18 @@ def test_a_killed_host_fails_waiting_takes_and_restarts_empty(ray_table) -> None
     ray.kill(host, no_restart=True)
 
 
+def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter; bounded, so a hang fails the test."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_WAIT,
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -113,15 +125,7 @@ def test_an_unreachable_cluster_fails_clearly_and_quickly() -> None:
         "    except tfa.errors.UnavailableError as e:\n"
         "        print('Unavailable:', e)\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TF_ACCUM_RAY_ADDRESS=address)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_WAIT,  # bounded: a hang fails the test
-    )
+    done = run_python(code, dict(os.environ, PYTHONPATH=str(ROOT), TF_ACCUM_RAY_ADDRESS=address))
     lines = done.stdout.splitlines()
     assert len(lines) == 2, done.stdout + done.stderr
     for line in lines:
@@ -174,15 +178,7 @@ def test_a_process_with_the_wrong_token_is_refused(ray_cluster) -> None:
         "except tfa.errors.UnauthenticatedError as e:\n"
         "    print('Unauthenticated:', e)\n"
     )
-    env = ray_cluster.env(RAY_AUTH_TOKEN="0" * 64)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_WAIT,
-    )
+    done = run_python(code, ray_cluster.env(RAY_AUTH_TOKEN="0" * 64))
     assert done.stdout.startswith(
         f"Unauthenticated: The Ray cluster at {ray_cluster.address!r} refused this process's token"
     ), done.stdout + done.stderr[-2000:]

@@ -8,22 +8,16 @@ made in the host too, but only the process that made it holds a handle.
 
 from __future__ import annotations
 
-import collections
 import threading
 import uuid
 from typing import Any
 
-from tf_accum.accumulators.protocol import Accumulator
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.proxy import HostLink, RemoteAccumulator, ray_error
 from tf_accum.distributed.wire import NAMESPACE, Failure, host_name
-from tf_accum.resources.errors import (
-    DEFAULT_CONTAINER,
-    missing_resource_error,
-    unknown_handle_label,
-)
-from tf_accum.resources.local import REMEMBERED_DESTROYED, next_handle, private_name
-from tf_accum.resources.table import ResourceTable
+from tf_accum.resources.errors import DEFAULT_CONTAINER, missing_resource_error
+from tf_accum.resources.local import next_handle, private_name
+from tf_accum.resources.table import HandleTable
 
 # Waiting takes are coroutines, each holding one of the actor's concurrency
 # slots; once they are all taken, applies queue behind the takes (and a take
@@ -50,7 +44,7 @@ def _remote_host_class() -> Any:
         return _host_class
 
 
-class RayResourceTable(ResourceTable):
+class RayResourceTable(HandleTable[RemoteAccumulator]):
     """Accumulators in Ray actors, one actor per container.
 
     Args:
@@ -58,20 +52,17 @@ class RayResourceTable(ResourceTable):
             ``{"resources": {"ps": 1}}`` to place them on parameter-server
             nodes. By default Ray places them; they use no CPU slot.
 
-    Invariant guarded by ``_lock``: ``_live`` holds the handles this process
-    has not destroyed; ``_by_name`` maps a shared (container, name) to the
-    live handle of the host entry it last resolved to.
+    Invariant guarded by ``_lock`` (besides ``HandleTable``'s): ``_by_name``
+    maps a shared (container, name) to the live handle of the host entry it
+    last resolved to.
     """
 
     def __init__(self, host_options: dict[str, Any] | None = None) -> None:
+        super().__init__()
         self._host_options = dict(host_options or {})
         self._caller = uuid.uuid4().hex
-        self._lock = threading.Lock()
         self._links: dict[str, HostLink] = {}
-        self._live: dict[int, RemoteAccumulator] = {}
         self._by_name: dict[tuple[str, str], int] = {}
-        self._gone: collections.OrderedDict[int, str] = collections.OrderedDict()
-        self._doomed: collections.deque[int] = collections.deque()
 
     def _link(self, container: str) -> HostLink:
         with self._lock:
@@ -142,50 +133,14 @@ class RayResourceTable(ResourceTable):
                 self._by_name[(container, shared_name)] = handle
             return handle
 
-    def lookup(self, handle: int) -> Accumulator:
-        if self._doomed:
-            self._reap()
-        found = self._live.get(handle)
-        if found is None:
-            raise missing_resource_error(self._gone.get(handle) or unknown_handle_label(handle))
-        return found
-
-    def destroy_soon(self, handle: int) -> None:
-        self._doomed.append(handle)
-
-    def _reap(self) -> None:
-        while True:
-            try:
-                handle = self._doomed.popleft()
-            except IndexError:
-                return
-            self._destroy(handle, ignore_lookup_error=True)
-
-    def destroy(self, handle: int, ignore_lookup_error: bool = True) -> None:
-        if self._doomed:
-            self._reap()
-        self._destroy(handle, ignore_lookup_error)
-
     def _destroy(self, handle: int, ignore_lookup_error: bool) -> None:
         with self._lock:
-            found = self._live.pop(handle, None)
-            if found is None:
-                label = self._gone.get(handle) or unknown_handle_label(handle)
-            else:
-                label = found.label
+            found = self._forget_locked(handle)
+            if found is not None:
                 container, _, name = found.label.partition("/")
                 if self._by_name.get((container, name)) == handle:
                     del self._by_name[(container, name)]
-                self._gone[handle] = found.label
-                if len(self._gone) > REMEMBERED_DESTROYED:
-                    self._gone.popitem(last=False)
         # Outside the lock: the host call waits for an answer.
         destroyed = found is not None and found.destroy()
         if not destroyed and not ignore_lookup_error:
-            raise missing_resource_error(label, type_known=False)
-
-    def live_handles(self) -> list[int]:
-        if self._doomed:
-            self._reap()
-        with self._lock:
-            return list(self._live)
+            raise missing_resource_error(self._label_of(handle), type_known=False)
