@@ -69,7 +69,7 @@ def test_a_killed_host_fails_waiting_takes_and_restarts_empty(ray_table) -> None
     waiting = Background(take, h, 2)
     wait_for_waiting(h, 1)
     host = ray.get_actor(host_name(container), namespace=NAMESPACE)
-    _, pid = ray.get(host.ping.remote())
+    _, pid, _ = ray.get(host.ping.remote())
     os.kill(pid, signal.SIGKILL)
     error = waiting.error(timeout=DETECT)
     assert isinstance(error, errors.UnavailableError), repr(error)

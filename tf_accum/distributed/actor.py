@@ -24,9 +24,12 @@ import os
 import uuid
 from typing import Any
 
+import numpy as np
+
 from tf_accum import errors
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
+from tf_accum.distributed.bulk import Bulk, HostMappings
 from tf_accum.distributed.wire import CANCELLED, MISSING, RESTARTED, TIMED_OUT, WITHDRAWN, Failure
 from tf_accum.resources.errors import shared_spec_conflict
 from tf_accum.resources.local import new_accumulator
@@ -88,12 +91,15 @@ class AccumulatorHost:
         self._early_withdrawals: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._watched: dict[str, asyncio.Task[None]] = {}
         self._holds: dict[str, asyncio.Future[None]] = {}
+        self._mappings = HostMappings()
 
     # --- liveness of callers ---------------------------------------------------
 
-    async def ping(self) -> tuple[str, int]:
-        """(instance, process id): the caller learns the incarnation it talks to."""
-        return self._instance, os.getpid()
+    async def ping(self) -> tuple[str, int, str]:
+        """(instance, process id, node id): the caller learns the incarnation it talks to."""
+        import ray
+
+        return self._instance, os.getpid(), ray.get_runtime_context().get_node_id()
 
     async def hold(self, caller: str) -> None:
         """Never returns while ``caller`` lives: its result is the caller's life token.
@@ -130,6 +136,7 @@ class AccumulatorHost:
         for entry_id, entry in list(self._entries.items()):
             if entry.owner == caller:
                 self._destroy(entry_id)
+        self._mappings.release_caller(caller)
         hold = self._holds.pop(caller, None)
         if hold is not None and not hold.done():
             hold.set_result(None)
@@ -171,6 +178,17 @@ class AccumulatorHost:
             self._shared[shared_name] = entry_id
         return self._instance, entry_id
 
+    async def attach_buffer(self, bulk: Bulk) -> Failure | None:
+        """Map a caller's shared-memory buffer (see tf_accum.distributed.bulk)."""
+        try:
+            self._mappings.attach(bulk)
+        except (OSError, ValueError) as error:
+            return Failure("UnavailableError", f"cannot map the caller's buffer: {error}")
+        return None
+
+    async def release_buffer(self, name: str) -> None:
+        self._mappings.release(name)
+
     async def apply_dense(
         self, instance: str, entry_id: int, local_step: int, gradient: Any
     ) -> Failure | None:
@@ -178,6 +196,8 @@ class AccumulatorHost:
         if isinstance(entry, Failure):
             return entry
         try:
+            if type(gradient) is Bulk:
+                gradient = self._mappings.array(gradient)
             entry.accumulator.apply_dense(local_step, gradient)
         except errors.OpError as error:
             return Failure.of(error)
@@ -214,12 +234,29 @@ class AccumulatorHost:
         attempt: str,
         caller: str,
         life: list[Any] | None,
+        bulk: Bulk | None = None,
     ) -> Any:
         """The round's result once ``num_required`` gradients are in and the take is first.
 
         A timed-out take is withdrawn here (it consumes nothing), as is one
-        whose caller asked (``withdraw``) or died.
+        whose caller asked (``withdraw``) or died. With ``bulk``, a large
+        result is written into the caller's buffer and its descriptor returned.
         """
+        outcome = await self._take(instance, entry_id, num_required, timeout, attempt, caller, life)
+        if bulk is not None and isinstance(outcome, np.ndarray):
+            return self._mappings.give(outcome, bulk) or outcome
+        return outcome
+
+    async def _take(
+        self,
+        instance: str,
+        entry_id: int,
+        num_required: int,
+        timeout: float | None,
+        attempt: str,
+        caller: str,
+        life: list[Any] | None,
+    ) -> Any:
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):
             return entry

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.spec import AccumulatorSpec
+from tf_accum.distributed import bulk
 from tf_accum.distributed.wire import MISSING, RESTARTED, TIMED_OUT, WITHDRAWN, Failure
 from tf_accum.resources.errors import missing_resource_error
 
@@ -62,7 +64,9 @@ class HostLink:
     it dies.
     """
 
-    def __init__(self, container: str, actor: Any, instance: str, caller: str) -> None:
+    def __init__(
+        self, container: str, actor: Any, instance: str, caller: str, same_machine: bool
+    ) -> None:
         self.container = container
         self.actor = actor
         self.instance = instance
@@ -71,6 +75,32 @@ class HostLink:
         self.stale = False
         self._attempts = itertools.count()
         self._methods: dict[str, Any] = {}
+        self._same_machine = same_machine and bulk.available()
+        self._buffers = threading.local()
+
+    def buffer(self, nbytes: int) -> bulk.CallerBuffer | None:
+        """This thread's shared-memory buffer with room for ``nbytes``, when worth it."""
+        if nbytes < bulk.THRESHOLD or not self._same_machine:
+            return None
+        found: bulk.CallerBuffer | None = getattr(self._buffers, "buffer", None)
+        if found is not None and found.size >= nbytes:
+            return found
+        if found is not None:
+            self.actor.release_buffer.remote(found.name)
+            found.close()
+        try:
+            fresh = bulk.CallerBuffer(nbytes, self.caller)
+        except OSError:
+            self._same_machine = False  # no room in /dev/shm: Ray's object store it is
+            return None
+        outcome = self.call("attach_buffer", fresh.describe())
+        fresh.host_mapped()  # mapped (or refused): either way the name is not needed
+        if type(outcome) is Failure:
+            fresh.close()
+            self._same_machine = False
+            return None
+        self._buffers.buffer = fresh
+        return fresh
 
     def call(self, method: str, *args: Any) -> Any:
         """Call the host and wait; returns its result, which may be a Failure."""
@@ -99,13 +129,18 @@ class HostLink:
 class RemoteAccumulator:
     """An accumulator held by a host actor (satisfies ``Accumulator``)."""
 
-    __slots__ = ("spec", "label", "_link", "entry_id")
+    __slots__ = ("spec", "label", "_link", "entry_id", "_result_bytes")
 
     def __init__(self, link: HostLink, entry_id: int, spec: AccumulatorSpec, label: str) -> None:
         self.spec = spec
         self.label = label
         self._link = link
         self.entry_id = entry_id
+        # A dense take's result size, when the declared shape fixes it (0: unknown).
+        self._result_bytes = 0
+        if spec.kind == "dense" and spec.shape is not None and None not in spec.shape:
+            elements = int(np.prod([d for d in spec.shape if d is not None], dtype=np.int64))
+            self._result_bytes = elements * spec.dtype.numpy_dtype.itemsize
 
     @property
     def link(self) -> HostLink:
@@ -133,7 +168,8 @@ class RemoteAccumulator:
         return failure.error()
 
     def apply_dense(self, local_step: int, gradient: Array) -> None:
-        self._call("apply_dense", local_step, gradient)
+        buffer = self._link.buffer(gradient.nbytes)
+        self._call("apply_dense", local_step, gradient if buffer is None else buffer.put(gradient))
 
     def apply_sparse(
         self, local_step: int, indices: Array, values: Array, gradient_shape: Array | None
@@ -156,6 +192,7 @@ class RemoteAccumulator:
                 # one that would wait fails without queueing.
                 assert cancellation.error is not None
                 timeout = 0
+        buffer = link.buffer(self._result_bytes)
         try:
             outcome = link.call(
                 "take",
@@ -166,6 +203,7 @@ class RemoteAccumulator:
                 attempt,
                 link.caller,
                 link.life,
+                None if buffer is None else buffer.describe(),
             )
         except BaseException as exc:
             # An interrupted caller must not leave a take behind to eat a round.
@@ -184,6 +222,9 @@ class RemoteAccumulator:
                     raise _copy_error(cancellation.error)
                 raise errors.AbortedError(None, None, "The take was withdrawn by its host")
             raise self._error(outcome)
+        if type(outcome) is bulk.Bulk:
+            assert buffer is not None
+            return buffer.take_out(outcome)
         if isinstance(outcome, np.ndarray):
             return _writable(outcome)
         return type(outcome)(*(_writable(part) for part in outcome))

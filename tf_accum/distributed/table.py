@@ -88,7 +88,7 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
                 )
                 .remote(container)
             )
-            instance, _pid = ray.get(actor.ping.remote(), timeout=HOST_START_TIMEOUT)
+            instance, _pid, node = ray.get(actor.ping.remote(), timeout=HOST_START_TIMEOUT)
         except ray.exceptions.GetTimeoutError:
             from tf_accum import errors
 
@@ -100,7 +100,8 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
             ) from None
         except ray.exceptions.RayError as exc:
             raise ray_error(exc, what) from None
-        link = HostLink(container, actor, instance, self._caller)
+        same_machine = node == ray.get_runtime_context().get_node_id()
+        link = HostLink(container, actor, instance, self._caller, same_machine)
         with self._lock:
             current = self._links.get(container)
             if current is not None and not current.stale and current.instance == instance:
