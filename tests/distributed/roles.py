@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -94,7 +95,18 @@ def apply_forever(name: str, size: int) -> dict[str, Any]:
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=FAR_AHEAD, gradient=ones)
 
 
-ROLES = {f.__name__: f for f in (worker, chief, take, apply, destroy, create, apply_forever)}
+def hold_private(size: int) -> dict[str, Any]:
+    """Make a private accumulator, apply one large gradient, and wait to be killed."""
+    h = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[size])
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(size, np.float32))
+    threading.Event().wait()
+    return {}
+
+
+ROLES = {
+    f.__name__: f
+    for f in (worker, chief, take, apply, destroy, create, apply_forever, hold_private)
+}
 
 if __name__ == "__main__":
     outcome = ROLES[sys.argv[1]](**json.loads(sys.argv[2]))

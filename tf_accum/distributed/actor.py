@@ -101,6 +101,10 @@ class AccumulatorHost:
 
         return self._instance, os.getpid(), ray.get_runtime_context().get_node_id()
 
+    async def census(self) -> tuple[int, int]:
+        """(accumulators held, callers' buffers mapped): for tests and diagnostics."""
+        return len(self._entries), self._mappings.count()
+
     async def hold(self, caller: str) -> None:
         """Never returns while ``caller`` lives: its result is the caller's life token.
 

@@ -128,6 +128,9 @@ class HostMappings:
         np.copyto(view, result)
         return Bulk(bulk.name, bulk.capacity, bulk.owner, result.dtype, result.shape)
 
+    def count(self) -> int:
+        return len(self._maps)
+
     def release(self, name: str) -> None:
         found = self._maps.pop(name, None)
         if found is not None:
