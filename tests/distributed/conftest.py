@@ -126,6 +126,18 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
     items.sort(key=lambda item: str(item.fspath).startswith(here))
 
 
+def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter; bounded, so a hang fails the test."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_WAIT,
+    )
+
+
 class Process:
     """A process of the cluster running one role of tests/distributed/roles.py."""
 

@@ -15,6 +15,7 @@ import numpy as np
 
 import tf_accum as tfa
 from tf_accum import errors
+from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
 FAR_AHEAD = 2**40  # a local step no take's bump ever makes stale
@@ -95,6 +96,13 @@ def apply_forever(name: str, size: int) -> dict[str, Any]:
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=FAR_AHEAD, gradient=ones)
 
 
+def connect_and_count(address: str, name: str) -> dict[str, Any]:
+    """Attach with ``connect`` (before any table is made) and read a shared accumulator."""
+    table = tfa.distributed.connect(address)
+    found = current_table() is table
+    return {"installed": found, "count": int(raw.AccumulatorNumAccumulated(handle=shared(name)))}
+
+
 def hold_private(size: int) -> dict[str, Any]:
     """Make a private accumulator, apply one large gradient, and wait to be killed."""
     h = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[size])
@@ -105,7 +113,17 @@ def hold_private(size: int) -> dict[str, Any]:
 
 ROLES = {
     f.__name__: f
-    for f in (worker, chief, take, apply, destroy, create, apply_forever, hold_private)
+    for f in (
+        worker,
+        chief,
+        take,
+        apply,
+        destroy,
+        create,
+        apply_forever,
+        hold_private,
+        connect_and_count,
+    )
 }
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
+from tests.distributed.conftest import run_python
 from tests.distributed.roles import FAR_AHEAD, shared
 from tests.helpers import Background, wait_for_waiting
 from tf_accum import errors
@@ -102,3 +104,25 @@ def test_a_name_shared_with_other_attributes_is_refused_across_processes(ray_tab
         "[2] with reduction_type SUM. An accumulator shared by name must be created with the "
         "same kind, dtype, shape and reduction_type.",
     }
+
+
+def test_connect_installs_the_table_in_another_process(ray_cluster, ray_table, spawn) -> None:
+    name = unique("connect")
+    apply(shared(name), [1, 1])
+    outcome = spawn("connect_and_count", address=ray_cluster.address, name=name).outcome()
+    assert outcome == {"installed": True, "count": 1}
+
+
+def test_without_ray_connect_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['ray'] = None\n"  # as if Ray were not installed
+        "import tf_accum as tfa\n"
+        "try:\n"
+        "    tfa.distributed.connect('local')\n"
+        "except tfa.errors.FailedPreconditionError as e:\n"
+        "    print(e)\n"
+    )
+    done = run_python(code, dict(os.environ))
+    assert done.stdout.strip() == (
+        "Distributed accumulators need Ray: pip install 'tf-accum[ray]'"
+    ), done.stderr

@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.distributed.conftest import PROCESS_WAIT, ROOT, descendants
+from tests.distributed.conftest import PROCESS_WAIT, ROOT, descendants, run_python
 from tests.distributed.roles import shared
 from tests.distributed.test_cross_process import apply, num, take, unique
 from tests.helpers import Background, wait_for_waiting, wait_until
@@ -111,18 +109,6 @@ def test_a_killed_host_fails_waiting_takes_and_restarts_empty(ray_table) -> None
     with pytest.raises(errors.NotFoundError):
         apply(h, [1, 1])
     ray.kill(host, no_restart=True)
-
-
-def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter; bounded, so a hang fails the test."""
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_WAIT,
-    )
 
 
 def _free_port() -> int:

@@ -141,6 +141,7 @@ class AccumulatorHost:
             if entry.owner == caller:
                 self._destroy(entry_id)
         self._mappings.release_caller(caller)
+        self._watched.pop(caller, None)
         hold = self._holds.pop(caller, None)
         if hold is not None and not hold.done():
             hold.set_result(None)
