@@ -22,6 +22,7 @@ import itertools
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -197,18 +198,11 @@ class AccumulatorHost:
     async def apply_dense(
         self, instance: str, entry_id: int, local_step: int, gradient: Any
     ) -> Failure | None:
-        entry = self._entry(instance, entry_id)
-        if isinstance(entry, Failure):
-            return entry
-        try:
-            if type(gradient) is Bulk:
-                gradient = self._mappings.array(gradient)
-            entry.accumulator.apply_dense(local_step, gradient)
-        except errors.OpError as error:
-            return Failure.of(error)
-        if entry.waiting:
-            self._flush(entry)
-        return None
+        def merge(accumulator: AccumulatorBase[Any]) -> None:
+            array = self._mappings.array(gradient) if type(gradient) is Bulk else gradient
+            accumulator.apply_dense(local_step, array)
+
+        return self._apply(instance, entry_id, merge)
 
     async def apply_sparse(
         self,
@@ -219,11 +213,23 @@ class AccumulatorHost:
         values: Any,
         gradient_shape: Any,
     ) -> Failure | None:
+        return self._apply(
+            instance,
+            entry_id,
+            lambda accumulator: accumulator.apply_sparse(
+                local_step, indices, values, gradient_shape
+            ),
+        )
+
+    def _apply(
+        self, instance: str, entry_id: int, merge: Callable[[AccumulatorBase[Any]], None]
+    ) -> Failure | None:
+        """Merge a gradient in (nothing changes on error), then serve waiting takes."""
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):
             return entry
         try:
-            entry.accumulator.apply_sparse(local_step, indices, values, gradient_shape)
+            merge(entry.accumulator)
         except errors.OpError as error:
             return Failure.of(error)
         if entry.waiting:
