@@ -253,25 +253,18 @@ class AccumulatorHost:
         whose caller asked (``withdraw``) or died. With ``bulk``, a large
         result is written into the caller's buffer and its descriptor returned.
         """
-        outcome = await self._take(instance, entry_id, num_required, timeout, attempt, caller, life)
-        if bulk is not None and isinstance(outcome, np.ndarray):
-            return self._mappings.give(outcome, bulk) or outcome
-        return outcome
-
-    async def _take(
-        self,
-        instance: str,
-        entry_id: int,
-        num_required: int,
-        timeout: float | None,
-        attempt: str,
-        caller: str,
-        life: list[Any] | None,
-    ) -> Any:
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):
             return entry
         self._watch(caller, life)
+        outcome = await self._round(entry, num_required, timeout, attempt, caller)
+        if bulk is not None and isinstance(outcome, np.ndarray):
+            return self._mappings.give(outcome, bulk) or outcome
+        return outcome
+
+    async def _round(
+        self, entry: _Entry, num_required: int, timeout: float | None, attempt: str, caller: str
+    ) -> Any:
         if attempt in self._early_withdrawals:
             del self._early_withdrawals[attempt]
             return Failure(WITHDRAWN)
