@@ -29,7 +29,7 @@ from benchmarks.harness import fmt_ratio, fmt_time, median_seconds, print_table
 N = 1_000_000  # 4 MB of float32
 AHEAD = 2**40  # a local step no take makes stale
 WAITING = 2000
-TWO_WORKER_APPLIES = 30
+TWO_WORKER_APPLIES = 100
 
 
 def _free_port() -> int:
@@ -240,28 +240,26 @@ def take_times(side: Any, repeat: int) -> float:
     return statistics.median(times)
 
 
-def waiting_takes_slowdown(repeat: int) -> tuple[float, float]:
-    """(apply time with no take waiting, with WAITING takes waiting on the same host)."""
+def waiters_main() -> None:
+    """Serve ``submit <name>`` lines: queue WAITING takes on that shared accumulator.
+
+    The takes come from this process (a chief's, say), not from the applier's;
+    each is sent straight to the host (no thread each). Prints ``ready`` once
+    all are queued, then waits until they are cancelled (the accumulator is
+    destroyed) before reading the next line.
+    """
     import ray
 
     import tf_accum as tfa
     from tf_accum.resources import current_table
 
     raw = tfa.raw_ops
-    gradient = np.ones(2, np.float32)
-    quiet, busy = [], []
-    for trial in range(repeat):
+    for trial, line in enumerate(sys.stdin):
         h = raw.ResourceConditionalAccumulator(
-            dtype=tfa.float32, shape=[2], shared_name=f"waiting-{trial}"
+            dtype=tfa.float32, shape=[2], shared_name=line.split()[1]
         )
-
-        def apply(h: int = h) -> None:
-            raw.ResourceAccumulatorApplyGradient(handle=h, local_step=AHEAD, gradient=gradient)
-
-        quiet.append(median_seconds(apply, 200, 1))
         acc: Any = current_table().lookup(h)
         link = acc.link
-        # Takes that never complete, sent straight to the host (no thread each).
         refs = [
             link.actor.take.remote(
                 link.instance, acc.entry_id, 10**9, None, f"bench-{trial}-{i}", link.caller, None
@@ -270,9 +268,40 @@ def waiting_takes_slowdown(repeat: int) -> tuple[float, float]:
         ]
         while acc.num_waiting() < WAITING:
             time.sleep(0.05)
-        busy.append(median_seconds(apply, 200, 1))
-        raw.DestroyResourceOp(resource=h)  # cancels them all
+        print("ready", flush=True)
         ray.get(refs)
+
+
+def waiting_takes_slowdown(address: str, repeat: int) -> tuple[float, float]:
+    """(apply time with no take waiting, with WAITING takes waiting on the same accumulator)."""
+    import tf_accum as tfa
+
+    raw = tfa.raw_ops
+    gradient = np.ones(2, np.float32)
+    env = dict(os.environ, TF_ACCUM_RAY_ADDRESS=address)
+    command = [sys.executable, "-m", "benchmarks.bench_distributed", "--worker", "waiters"]
+    waiters = subprocess.Popen(
+        command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert waiters.stdin is not None and waiters.stdout is not None
+    quiet, busy = [], []
+    try:
+        for trial in range(repeat):
+            name = f"waiting-{trial}"
+            h = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[2], shared_name=name)
+
+            def apply(h: int = h) -> None:
+                raw.ResourceAccumulatorApplyGradient(handle=h, local_step=AHEAD, gradient=gradient)
+
+            quiet.append(median_seconds(apply, 200, 1))
+            waiters.stdin.write(f"submit {name}\n")
+            waiters.stdin.flush()
+            assert waiters.stdout.readline().strip() == "ready"
+            busy.append(median_seconds(apply, 200, 1))
+            raw.DestroyResourceOp(resource=h)  # cancels them all
+    finally:
+        waiters.kill()  # by pid
+        waiters.wait()
     return statistics.median(quiet), statistics.median(busy)
 
 
@@ -337,7 +366,7 @@ def run(repeat: int) -> None:
         row("4 MB applies, 2 worker processes", o, t, ">= 2x", o >= 2 * t, unit="GB/s")
 
         progress("waiting takes")
-        quiet, busy = waiting_takes_slowdown(repeat)
+        quiet, busy = waiting_takes_slowdown(address, repeat)
         rows.append(
             [
                 f"tiny apply, {WAITING} takes waiting",
@@ -361,12 +390,14 @@ def run(repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--worker", choices=["tf", "ray"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["tf", "ray", "waiters"], help=argparse.SUPPRESS)
     parser.add_argument("--target", help=argparse.SUPPRESS)
     parser.add_argument("--name", help=argparse.SUPPRESS)
     parser.add_argument("--task", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
+    if args.worker == "waiters":
+        waiters_main()
+    elif args.worker:
         worker_main(args.worker, args.target, args.task, args.name)
     else:
         run(args.repeat)
