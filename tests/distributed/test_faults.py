@@ -136,6 +136,22 @@ def test_an_unreachable_cluster_fails_clearly_and_quickly() -> None:
         assert line.startswith(f"Unavailable: No Ray cluster answers at {address!r}")
 
 
+def test_an_address_where_no_ray_cluster_answers_fails_within_the_timeout() -> None:
+    code = (
+        "import socket, tf_accum as tfa\n"
+        "listener = socket.create_server(('127.0.0.1', 0))  # accepts, never speaks\n"
+        "address = '127.0.0.1:%d' % listener.getsockname()[1]\n"
+        "try:\n"
+        "    tfa.distributed.connect(address, timeout=2)\n"
+        "except tfa.errors.UnavailableError as e:\n"
+        "    print(str(e).replace(address, 'ADDRESS'))\n"
+    )
+    done = run_python(code, dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.stdout.startswith(
+        "Something listens at 'ADDRESS', but no Ray cluster answered within 2 s"
+    ), done.stdout + done.stderr[-2000:]
+
+
 def _listening_inodes() -> dict[int, str]:
     """inode -> hex local address of every listening TCP socket."""
     found = {}

@@ -11,6 +11,7 @@ import os
 import secrets
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +23,18 @@ if TYPE_CHECKING:
 
 # Seconds to wait for a cluster's address to accept a connection.
 CONNECT_TIMEOUT = 10.0
+# Seconds to wait for a cluster that accepts connections to let this process in.
+ATTACH_TIMEOUT = 60.0
 
 _LOOPBACK_NAMES = ("localhost", "local")
 
 
 def connect(
-    address: str = "local", *, host_options: dict[str, Any] | None = None, **init_options: Any
+    address: str = "local",
+    *,
+    timeout: float = ATTACH_TIMEOUT,
+    host_options: dict[str, Any] | None = None,
+    **init_options: Any,
 ) -> RayResourceTable:
     """Make accumulators live in Ray actors, for this whole process.
 
@@ -39,6 +46,8 @@ def connect(
             listening on loopback only (it stops when the process exits);
             otherwise a running cluster's address (``"host:port"`` of its head,
             or ``"auto"`` for the one ``ray start`` made on this machine).
+        timeout: seconds to wait for a running cluster to answer (nothing
+            listening fails after at most ``CONNECT_TIMEOUT``).
         host_options: extra Ray actor options for the host actors (see
             ``RayResourceTable``).
         **init_options: passed to ``ray.init`` (e.g. ``object_store_memory``,
@@ -49,24 +58,29 @@ def connect(
         The table, now installed (``tf_accum.resources.set_table``).
 
     Raises:
-        UnavailableError: nothing answers at ``address`` within
-            ``CONNECT_TIMEOUT`` seconds, or Ray failed to start or attach.
+        UnavailableError: nothing answers at ``address`` within the timeout,
+            or Ray failed to start or attach. (After a timeout, Ray's attempt
+            may linger in a background thread: start a fresh process.)
         UnauthenticatedError: the cluster refused this process's token.
         FailedPreconditionError: Ray is not installed (``pip install 'tf-accum[ray]'``).
     """
-    table = table_for_address(address, host_options=host_options, **init_options)
+    table = table_for_address(address, timeout=timeout, host_options=host_options, **init_options)
     set_table(table)
     return table
 
 
 def table_for_address(
-    address: str, *, host_options: dict[str, Any] | None = None, **init_options: Any
+    address: str,
+    *,
+    timeout: float = ATTACH_TIMEOUT,
+    host_options: dict[str, Any] | None = None,
+    **init_options: Any,
 ) -> RayResourceTable:
     """Attach to the cluster at ``address`` (see ``connect``) and return a table on it.
 
     Unlike ``connect`` it installs nothing. ``TF_ACCUM_RAY_ADDRESS`` uses it.
     """
-    _attach(address, init_options)
+    _attach(address, init_options, timeout)
     from tf_accum.distributed.table import RayResourceTable
 
     return RayResourceTable(host_options)
@@ -110,13 +124,13 @@ def _token_configured() -> bool:
     )
 
 
-def _check_reachable(address: str) -> None:
+def _check_reachable(address: str, timeout: float) -> None:
     """Fail fast and clearly when nothing listens at ``host:port``."""
     if address in ("local", "auto") or "://" in address or ":" not in address:
         return
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT):
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
             pass
     except (OSError, ValueError) as exc:
         raise errors.UnavailableError(
@@ -127,7 +141,32 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
-def _attach(address: str, init_options: dict[str, Any]) -> None:
+def _init_within(ray: Any, address: str, options: dict[str, Any], timeout: float) -> None:
+    """``ray.init`` with a deadline: an address that accepts connections but where no
+    cluster answers (not Ray, or a hung head) makes Ray retry for minutes."""
+    outcome: list[BaseException] = []
+
+    def attach() -> None:
+        try:
+            ray.init(address=address, **options)
+        except BaseException as exc:  # handed to the caller
+            outcome.append(exc)
+
+    thread = threading.Thread(target=attach, name="tf_accum-ray-attach", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise errors.UnavailableError(
+            None,
+            None,
+            f"Something listens at {address!r}, but no Ray cluster answered within "
+            f"{timeout:g} s (is it a Ray head's GCS port, and is the head healthy?)",
+        )
+    if outcome:
+        raise outcome[0]
+
+
+def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
     _prepare_environment(address)
     try:
         import ray
@@ -139,11 +178,14 @@ def _attach(address: str, init_options: dict[str, Any]) -> None:
         ) from None
     if ray.is_initialized():
         return
-    _check_reachable(address)
+    _check_reachable(address, min(timeout, CONNECT_TIMEOUT))
     options: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
     options.update(init_options)
     try:
-        ray.init(address=address, **options)
+        if address == "local":
+            ray.init(address=address, **options)
+        else:
+            _init_within(ray, address, options, timeout)
     except (
         ray.exceptions.RayError,
         ConnectionError,
