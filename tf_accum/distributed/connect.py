@@ -39,7 +39,8 @@ def connect(
     """Make accumulators live in Ray actors, for this whole process.
 
     Every later constructor op (and compat class) in the process makes its
-    accumulator on the cluster; handles made before keep their table.
+    accumulator on the cluster. Call it before making accumulators: handles
+    made earlier belong to the replaced table (NotFoundError from then on).
 
     Args:
         address: ``"local"`` starts a one-machine cluster inside this process,

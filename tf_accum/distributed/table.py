@@ -49,8 +49,9 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
 
     Args:
         host_options: extra ``ActorClass.options`` for the host actors, e.g.
-            ``{"resources": {"ps": 1}}`` to place them on parameter-server
-            nodes. By default Ray places them; they use no CPU slot.
+            ``{"resources": {"ps": 0.01}}`` to place them on the nodes that
+            offer a custom ``ps`` resource. By default Ray places them; they
+            use no CPU slot. Name, namespace and lifetime cannot be changed.
 
     Invariant guarded by ``_lock`` (besides ``HandleTable``'s): ``_by_name``
     maps a shared (container, name) to the live handle of the host entry it
@@ -73,21 +74,19 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
 
         what = f"the accumulator host of container {container}"
         try:
-            actor = (
-                _remote_host_class()
-                .options(
-                    name=host_name(container),
-                    namespace=NAMESPACE,
-                    lifetime="detached",
-                    get_if_exists=True,
-                    num_cpus=0,
-                    max_concurrency=MAX_CONCURRENCY,
-                    max_restarts=-1,
-                    max_task_retries=0,
-                    **self._host_options,
-                )
-                .remote(container)
-            )
+            options: dict[str, Any] = {
+                "num_cpus": 0,
+                "max_concurrency": MAX_CONCURRENCY,
+                "max_restarts": -1,
+                "max_task_retries": 0,
+                **self._host_options,
+                # what makes every process find the same host: not overridable
+                "name": host_name(container),
+                "namespace": NAMESPACE,
+                "lifetime": "detached",
+                "get_if_exists": True,
+            }
+            actor = _remote_host_class().options(**options).remote(container)
             instance, _pid, node = ray.get(actor.ping.remote(), timeout=HOST_START_TIMEOUT)
         except ray.exceptions.GetTimeoutError:
             from tf_accum import errors
