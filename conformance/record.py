@@ -58,28 +58,36 @@ def load_golden() -> dict[str, Any]:
     return json.loads(GOLDEN_FILE.read_text())  # type: ignore[no-any-return]
 
 
-def record_in_subprocess(name: str, timeout: float = 1200) -> dict[str, Any]:
+def record_in_subprocess(name: str, timeout: float = 1200, attempts: int = 2) -> dict[str, Any]:
     """Record ``name`` in a child process, so that a crash cannot take this one down.
 
+    A child that dies is run again, up to ``attempts`` times in all: TensorFlow
+    occasionally aborts while a session closes on a destroyed accumulator that
+    a take still waits on (D29b: seen in about one run in four), which is
+    TensorFlow's flakiness, not a finding about the cases.
+
     Raises:
-        RuntimeError: the child died; the message names the case it was running.
+        RuntimeError: every attempt died; the message names the case it was running.
     """
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "records.json"
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
-        done = subprocess.run(
-            [sys.executable, "-m", "conformance.record", "--backend", name, "--output", str(out)],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
-        if done.returncode != 0 or not out.exists():
+    failure = ""
+    for _ in range(attempts):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "records.json"
+            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+            done = subprocess.run(
+                [sys.executable, "-m", "conformance.record", "--backend", name, "--output", str(out)],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+            )  # fmt: skip
+            if done.returncode == 0 and out.exists():
+                return json.loads(out.read_text())  # type: ignore[no-any-return]
             started = [line for line in done.stderr.splitlines() if line.startswith("case ")]
             last = started[-1][5:] if started else "(before the first case)"
-            raise RuntimeError(
+            failure = (
                 f"recording {name} died with exit code {done.returncode} while running case "
                 f"{last}; mark the case 'crash:' in tensorflow-xfails.txt if TensorFlow "
-                f"crashes on it.\n{done.stderr[-3000:]}"
+                f"crashes on it every time.\n{done.stderr[-3000:]}"
             )
-        return json.loads(out.read_text())  # type: ignore[no-any-return]
+    raise RuntimeError(failure)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -38,17 +39,53 @@ def test_anything_but_calls_and_literals_is_refused(text: str) -> None:
 def test_xfail_groups_reasons_and_stale_entries(tmp_path: Path) -> None:
     path = tmp_path / "xfails.txt"
     path.write_text(
-        "# header\n\n# T1: first reason\n# continued\nA1\nA2\n\n# T2: second\ncrash: X*\nZZ\n"
+        "# header\n\n# T1: first reason\n# continued\nA1:3\nA2:7\nmessage: A1:4\n\n"
+        "# T2: second\ncrash: X*\nZZ:1\n"
     )
     xfails = load_xfails(path)
     assert xfails.reason("A2") == "T1: first reason continued"
+    assert xfails.call_reason("A2", 7) == "T1: first reason continued"
+    assert xfails.call_reason("A2", 8) is None and xfails.departing_lines("A1") == {3}
+    assert xfails.message_reason("A1", 4) == "T1: first reason continued"
+    assert xfails.call_reason("A1", 4) is None
     assert xfails.reason("X07") == "T2: second" and xfails.crashes_tensorflow("X07")
     assert not xfails.crashes_tensorflow("A1")
-    assert xfails.unmatched(["A1", "A2", "X1"]) == ["ZZ"]
+
+    def case(case_id: str, *lines: int) -> SimpleNamespace:
+        return SimpleNamespace(id=case_id, statements=[SimpleNamespace(line=n) for n in lines])
+
+    assert xfails.unmatched([case("A1", 3, 4), case("A2", 6), case("X1")]) == ["A2:7", "ZZ:1"]
+
+
+def test_an_entry_must_name_a_call(tmp_path: Path) -> None:
+    path = tmp_path / "xfails.txt"
+    path.write_text("# r\nA1\n")
+    with pytest.raises(ValueError, match="is not ID:LINE"):
+        load_xfails(path)
 
 
 def test_an_entry_listed_twice_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "xfails.txt"
-    path.write_text("# r\nA1\nA1\n")
+    path.write_text("# r\nA1:1\nA1:1\n")
     with pytest.raises(ValueError, match="listed twice"):
         load_xfails(path)
+
+
+def test_random_cases_carry_tensorflows_outcomes_and_a_wrong_result_fails() -> None:
+    from conformance.backends import make_backend
+    from conformance.case_format import Expect, load_cases
+    from conformance.runner import run_case
+
+    case = next(c for c in load_cases() if c.id == "R-dense-1")
+    assert all(s.expect is not None and s.expect.kind == "record" for s in case.statements)
+    assert run_case(case, make_backend("tf_accum")).passed
+    for statement in case.statements:
+        assert statement.expect is not None
+        recorded = statement.expect.value
+        if "value" in recorded and recorded["shape"]:
+            statement.expect = Expect("record", value=dict(recorded, value=[99.0] * 3))
+            break
+    else:
+        raise AssertionError("R-dense-1 takes nothing")
+    run = run_case(case, make_backend("tf_accum"))
+    assert not run.passed and "99.0" in run.failures[0]

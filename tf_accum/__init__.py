@@ -13,6 +13,7 @@ from tf_accum import compat, distributed, dtypes, errors, raw_ops, sparse
 from tf_accum.dtypes import *  # noqa: F403 - tfa.float32 etc., like tf.float32
 from tf_accum.dtypes import __all__ as _dtype_names
 from tf_accum.indexed_slices import IndexedSlices
+from tf_accum.raw_ops.common import accumulator_stats
 
 __version__ = "0.1.0"
 
@@ -24,5 +25,6 @@ __all__ = [
     "raw_ops",
     "sparse",
     "IndexedSlices",
+    "accumulator_stats",
     *_dtype_names,
 ]

@@ -3,20 +3,29 @@
 Dense and sparse accumulators differ only in how a gradient is validated and
 merged and how a round's result is computed; everything about *when* a take
 completes lives here.
+
+Interrupts (see ``interrupts``): a Ctrl-C arriving inside an operation is
+delivered after it returns, and a take's wait is the one place an interrupt
+surfaces at once; the wait's cleanup then runs with the lock held, and only
+ever releases a lock this thread holds. An exception injected into a thread
+(not a signal) can still land anywhere; the lock discipline survives it.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
+import math
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators import interrupts
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 from tf_accum.resources.errors import missing_resource_error
@@ -26,55 +35,123 @@ logger = logging.getLogger("tf_accum")
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
-__all__ = ["REDUCTION_TYPES", "AccumulatorBase", "AccumulatorSpec", "missing_resource_error"]
+# The keys of stats(), in the order they are documented.
+STATS_KEYS = (
+    "accepted",
+    "stale",
+    "rejected",
+    "takes_served",
+    "takes_timed_out",
+    "takes_cancelled",
+    "takes_interrupted",
+    "waiting",
+    "head_num_required",
+    "num_accumulated",
+    "global_step",
+)
+
+__all__ = [
+    "REDUCTION_TYPES",
+    "STATS_KEYS",
+    "AccumulatorBase",
+    "AccumulatorSpec",
+    "missing_resource_error",
+]
 
 Round = TypeVar("Round")
+_APPLY_METHODS = ("apply", "apply_dense", "apply_sparse")
 
 
 class _TakeAttempt(Generic[Round]):
-    """A take waiting in the queue; it owns a condition on the accumulator's lock."""
+    """A take waiting in the queue.
 
-    __slots__ = ("num_required", "ready", "done", "outcome", "count", "error")
+    ``wakeup`` is a lock created held; whoever serves or cancels the attempt
+    (under the accumulator's lock, exactly once) releases it, and the waiting
+    thread blocks acquiring it, with the accumulator's lock released.
+    """
 
-    def __init__(self, num_required: int, lock: threading.Lock) -> None:
+    __slots__ = (
+        "num_required",
+        "wakeup",
+        "done",
+        "outcome",
+        "count",
+        "error",
+        "serial",
+        "key",
+        "withdrawn",
+    )
+
+    def __init__(self, num_required: int) -> None:
         self.num_required = num_required
-        self.ready = threading.Condition(lock)
+        self.wakeup = threading.Lock()
+        self.wakeup.acquire()
         self.done = False
         self.outcome: Round | None = None
         self.count = 0
         self.error: errors.OpError | None = None
+        self.serial = 0  # takes served so far, once this one is
+        self.key: int | None = None  # its registration with a cancellation
+        self.withdrawn = False
+
+    def settled(self) -> bool:
+        """Served, cancelled or withdrawn: nothing is left to undo."""
+        return self.done or self.error is not None or self.withdrawn
 
 
 class AccumulatorBase(ABC, Generic[Round]):
-    """Global step, gradient counter and the FIFO queue of waiting takes.
+    """Global step, gradient counter, the FIFO queue of waiting takes, and statistics.
 
     Invariant guarded by ``_lock``: ``_count`` is the number of gradients merged
     into the subclass's round state since the last completed take; the front of
     ``_waiting`` has ``num_required > _count`` (a flush completes it otherwise);
-    ``_global_step`` is a wrapping int64. Methods named ``*_locked`` run with
-    ``_lock`` held.
+    ``_global_step`` is a wrapping int64; ``_served`` counts completed takes;
+    the ``_n_*`` counters are the statistics. Methods named ``*_locked`` run
+    with ``_lock`` held.
     """
 
     kind: ClassVar[str]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # every leaf's apply counts the gradients it refuses
+        for name in _APPLY_METHODS:
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_counts_rejections", False):
+                setattr(cls, name, _counting_rejections(method))
+
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
+        interrupts.install()
         self.spec = spec
         self.dtype = spec.dtype
         self.numpy_dtype = spec.dtype.numpy_dtype
         self.shape = spec.shape
         self.reduction_type = spec.reduction_type
         self.label = label
-        self._lock = threading.Lock()
+        # An RLock knows its owner: cleanup after an interrupt can tell whether
+        # it holds the lock, and a release by anyone else fails loudly.
+        self._lock = threading.RLock()
         self._global_step = 0
         self._count = 0
+        self._served = 0
         self._waiting: collections.deque[_TakeAttempt[Round]] = collections.deque()
         self._closed = False
+        self._n_accepted = 0
+        self._n_stale = 0
+        self._n_rejected = 0
+        self._n_timed_out = 0
+        self._n_cancelled = 0
+        self._n_interrupted = 0
 
     # --- subclass hooks -------------------------------------------------------
 
     @abstractmethod
     def _detach_round_locked(self) -> Round:
         """Hand over the round's accumulated state and start an empty round."""
+
+    def _attach_round_locked(self, state: Round) -> None:
+        """Put a detached round back (only called while the round is empty)."""
+        raise NotImplementedError
 
     @abstractmethod
     def _finish_round(self, state: Round, count: int) -> Any:
@@ -102,6 +179,37 @@ class AccumulatorBase(ABC, Generic[Round]):
         with self._lock:
             self._check_open_locked()
             return self._global_step
+
+    def stats(self) -> dict[str, int | None]:
+        """A consistent snapshot of the accumulator's counters (see ``STATS_KEYS``).
+
+        ``accepted``, ``stale`` and ``rejected`` count gradients: merged, dropped
+        as stale, refused as invalid by the accumulator (after or before its
+        lock). ``takes_served``, ``takes_timed_out``, ``takes_cancelled``
+        (destroy or an outside cancellation) and ``takes_interrupted`` count
+        takes; ``waiting`` is the queue's length now and ``head_num_required``
+        the front take's ``num_required`` (None when nobody waits). All are
+        read under the lock in one go, so they agree with one another.
+
+        Raises:
+            NotFoundError: the accumulator was destroyed.
+        """
+        with self._lock:
+            self._check_open_locked()
+            head = self._waiting[0].num_required if self._waiting else None
+            return {
+                "accepted": self._n_accepted,
+                "stale": self._n_stale,
+                "rejected": self._n_rejected,
+                "takes_served": self._served,
+                "takes_timed_out": self._n_timed_out,
+                "takes_cancelled": self._n_cancelled,
+                "takes_interrupted": self._n_interrupted,
+                "waiting": len(self._waiting),
+                "head_num_required": head,
+                "num_accumulated": self._count,
+                "global_step": self._global_step,
+            }
 
     def set_global_step(self, new_global_step: int) -> None:
         """Set the global step; a lower value is applied too, with a warning.
@@ -134,6 +242,10 @@ class AccumulatorBase(ABC, Generic[Round]):
         """Merge a sparse gradient; only sparse accumulators implement it."""
         raise TypeError(f"{self.label} is a {self.kind} accumulator")
 
+    def _stale_locked(self) -> None:
+        """Count a gradient dropped as stale."""
+        self._n_stale += 1
+
     def take(
         self,
         num_required: int,
@@ -145,78 +257,160 @@ class AccumulatorBase(ABC, Generic[Round]):
         Takes are served in arrival order; a take completes when the counter
         reaches its ``num_required`` while it is at the front of the queue. On
         completion the global step goes up by one and the counter goes to 0.
+        A take is all or nothing: if computing its result fails, the round is
+        put back (when nothing has happened since), and the error raised.
 
         Raises:
             DeadlineExceededError: ``timeout`` seconds passed first; the attempt
                 is withdrawn and consumes nothing.
             CancelledError: the accumulator was destroyed while waiting.
             NotFoundError: the accumulator was already destroyed.
+            KeyboardInterrupt: Ctrl-C while waiting; the attempt is withdrawn.
             whatever ``cancellation`` was cancelled with (a run's deadline, a
                 closing session): the attempt is withdrawn and consumes nothing.
         """
-        with self._lock:
-            self._check_open_locked()
-            if not self._waiting and self._count >= num_required:
-                count = self._count
-                state = self._complete_round_locked()
-            else:
-                state, count = self._wait_locked(num_required, timeout, cancellation)
-        return self._finish_round(state, count)
+        attempt: _TakeAttempt[Round] | None = None
+        served: tuple[Round, int, int] | None = None
+        try:
+            with self._lock:
+                self._check_open_locked()
+                if not self._waiting and self._count >= num_required:
+                    count = self._count
+                    served = (self._complete_round_locked(), count, self._served)
+                else:
+                    attempt = _TakeAttempt(num_required)
+                    self._enqueue_locked(attempt, cancellation)
+            if attempt is not None:
+                served = self._wait(attempt, timeout, cancellation)
+            return self._finish_round(served[0], served[1])  # type: ignore[index]
+        except BaseException:
+            # whatever went wrong, and wherever: no dead take stays queued, and
+            # a served round whose result was not computed goes back
+            self._abandon(attempt, served)
+            raise
 
-    def _wait_locked(
-        self, num_required: int, timeout: float | None, cancellation: Cancellation | None
-    ) -> tuple[Round, int]:
-        attempt: _TakeAttempt[Round] = _TakeAttempt(num_required, self._lock)
-        key = None
+    def _abandon(
+        self, attempt: _TakeAttempt[Round] | None, served: tuple[Round, int, int] | None
+    ) -> None:
+        self._relock()
+        try:
+            if attempt is not None and (attempt in self._waiting or not attempt.settled()):
+                self._withdraw_locked(attempt)
+                self._n_interrupted += 1
+            elif served is not None:
+                self._put_back_locked(*served)
+        finally:
+            self._lock.release()
+
+    def _enqueue_locked(
+        self, attempt: _TakeAttempt[Round], cancellation: Cancellation | None
+    ) -> None:
         if cancellation is not None:
             key = cancellation.register(lambda error: self._cancel_attempt(attempt, error))
             if key is None:
                 assert cancellation.error is not None
+                self._n_cancelled += 1
                 raise _copy_error(cancellation.error)
+            attempt.key = key
         self._waiting.append(attempt)
-        deadline = None if timeout is None else time.monotonic() + timeout
+
+    def _wait(
+        self, attempt: _TakeAttempt[Round], timeout: float | None, cancellation: Cancellation | None
+    ) -> tuple[Round, int, int]:
+        """Block (without the lock) until ``attempt`` is served, cancelled or out of time."""
+        interrupts.install()
+        deadline = None if timeout is None or math.isinf(timeout) else time.monotonic() + timeout
         try:
-            while not attempt.done and attempt.error is None:
-                if deadline is None:
-                    attempt.ready.wait()
-                    continue
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise errors.DeadlineExceededError(
-                        None, None, "Timed out waiting for notification"
-                    )
-                attempt.ready.wait(remaining)
-        except BaseException:
-            # A timed-out or interrupted take must not swallow later gradients:
-            # withdraw it and let whoever is behind it try.
-            if not attempt.done and attempt in self._waiting:
-                self._waiting.remove(attempt)
-                self._flush_locked()
-            if not attempt.done:
-                raise
+            try:
+                woken = False
+                while not woken:
+                    wait = threading.TIMEOUT_MAX
+                    if deadline is not None:
+                        wait = min(wait, max(0.0, deadline - time.monotonic()))
+                    with interrupts.interruptible_wait():
+                        woken = attempt.wakeup.acquire(True, wait)
+                    if not woken and deadline is not None and time.monotonic() >= deadline:
+                        break
+            except BaseException as exc:
+                # Interrupted (Ctrl-C, or an exception injected into this thread).
+                self._relock()
+                try:
+                    if not attempt.settled():
+                        self._withdraw_locked(attempt)
+                        self._n_interrupted += 1
+                        raise
+                    if attempt.error is not None:
+                        raise
+                    if not (isinstance(exc, KeyboardInterrupt) and interrupts.in_main_thread()):
+                        # served, but something else must surface: leave the round
+                        self._put_back_locked(attempt.outcome, attempt.count, attempt.serial)  # type: ignore[arg-type]
+                        self._n_interrupted += 1
+                        raise
+                finally:
+                    self._lock.release()
+                # served before Ctrl-C was seen: return the round; the interrupt
+                # is delivered as soon as the take has returned
+                interrupts.hold_back(exc)
+            if not woken:
+                with self._lock:
+                    if not attempt.settled():
+                        self._withdraw_locked(attempt)
+                        self._n_timed_out += 1
+                        raise errors.DeadlineExceededError(
+                            None, None, "Timed out waiting for notification"
+                        )
         finally:
             if cancellation is not None:
-                cancellation.unregister(key)
+                cancellation.unregister(attempt.key)
         if attempt.error is not None:
             raise attempt.error
-        return attempt.outcome, attempt.count  # type: ignore[return-value]
+        return attempt.outcome, attempt.count, attempt.serial  # type: ignore[return-value]
+
+    def _relock(self) -> None:
+        """Hold the lock, whatever state an interrupted acquire left it in."""
+        while not self._lock._is_owned():  # type: ignore[attr-defined]
+            self._lock.acquire()
+
+    def _withdraw_locked(self, attempt: _TakeAttempt[Round]) -> None:
+        # A withdrawn take must not swallow later gradients: let whoever is
+        # behind it try.
+        if attempt in self._waiting:
+            self._waiting.remove(attempt)
+            attempt.withdrawn = True
+            self._flush_locked()
+        attempt.withdrawn = True
 
     def _cancel_attempt(self, attempt: _TakeAttempt[Round], error: errors.OpError) -> None:
         """Withdraw a waiting take from outside (runs without the lock held)."""
         with self._lock:
-            if attempt.done or attempt.error is not None:
+            if attempt.settled():
                 return
             attempt.error = _copy_error(error)
-            if attempt in self._waiting:
-                self._waiting.remove(attempt)
-                self._flush_locked()
-            attempt.ready.notify()
+            self._n_cancelled += 1
+            self._withdraw_locked(attempt)
+            attempt.wakeup.release()
 
     def _complete_round_locked(self) -> Round:
         step = self._global_step + 1
         self._global_step = INT64_MIN if step > INT64_MAX else step
         self._count = 0
+        self._served += 1
         return self._detach_round_locked()
+
+    def _put_back_locked(self, state: Round, count: int, serial: int) -> bool:
+        """Undo the served round ``serial`` if nothing has happened since; say whether it was."""
+        if self._closed or self._served != serial or self._count:
+            return False
+        try:
+            self._attach_round_locked(state)
+        except NotImplementedError:
+            return False
+        self._count = count
+        self._served -= 1
+        step = self._global_step - 1
+        self._global_step = INT64_MAX if step < INT64_MIN else step
+        self._flush_locked()
+        return True
 
     def _flush_locked(self) -> None:
         """Complete waiting takes from the front for as long as the counter allows."""
@@ -224,12 +418,14 @@ class AccumulatorBase(ABC, Generic[Round]):
             attempt = self._waiting.popleft()
             attempt.count = self._count
             attempt.outcome = self._complete_round_locked()
+            attempt.serial = self._served
             attempt.done = True
-            attempt.ready.notify()
+            attempt.wakeup.release()
 
     def _accepted_locked(self) -> None:
         """Count a merged gradient and serve whoever waits."""
         self._count += 1
+        self._n_accepted += 1
         if self._waiting:
             self._flush_locked()
 
@@ -246,11 +442,29 @@ class AccumulatorBase(ABC, Generic[Round]):
                 attempt.error = errors.CancelledError(
                     None, None, "TakeGrad operation was cancelled"
                 )
-                attempt.ready.notify()
+                self._n_cancelled += 1
+                attempt.wakeup.release()
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _counting_rejections(apply: Callable[..., None]) -> Callable[..., None]:
+    """Count the gradients a leaf's apply refuses as invalid."""
+
+    def counted(self: AccumulatorBase[Any], *args: Any, **kwargs: Any) -> None:
+        try:
+            apply(self, *args, **kwargs)
+        except errors.InvalidArgumentError:
+            with self._lock:
+                self._n_rejected += 1
+            raise
+
+    counted.__doc__ = apply.__doc__
+    counted.__name__ = apply.__name__
+    counted._counts_rejections = True  # type: ignore[attr-defined]
+    return counted
 
 
 def _copy_error(error: errors.OpError) -> errors.OpError:

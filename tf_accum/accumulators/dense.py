@@ -37,6 +37,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         total, self._sum = self._sum, None
         return total
 
+    def _attach_round_locked(self, state: _Sum) -> None:
+        self._sum = state
+
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
         self._add = in_place_adder(self.numpy_dtype)
@@ -74,6 +77,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             elif not self._fits_declared(shape):
                 # stale: only the declared attributes are checked (decisions T7)
                 raise _shape_mismatch(kernel_text(self.shape), shape)
+            else:
+                self._stale_locked()
 
     apply_dense = apply
 

@@ -61,3 +61,13 @@ class Accumulator(Protocol):
 
     def num_waiting(self) -> int:
         """Takes waiting now."""
+
+    def stats(self) -> dict[str, int | None]:
+        """A consistent snapshot of the counters (a plain dict of ints and None).
+
+        Keys: accepted, stale, rejected, takes_served, takes_timed_out,
+        takes_cancelled, takes_interrupted, waiting, head_num_required (None
+        when nobody waits), num_accumulated, global_step. See
+        :func:`tf_accum.accumulator_stats`. Reading them holds up no apply or
+        take for longer than copying them.
+        """

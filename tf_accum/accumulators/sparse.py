@@ -108,6 +108,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         state, self._round = self._round, None
         return state
 
+    def _attach_round_locked(self, state: SparseRound | None) -> None:
+        self._round = state
+
     # --- validation that needs no state (decisions T7: stale gradients too) ----
 
     def check_gradient(
@@ -209,6 +212,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             if declared_error is not None:
                 raise declared_error
             if stale:
+                self._stale_locked()
                 return
             if state is None:
                 self._round = self._start_round(index, rows, borrowed)

@@ -41,12 +41,19 @@ def sibling_failed_error() -> errors.CancelledError:
 
 @dataclass(frozen=True)
 class Plan:
-    """The ops a run must execute, in dependency order, and who waits for whom."""
+    """The ops a run must execute, in dependency order, and who waits for whom.
+
+    ``sequential``: at most one op blocks, and ``ops`` lists first everything
+    that does not depend on it, then it, then what depends on it. Run in that
+    order on one thread, this is exactly what the dataflow scheduler would do
+    (it runs a lone blocking op inline once nothing else can run).
+    """
 
     ops: tuple[Operation, ...]
     producers: dict[Operation, tuple[Operation, ...]]
     consumers: dict[Operation, tuple[Operation, ...]]
     blocking: bool
+    sequential: bool
 
 
 def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> Plan:
@@ -81,12 +88,27 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
     for op in order:
         for producer in producers[op]:
             consumers[producer].append(op)
+    blocking = [op for op in order if op.blocking]
+    if len(blocking) == 1:
+        order = _blocking_op_last(order, blocking[0], consumers)
     return Plan(
         tuple(order),
         producers,
         {op: tuple(c) for op, c in consumers.items()},
-        any(op.blocking for op in order),
+        bool(blocking),
+        len(blocking) <= 1,
     )
+
+
+def _blocking_op_last(
+    order: list[Operation], blocking: Operation, consumers: dict[Operation, list[Operation]]
+) -> list[Operation]:
+    """``order`` with ``blocking`` after every op that does not depend on it."""
+    downstream = {blocking}
+    for op in order[order.index(blocking) :]:
+        if op in downstream:
+            downstream.update(consumers[op])
+    return [op for op in order if op not in downstream] + [op for op in order if op in downstream]
 
 
 class RunContext:
@@ -130,8 +152,10 @@ def execute(
     values: dict[Tensor, Any] = dict(fed)
     run = RunContext(session, deadline, cancellation)
     with using_table(session.table), cancelled_by(cancellation):
-        if not plan.blocking:
+        if plan.sequential:
+            # One thread, one context: the kernels use it only while called.
             for op in plan.ops:
+                run.op = op
                 _store(values, op, _call(run, op, values), fed)
             return values
         _Scheduler(run, plan, values, fed).run()
@@ -139,8 +163,9 @@ def execute(
 
 
 def _call(run: RunContext, op: Operation, values: dict[Tensor, Any]) -> Sequence[Any]:
+    """``op``'s kernel on its input values; ``run.op`` must be ``op``."""
     try:
-        return op.kernel(run.for_op(op), [values[t] for t in op.inputs])
+        return op.kernel(run, [values[t] for t in op.inputs])
     except errors.OpError as error:
         if error.op is None:
             error._op = op
@@ -181,7 +206,7 @@ class _Scheduler:
                 if blocked:
                     if len(blocked) == 1 and not self.in_flight and not self.ready:
                         op = blocked[0]
-                        self._complete(op, _call(self.run_context, op, self.values))
+                        self._complete(op, _call(self.run_context.for_op(op), op, self.values))
                         continue
                     for op in blocked:
                         self._start_thread(op)
@@ -198,7 +223,7 @@ class _Scheduler:
             if op.blocking:
                 blocked.append(op)
             else:
-                self._complete(op, _call(self.run_context, op, self.values))
+                self._complete(op, _call(self.run_context.for_op(op), op, self.values))
         return blocked
 
     def _complete(self, op: Operation, outputs: Sequence[Any]) -> None:

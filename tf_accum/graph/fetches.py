@@ -17,29 +17,36 @@ def flatten(
 ) -> tuple[list[Tensor | Operation], Callable[[list[Any]], Any]]:
     """The graph elements to run, and a function that puts their values back in shape.
 
+    The function takes the elements' values (each as :func:`fetched_value` or
+    a fed value) and returns them in the structure of ``fetches``.
+
     Raises:
         TypeError: a fetch that is not a graph element or a structure of them.
-        ValueError: an element of another graph.
-        KeyError: a name that names nothing.
+        ValueError: an element of another graph, or a name that names nothing.
     """
+    kind = type(fetches)
+    if (kind is Tensor or kind is Operation) and fetches.graph is graph:
+        # the common case, with nothing to rebuild
+        return [fetches], _no_value if kind is Operation else _first_value
     elements: list[Tensor | Operation] = []
 
     def visit(fetch: Any) -> Callable[[list[Any]], Any]:
         if fetch is None:
-            raise TypeError(f"Fetch argument None has invalid type {type(None)}")
+            raise TypeError('Argument `fetch` = None has invalid type "NoneType". Cannot be None')
         if isinstance(fetch, (str, Tensor, Operation)) or hasattr(fetch, "graph_element"):
             try:
                 element = graph.as_graph_element(fetch)
             except TypeError as error:
-                raise TypeError(
-                    f"Fetch argument {fetch!r} has invalid type {type(fetch)}, must be a string "
-                    f"or Tensor. ({error})"
+                raise _invalid_type(fetch, error) from None
+            except (KeyError, ValueError) as error:
+                raise ValueError(
+                    f"Argument `fetch` = {fetch} cannot be interpreted as a Tensor. ({error})"
                 ) from None
             position = len(elements)
             elements.append(element)
             if isinstance(element, Operation):
-                return lambda values: None
-            return lambda values: _fetched(values[position])
+                return _no_value
+            return lambda values: values[position]
         if isinstance(fetch, tuple) and hasattr(fetch, "_fields"):
             parts = [
                 None if v is None and f == "dense_shape" else visit(v)
@@ -55,16 +62,30 @@ def flatten(
             keyed = [(k, visit(v)) for k, v in fetch.items()]
             kind_map: Any = type(fetch)
             return lambda values: kind_map([(k, p(values)) for k, p in keyed])
-        raise TypeError(
-            f"Fetch argument {fetch!r} has invalid type {type(fetch)}, must be a string or Tensor. "
-            f"(Can not convert a {type(fetch).__name__} into a Tensor or Operation.)"
+        raise _invalid_type(
+            fetch, f"Can not convert a {type(fetch).__name__} into a Tensor or Operation."
         )
 
     rebuild = visit(fetches)
     return elements, rebuild
 
 
-def _fetched(value: Any) -> Any:
+def _no_value(values: list[Any]) -> None:
+    return None
+
+
+def _first_value(values: list[Any]) -> Any:
+    return values[0]
+
+
+def _invalid_type(fetch: Any, reason: object) -> TypeError:
+    return TypeError(
+        f'Argument `fetch` = {fetch} has invalid type "{type(fetch).__name__}" must be a string '
+        f"or Tensor. ({reason})"
+    )
+
+
+def fetched_value(value: Any) -> Any:
     """What a run hands back: numpy scalars for scalars, and arrays the caller owns."""
     if isinstance(value, np.ndarray):
         if value.ndim == 0:

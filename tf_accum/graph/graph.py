@@ -426,7 +426,8 @@ class Graph:
             obj = element
         if isinstance(obj, (Tensor, Operation)):
             if obj.graph is not self:
-                raise ValueError(f"{obj!r} is not an element of this graph.")
+                kind = "Tensor" if isinstance(obj, Tensor) else "Operation"
+                raise ValueError(f"{kind} {obj} is not an element of this graph.")
             return obj
         raise TypeError(f"Can not convert a {type(obj).__name__} into a Tensor or Operation.")
 

@@ -3,8 +3,9 @@
 TF2's rule, kept by ``tf_accum.compat.v1``: ops act at once (eager) unless
 eager execution was disabled for the process, or the thread is inside
 ``with graph.as_default():``, in which case they build into that graph.
-Until graph mode is first used nothing here is consulted but one flag, so the
-eager ops pay nothing for graph mode's existence.
+Unless a graph is being built somewhere (eager execution disabled, or a thread
+inside ``as_default()``) nothing here is consulted but one flag, so the eager
+ops pay nothing for graph mode's existence.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tf_accum.graph.graph import Graph
 
-# True once any graph was made default or eager execution was disabled.
+# True while ops may build into a graph: eager execution is disabled, or some
+# thread is inside a graph's as_default(). When it is False the raw ops read
+# nothing else, so eager calls cost the same before and after graphs were used.
 graph_mode_used = False
 _eager_enabled = True
+_entered = 0  # as_default() blocks open, over all threads
+_entered_lock = threading.Lock()
 _default_graph: Graph | None = None
 _default_graph_lock = threading.Lock()
 _local = threading.local()
@@ -30,17 +35,29 @@ def _graph_stack() -> list[Graph]:
     return stack
 
 
-def push_graph(graph: Graph) -> None:
+def _refresh_flag() -> None:
+    """Recompute ``graph_mode_used``; callers hold ``_entered_lock``."""
     global graph_mode_used
-    graph_mode_used = True
+    graph_mode_used = _entered > 0 or not _eager_enabled
+
+
+def push_graph(graph: Graph) -> None:
+    global _entered
+    with _entered_lock:
+        _entered += 1
+        _refresh_flag()
     _graph_stack().append(graph)
 
 
 def pop_graph(graph: Graph) -> None:
+    global _entered
     stack = _graph_stack()
     if not stack or stack[-1] is not graph:
         raise AssertionError("Nesting violated for default graph: graphs must be exited in order")
     stack.pop()
+    with _entered_lock:
+        _entered -= 1
+        _refresh_flag()
 
 
 def building_graph() -> Graph | None:
@@ -65,9 +82,10 @@ def disable_eager_execution() -> None:
 
     Ops then build into :func:`get_default_graph` and run in a ``Session``.
     """
-    global graph_mode_used, _eager_enabled
-    graph_mode_used = True
-    _eager_enabled = False
+    global _eager_enabled
+    with _entered_lock:
+        _eager_enabled = False
+        _refresh_flag()
 
 
 def enable_eager_execution(
@@ -75,7 +93,9 @@ def enable_eager_execution(
 ) -> None:
     """Make eager execution the default again (the arguments are accepted and ignored)."""
     global _eager_enabled
-    _eager_enabled = True
+    with _entered_lock:
+        _eager_enabled = True
+        _refresh_flag()
 
 
 def global_default_graph() -> Graph:

@@ -171,7 +171,8 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
     static = as_shape(shape)
 
     def must_be_fed(context: Any, inputs: list[Any]) -> Sequence[Any]:
-        text = f" and shape {kernel_text(static.as_tuple())}" if static.rank is not None else ""
+        # TensorFlow names the shape only when it has dimensions
+        text = f" and shape {kernel_text(static.as_tuple())}" if static.rank else ""
         raise errors.InvalidArgumentError(
             None,
             None,

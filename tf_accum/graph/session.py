@@ -22,13 +22,16 @@ from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.dtypes import string
 from tf_accum.graph import mode
 from tf_accum.graph.executor import Plan, execute, make_plan
-from tf_accum.graph.fetches import flatten
+from tf_accum.graph.fetches import fetched_value, flatten
 from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
 from tf_accum.graph.variables import VariableStore
 from tf_accum.resources.local import LocalResourceTable
 
 _local = threading.local()
 PLAN_CACHE_SIZE = 256
+_NOTHING_FED: frozenset[int] = frozenset()
+# The cancellation of runs with no blocking op: no take ever joins it.
+_NEVER_CANCELLED = Cancellation()
 
 
 def _session_stack() -> list[Session]:
@@ -136,34 +139,44 @@ class Session:
         """
         self._check_open()
         elements, rebuild = flatten(self._graph, fetches)
-        fed = self._feeds(feed_dict)
-        key = (tuple(map(id, elements)), frozenset(map(id, fed)))
+        fed = self._feeds(feed_dict) if feed_dict else {}
+        key = (tuple(map(id, elements)), frozenset(map(id, fed)) if fed else _NOTHING_FED)
         plan = self._plans.get(key)
         if plan is None:
             plan = make_plan(elements, frozenset(fed))
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
             self._plans[key] = plan
-        timeout_ms = getattr(options, "timeout_in_ms", 0) or 0
-        deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
-        cancellation = Cancellation()
-        with self._lock:
-            self._check_open()
-            self._runs.add(cancellation)
-        try:
-            values = execute(self, plan, fed, deadline, cancellation)
-        finally:
+        if not plan.blocking:
+            # Nothing in it can wait, so there is nothing for a deadline or
+            # close() to cancel.
+            values = execute(self, plan, fed, None, _NEVER_CANCELLED)
+        else:
+            timeout_ms = getattr(options, "timeout_in_ms", 0) or 0
+            deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
+            cancellation = Cancellation()
             with self._lock:
-                self._runs.discard(cancellation)
-        return rebuild([None if isinstance(e, Operation) else values[e] for e in elements])
+                self._check_open()
+                self._runs.add(cancellation)
+            try:
+                values = execute(self, plan, fed, deadline, cancellation)
+            finally:
+                with self._lock:
+                    self._runs.discard(cancellation)
+        # As in TensorFlow, a fed tensor fetches as the value fed (after conversion).
+        return rebuild([_result(e, values, fed) for e in elements])
 
     def _feeds(self, feed_dict: Any) -> dict[Tensor, Any]:
         if not feed_dict:
             return {}
         fed: dict[Tensor, Any] = {}
+        graph = self._graph
         for key, value in feed_dict.items():
+            if type(key) is Tensor and key.graph is graph:
+                fed[key] = _feed_value(key, value)
+                continue
             try:
-                element = self._graph.as_graph_element(key)
+                element = graph.as_graph_element(key)
             except (TypeError, KeyError, ValueError) as error:
                 raise TypeError(f"Cannot interpret feed_dict key as Tensor: {error}") from None
             if not isinstance(element, Tensor):
@@ -240,6 +253,19 @@ class Session:
         return []
 
 
+def _result(element: Tensor | Operation, values: dict[Tensor, Any], fed: dict[Tensor, Any]) -> Any:
+    if isinstance(element, Operation):
+        return None
+    if element in fed:
+        return fed[element]
+    value = values[element]
+    if fed and any(value is given for given in fed.values()):
+        # passed through (identity, placeholder_with_default): TensorFlow hands
+        # back a new array, never the caller's own
+        value = np.array(value)
+    return fetched_value(value)
+
+
 def _release(table: LocalResourceTable) -> None:
     table.close()
 
@@ -282,7 +308,8 @@ def _feed_value(tensor: Tensor, value: Any) -> Any:
         return value
     else:
         array = np.asarray(value, dtype=dtype.numpy_dtype)
-    if not tensor.shape.is_compatible_with(array.shape):
+    dims = tensor.shape.as_tuple()
+    if dims != array.shape and not tensor.shape.is_compatible_with(array.shape):
         raise ValueError(
             f"Cannot feed value of shape {array.shape} for Tensor {tensor.name}, which has shape "
             f"{tensor.shape}"

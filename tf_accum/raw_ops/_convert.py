@@ -23,6 +23,7 @@ def scalar_int(value: Any, arg_name: str, type_name: str) -> int:
     """Convert a step or count argument to a Python int.
 
     Raises:
+        ValueError: None.
         TypeError: ``value`` is a float or otherwise not an integer.
         ValueError: ``value`` is out of range for ``type_name``.
         InvalidArgumentError: ``value`` is not a scalar.
@@ -61,8 +62,17 @@ def positive_num_required(num_required: Any) -> int:
     return required
 
 
+_NONE_MESSAGE = (
+    "Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor."
+)
+
+
 def _integer_array(value: Any, type_name: str) -> np.ndarray[Any, Any]:
-    if isinstance(value, float):
+    # a Python float never converts to an integer tensor; numpy floats holding
+    # whole numbers do (np.float64 is a float subclass, hence the exact test)
+    if value is None:
+        raise ValueError(_NONE_MESSAGE)
+    if type(value) is float:
         raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {type_name}")
     try:
         array = np.asarray(value)
@@ -113,10 +123,20 @@ def index_array(value: Any, arg_name: str) -> np.ndarray[Any, Any]:
 
     Raises:
         TypeError: the values are not integers.
+        InvalidArgumentError: unsigned values above 2**63 - 1.
     """
+    if value is None:
+        raise ValueError(_NONE_MESSAGE)
     array = np.asarray(value) if not isinstance(value, np.ndarray) else value
     if array.dtype == np.int64:
         return array
+    if array.dtype.kind == "u" and array.size and int(array.max()) > 2**63 - 1:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Argument {arg_name} holds {int(array.max())}, which does not fit in int64 "
+            f"(at most {2**63 - 1})",
+        )
     if array.size == 0 and array.dtype.kind == "f":
         return array.astype(np.int64)  # [] arrives as float64 from numpy
     if array.dtype.kind not in "iu":
@@ -134,6 +154,8 @@ def handle_of(value: Any) -> int:
     """
     if type(value) is int:
         return value
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype resource")
     try:
         return operator.index(value)
     except TypeError:

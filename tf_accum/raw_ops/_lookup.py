@@ -34,6 +34,14 @@ def accumulator(handle: Any, op_name: str, kind: str | None = None) -> Accumulat
     return found
 
 
+def byte_swapped(given: Any, wanted: Any) -> bool:
+    """Whether ``given`` is ``wanted`` in the other byte order (big-endian data, say).
+
+    TensorFlow accepts such arrays as the same dtype; they are converted.
+    """
+    return bool(given.byteorder not in "=|" and given.newbyteorder("=") == wanted)
+
+
 def handle_type(op_name: str) -> str:
     """How TensorFlow names the handle input of ``op_name`` in its messages."""
     return RESOURCE if op_name.startswith("Resource") else REF

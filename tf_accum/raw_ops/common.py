@@ -13,10 +13,14 @@ from tf_accum.raw_ops._convert import handle_of, scalar_int
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.resources import current_table
 
+INT32_MAX = 2**31 - 1
+
 
 def num_accumulated(op_name: str, handle: Any) -> np.int32:
     count: int = _lookup.accumulator(handle, op_name).num_accumulated()
-    result: np.int32 = np.int32(count)
+    # the op's output is an int32; a round past 2**31 - 1 gradients reads as
+    # that (saturates) while the accumulator keeps the exact count for MEAN
+    result: np.int32 = np.int32(min(count, INT32_MAX))
     return result
 
 
@@ -31,7 +35,8 @@ _NUM_DOC = """The number of gradients accepted since the last completed take.
         handle: an accumulator handle (dense or sparse).
 
     Returns:
-        numpy.int32 scalar.
+        numpy.int32 scalar. A round of more than 2**31 - 1 gradients reads as
+        2**31 - 1 (the take still divides a MEAN by the exact count).
 
     Raises:
         NotFoundError: the handle was destroyed.
@@ -106,6 +111,48 @@ def DestroyResourceOp(
     constructor.
     """
     current_table().destroy(handle_of(resource), bool(ignore_lookup_error))
+
+
+def accumulator_stats(handle: Any) -> dict[str, int | None]:
+    """Statistics of an accumulator (dense or sparse), read in one consistent snapshot.
+
+    Not a TensorFlow op. Reading takes the accumulator's lock only for as long
+    as it takes to copy the counters, so it never holds up an apply or a take.
+
+    Args:
+        handle: an accumulator handle.
+
+    Returns:
+        A dict of ints (and None):
+
+        - ``accepted``: gradients merged into a round;
+        - ``stale``: gradients dropped because their local_step was below the
+          global step;
+        - ``rejected``: gradients the accumulator refused as invalid (shape,
+          rank, index range, a shape differing from the round's), whether it
+          found that before or after taking its lock. Arguments the op refuses
+          before they reach the accumulator (a dtype other than the
+          accumulator's, a non-scalar or non-integer local_step, non-integer
+          indices) are not counted;
+        - ``takes_served``: takes completed (each consumed one round);
+        - ``takes_timed_out``: takes withdrawn when their ``timeout`` expired;
+        - ``takes_cancelled``: takes cancelled from outside (a session closing,
+          a run's deadline) or by destroying the accumulator;
+        - ``takes_interrupted``: takes withdrawn by an interrupt (Ctrl-C);
+        - ``waiting``: takes waiting now;
+        - ``head_num_required``: the num_required of the take at the front of
+          the queue (the one every later take waits behind), None when nobody waits;
+        - ``num_accumulated``: gradients in the current round;
+        - ``global_step``: the current global step.
+
+        Counters are Python ints and never overflow.
+
+    Raises:
+        NotFoundError: the handle was destroyed.
+        TypeError: not an integer handle.
+    """
+    stats: dict[str, int | None] = current_table().lookup(handle_of(handle)).stats()
+    return stats
 
 
 def resource_name(handle: Any) -> str:

@@ -9,7 +9,9 @@ from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 from tf_accum.dtypes import ACCUMULATOR_DTYPES, DType, as_dtype
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.resources import current_table
-from tf_accum.shapes import parse_attr_shape
+from tf_accum.shapes import DeclaredShape, kernel_text, parse_attr_shape
+
+INT64_MAX = 2**63 - 1
 
 
 def accumulator_dtype(dtype: Any) -> DType:
@@ -28,8 +30,27 @@ def accumulator_dtype(dtype: Any) -> DType:
     return found
 
 
+def string_attr(value: Any, arg_name: str) -> str:
+    """A string attribute: None is "" (TensorFlow's default); anything else not a str is refused.
+
+    Raises:
+        TypeError: not a string.
+    """
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"Expected string for argument '{arg_name}' not {value!r}.")
+    return value
+
+
 def check_reduction_type(reduction_type: Any) -> str:
-    """Raises InvalidArgumentError unless ``reduction_type`` is "MEAN" or "SUM"."""
+    """ "MEAN" or "SUM"; None is the default, "MEAN".
+
+    Raises:
+        TypeError: not a string.
+        InvalidArgumentError: another string.
+    """
+    reduction_type = string_attr(reduction_type, "reduction_type") or "MEAN"
     if reduction_type not in REDUCTION_TYPES:
         raise errors.InvalidArgumentError(
             None,
@@ -40,16 +61,49 @@ def check_reduction_type(reduction_type: Any) -> str:
     return str(reduction_type)
 
 
+def check_size(shape: DeclaredShape, kind: str) -> DeclaredShape:
+    """Refuse a declared shape no gradient can have (TensorFlow refuses it at construction).
+
+    A sparse accumulator's dense shape may hold more elements than any dense
+    tensor could: only its rows are ever stored.
+
+    Raises:
+        OverflowError: a dimension above 2**63 - 1.
+        InvalidArgumentError: a dense shape of more than 2**63 - 1 elements.
+    """
+    if shape is None:
+        return shape
+    known = [d for d in shape if d is not None]
+    for size in known:
+        if size > INT64_MAX:
+            raise OverflowError(
+                f"Dimension {size} of shape {list(shape)} is too big: a dimension must be at "
+                "most 2**63 - 1"
+            )
+    total = 1
+    for size in known if kind == "dense" else ():
+        total *= size
+    if total > INT64_MAX:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Shape {kernel_text(shape)} is too large (more than 2**63 - 1 entries)",
+        )
+    return shape
+
+
 def create(kind: str, op_name: str, attrs: dict[str, Any]) -> int:
     """Validate a constructor's attributes and create the accumulator; returns its handle."""
+    container = string_attr(attrs["container"], "container")
+    shared_name = string_attr(attrs["shared_name"], "shared_name")
     spec = AccumulatorSpec(
         kind,
         accumulator_dtype(attrs["dtype"]),
-        parse_attr_shape(attrs["shape"]),
+        check_size(parse_attr_shape(attrs["shape"]), kind),
         check_reduction_type(attrs["reduction_type"]),
     )
-    container, shared_name, name = attrs["container"], attrs["shared_name"], attrs["name"]
-    return current_table().create(str(container), str(shared_name), name or op_name, spec)
+    name = attrs["name"]
+    return current_table().create(container, shared_name, name or op_name, spec)
 
 
 @raw_op
@@ -68,17 +122,22 @@ def ConditionalAccumulator(
         dtype: any of the 19 accumulator dtypes (see ``tf_accum.dtypes``).
         shape: the declared gradient shape: a list whose entries are sizes, or
             None or -1 for an unknown size; ``None`` for an unknown rank.
-        container: with ``shared_name``, the scope of sharing ("" = "localhost").
-        shared_name: "" for a private accumulator; otherwise every constructor
-            call with the same container and name gets the same accumulator,
-            for as long as it exists.
-        reduction_type: "MEAN" (a take divides by the count) or "SUM".
+        container: with ``shared_name``, the scope of sharing ("" or None =
+            "localhost").
+        shared_name: "" or None for a private accumulator; otherwise every
+            constructor call with the same container and name gets the same
+            accumulator, for as long as it exists.
+        reduction_type: "MEAN" (a take divides by the count; None means
+            "MEAN") or "SUM".
         name: the base of a private accumulator's name.
 
     Raises:
-        TypeError: a dtype outside the list, or a malformed shape.
-        InvalidArgumentError: a bad reduction_type, a dimension below -1, or a
-            shared name already used with other attributes.
+        TypeError: a dtype outside the list, a malformed shape, or a
+            container, shared_name or reduction_type that is not a string.
+        OverflowError: a dimension above 2**63 - 1.
+        InvalidArgumentError: a bad reduction_type, a dimension below -1, a
+            shape of more than 2**63 - 1 elements, or a shared name already
+            used with other attributes.
 
     Differs from TensorFlow: works eagerly; every dtype of the op definition
     works (TensorFlow has kernels for float16/32/64 only); a call without

@@ -18,6 +18,8 @@ def apply_gradient(op_name: str, handle: Any, local_step: Any, gradient: Any) ->
     acc = _lookup.accumulator(handle, op_name, "dense")
     dtype = acc.spec.dtype
     array = gradient if type(gradient) is np.ndarray else tensor_array(gradient)
+    if array.dtype != dtype.numpy_dtype and _lookup.byte_swapped(array.dtype, dtype.numpy_dtype):
+        array = array.astype(dtype.numpy_dtype)
     if array.dtype != dtype.numpy_dtype:
         kind = _lookup.handle_type(op_name)
         raise _lookup.signature_mismatch(

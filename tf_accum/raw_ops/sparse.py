@@ -70,6 +70,8 @@ def SparseAccumulatorApplyGradient(
     values = (
         gradient_values if type(gradient_values) is np.ndarray else tensor_array(gradient_values)
     )
+    if values.dtype != dtype.numpy_dtype and _lookup.byte_swapped(values.dtype, dtype.numpy_dtype):
+        values = values.astype(dtype.numpy_dtype)
     if values.dtype != dtype.numpy_dtype:
         kind = _lookup.handle_type(_APPLY)
         raise _lookup.signature_mismatch(

@@ -64,6 +64,15 @@ def set_table(table: ResourceTable) -> ResourceTable | None:
         return _install_locked(table)
 
 
+def _fresh_lock_after_fork() -> None:
+    # another thread may have held it at the fork; the child has no such thread
+    global _process_lock
+    _process_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_after_fork)
+
+
 @contextmanager
 def using_table(table: ResourceTable) -> Iterator[ResourceTable]:
     """Run the block (and the threads it starts with its context) against ``table``."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import weakref
 from typing import Any
 
 from tf_accum.accumulators.base import AccumulatorBase
@@ -48,15 +50,26 @@ def private_name(base: str) -> str:
     return f"_{next(_private_names)}_{base}"
 
 
+# Every in-process table, so that a forked child can empty them all.
+_tables: weakref.WeakSet[LocalResourceTable] = weakref.WeakSet()
+
+
 class LocalResourceTable(HandleTable[AccumulatorBase[Any]]):
     """Accumulators in this process, shared between its threads.
 
     Invariant guarded by ``_lock`` (besides ``HandleTable``'s): ``_by_name``
     maps each live shared (container, name) to its handle.
+
+    After ``os.fork()`` the child's copy of every table is empty (see
+    :func:`_empty_after_fork`): the parent's accumulators stay the parent's.
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        self._reset()
+        _tables.add(self)
+
+    def _reset(self) -> None:
+        super().__init__()  # a fresh lock and no handles
         self._by_name: dict[tuple[str, str], int] = {}
         self._shared_key: dict[int, tuple[str, str]] = {}
 
@@ -97,3 +110,27 @@ class LocalResourceTable(HandleTable[AccumulatorBase[Any]]):
                 del self._by_name[key]
         # Wake waiting takes outside the table lock: close() takes the accumulator's.
         found.close()
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's accumulators without touching their locks."""
+        gone = {handle: found.label for handle, found in self._live.items()}
+        self._reset()
+        # their handles stay named in NotFound messages, like destroyed ones
+        self._gone.update(list(gone.items())[-REMEMBERED_DESTROYED:])
+
+
+def _empty_after_fork() -> None:
+    """Give a forked child empty tables with fresh locks.
+
+    The child has one thread: locks other threads held at the fork stay held
+    forever in its copy, and takes that were waiting belong to threads that do
+    not exist there. A gradient the child applies to its copy of an accumulator
+    could never reach the parent's; so the child starts empty, and every handle
+    inherited from the parent is NotFoundError there. Handles keep counting
+    from the parent's, so an inherited handle never names a child's accumulator.
+    """
+    for table in list(_tables):
+        table._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_empty_after_fork)

@@ -15,7 +15,18 @@ from tf_accum.dtypes import DType, as_dtype
 
 
 def _first_element(array: np.ndarray[Any, Any]) -> Any:
-    return array.flat[0].item() if array.size else array
+    if not array.size:
+        return array
+    first = array.flat[0]
+    return first.item() if isinstance(first, np.generic) else first
+
+
+def _refuse_none(value: Any) -> None:
+    if value is None:
+        raise ValueError("None values not supported.")
+
+
+INT64_MAX = 2**63 - 1
 
 
 def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
@@ -30,6 +41,7 @@ def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
         TypeError: strings, complex values for a real dtype, or fractions for an
             integer dtype.
     """
+    _refuse_none(value)
     if not isinstance(value, (np.ndarray, np.generic, list, tuple, int, float, complex)):
         value_dtype = getattr(value, "dtype", None)
         if value_dtype is not None:
@@ -49,16 +61,29 @@ def convert_to_dtype(value: Any, dtype: DType) -> np.ndarray[Any, Any]:
     target = dtype.numpy_dtype
     if array.dtype == target:
         return array
+    if array.dtype.kind == "O" and array.size and all(_is_number(x) for x in array.flat):
+        array = np.array(array.tolist())  # numbers in an object array convert, as in TensorFlow
     kind = array.dtype.kind
     lossy = (
         kind in "USOV"
         or (kind == "c" and not dtype.is_complex)
-        or (kind == "f" and dtype.is_integer and not np.all(np.trunc(array) == array))
+        or (
+            kind == "f"
+            and dtype.is_integer
+            and not np.all(np.isfinite(array) & (np.trunc(array) == array))
+        )
     )
     if lossy:
         bad = _first_element(array)
+        if kind == "O":
+            bad = next((x for x in array.flat if not _is_number(x)), bad)
         raise TypeError(f"Expected {dtype.name}, but got {bad} of type '{type(bad).__name__}'.")
-    return array.astype(target)
+    with np.errstate(over="ignore"):  # float64 beyond float32's range is inf, as in TensorFlow
+        return array.astype(target)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, bool)
 
 
 def cast_to_int64(value: Any) -> Any:
@@ -68,13 +93,24 @@ def cast_to_int64(value: Any) -> Any:
     reports that it is not a scalar).
 
     Raises:
+        ValueError: None.
         UnimplementedError: strings.
+        InvalidArgumentError: unsigned values above 2**63 - 1 (tf.cast would wrap
+            them to negative numbers).
     """
     if type(value) is int:
         return value
+    _refuse_none(value)
     array = np.asarray(value)
     if array.dtype.kind in "USO":
         raise errors.UnimplementedError(None, None, "Cast string to int64 is not supported")
+    if array.dtype.kind == "u" and array.size and int(array.max()) > INT64_MAX:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Value {int(array.max())} does not fit in int64 (at most {INT64_MAX}); it would "
+            "wrap to a negative number",
+        )
     array = np.trunc(array).astype(np.int64) if array.dtype.kind == "f" else array.astype(np.int64)
     return int(array) if array.ndim == 0 else array
 

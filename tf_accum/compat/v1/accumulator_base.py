@@ -9,18 +9,46 @@ from tf_accum import raw_ops
 from tf_accum.compat.v1 import _symbolic
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.graph.graph import is_symbolic
-from tf_accum.raw_ops.common import destroy_when_collected, resource_name
-from tf_accum.raw_ops.constructors import accumulator_dtype
+from tf_accum.raw_ops.common import accumulator_stats, destroy_when_collected, resource_name
+from tf_accum.raw_ops.constructors import INT64_MAX, accumulator_dtype, string_attr
 from tf_accum.shapes import DeclaredShape, parse_tensor_shape
 
 
-def check_reduction_type(reduction_type: Any, op_name: str) -> None:
-    """Raises ValueError (TensorFlow's graph-mode error) unless "MEAN" or "SUM"."""
-    if reduction_type not in ("MEAN", "SUM"):
+def check_reduction_type(reduction_type: Any, op_name: str) -> str:
+    """ "MEAN" or "SUM" (None means "MEAN", as in TensorFlow).
+
+    Raises:
+        TypeError: not a string.
+        ValueError: another string (TensorFlow's graph-mode error).
+    """
+    checked = string_attr(reduction_type, "reduction_type") or "MEAN"
+    if checked not in ("MEAN", "SUM"):
         raise ValueError(
             f"Attr 'reduction_type' of '{op_name}' Op passed string '{reduction_type}' not "
             'in: "MEAN", "SUM".'
         )
+    return checked
+
+
+def check_tensor_shape_size(shape: DeclaredShape, given: Any) -> DeclaredShape:
+    """Refuse dimensions above 2**63 - 1, as ``tf.TensorShape`` does.
+
+    Raises:
+        TypeError: a dimension out of the int64 range.
+    """
+    for size in shape or ():
+        if size is not None and size > INT64_MAX:
+            raise TypeError(
+                f"Error converting {given!r} (arg name = shape) to a TensorShape: Value out "
+                f"of range: {size}"
+            )
+    return shape
+
+
+class _Ownership:
+    """Owned by a private accumulator's objects (an original and its copies)."""
+
+    __slots__ = ("__weakref__",)
 
 
 class ConditionalAccumulatorBase:
@@ -49,6 +77,7 @@ class ConditionalAccumulatorBase:
         else:
             self._name = resource_name(accumulator_ref)
         self._finalizer: Any = None
+        self._owner: _Ownership | None = None
 
     def _create_and_own(
         self,
@@ -64,8 +93,8 @@ class ConditionalAccumulatorBase:
         A private accumulator (no shared_name) is destroyed with this object.
         """
         checked = accumulator_dtype(dtype)
-        declared = parse_tensor_shape(shape)
-        check_reduction_type(reduction_type, constructor.__name__)
+        declared = check_tensor_shape_size(parse_tensor_shape(shape), shape)
+        reduction_type = check_reduction_type(reduction_type, constructor.__name__)
         handle = constructor(
             dtype=checked,
             shape=None if declared is None else list(declared),
@@ -78,7 +107,39 @@ class ConditionalAccumulatorBase:
             return  # graph mode: the accumulator lives as long as each session that makes it
         self._name = name
         if not shared_name:
-            self._finalizer = destroy_when_collected(self, handle)
+            # copies share the ownership: the accumulator goes with the last of them
+            self._owner = _Ownership()
+            self._finalizer = destroy_when_collected(self._owner, handle)
+
+    def __copy__(self) -> ConditionalAccumulatorBase:
+        """A second object for the same accumulator (a private one lives while either does)."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        return copy
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ConditionalAccumulatorBase:
+        """Refused: an accumulator is a resource with waiting takes, not a value to duplicate.
+
+        Raises:
+            TypeError: always; ``copy.copy`` gives a second object for the same accumulator.
+        """
+        raise TypeError(
+            f"cannot deep-copy {type(self).__name__}: it is a handle to an accumulator, "
+            "which is not duplicated; copy.copy gives a second object for the same one"
+        )
+
+    def __reduce__(self) -> Any:
+        """Refused: a handle means nothing in another process (it could name another accumulator).
+
+        Raises:
+            TypeError: always.
+        """
+        raise TypeError(
+            f"cannot pickle {type(self).__name__}: its handle names an accumulator of this "
+            "process only. To reach one accumulator from several processes, give it a "
+            "shared_name, use the distributed table (TF_ACCUM_RAY_ADDRESS), and create the "
+            "object in each process with that shared_name"
+        )
 
     @property
     def accumulator_ref(self) -> Any:
@@ -128,6 +189,22 @@ class ConditionalAccumulatorBase:
             new_global_step=_symbolic.step(new_global_step),
             name=name,
         )
+
+    def stats(self) -> dict[str, int | None]:
+        """The accumulator's statistics: see :func:`tf_accum.accumulator_stats`.
+
+        Differs from TensorFlow: TensorFlow's classes have no stats().
+
+        Raises:
+            NotFoundError: the accumulator was destroyed.
+            TypeError: a graph-mode accumulator (its statistics live in each session).
+        """
+        if is_symbolic(self._accumulator_ref):
+            raise TypeError(
+                "stats() reads an eager accumulator; in graph mode the accumulator exists only "
+                "inside each session that runs the graph"
+            )
+        return accumulator_stats(self._accumulator_ref)
 
     def close(self) -> Any:
         """Destroy the accumulator: waiting takes fail with CancelledError.

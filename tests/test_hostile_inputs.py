@@ -1,0 +1,409 @@
+"""Contracts at the edges (issue 9, items 2, 3, 8, 10, 11): what is refused at
+creation, argument types, timeouts, counter limits, and error classes."""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tf_accum as tfa
+from tests.helpers import Background, wait_for_waiting
+from tf_accum import errors
+from tf_accum.resources import current_table
+
+raw = tfa.raw_ops
+compat = tfa.compat.v1
+F32 = tfa.float32
+CONSTRUCTORS = [
+    raw.ConditionalAccumulator,
+    raw.ResourceConditionalAccumulator,
+    raw.SparseConditionalAccumulator,
+]
+
+
+# --- item 2: what cannot work is refused at creation -----------------------------
+
+
+@pytest.mark.parametrize("constructor", CONSTRUCTORS)
+def test_a_dimension_of_2_63_or_more_is_refused_at_creation(constructor: Any) -> None:
+    before = current_table().live_handles()
+    with pytest.raises(OverflowError, match="at most 2\\*\\*63 - 1"):
+        constructor(dtype=F32, shape=[2**63, 2])
+    if constructor is not raw.SparseConditionalAccumulator:
+        with pytest.raises(errors.InvalidArgumentError, match="is too large"):
+            constructor(dtype=F32, shape=[2**62, 2**62])
+    assert current_table().live_handles() == before
+    h = constructor(dtype=F32, shape=[2**63 - 1])  # the largest dimension there is
+    raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize(
+    "cls", [compat.ConditionalAccumulator, compat.SparseConditionalAccumulator]
+)
+def test_compat_classes_refuse_out_of_range_dimensions_as_tensor_shape_does(cls: Any) -> None:
+    with pytest.raises(TypeError, match="Value out of range: 9223372036854775808"):
+        cls(F32, shape=[2**63])
+
+
+def test_the_largest_sparse_dimension_takes_work() -> None:
+    h = raw.SparseConditionalAccumulator(dtype=F32, shape=[2**63 - 1, 2])
+    raw.SparseAccumulatorApplyGradient(
+        handle=h,
+        local_step=0,
+        gradient_indices=[2**63 - 2],
+        gradient_values=np.ones((1, 2), np.float32),
+        gradient_shape=[],
+        has_known_shape=False,
+    )
+    indices, values, shape = raw.SparseAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
+    assert indices.tolist() == [2**63 - 2] and shape.tolist() == [2**63 - 1, 2]
+    raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_a_take_whose_result_fails_leaves_its_round(kind: str, monkeypatch: Any) -> None:
+    if kind == "dense":
+        h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[2], reduction_type="SUM")
+        raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=[1.0, 2.0])
+
+        def take() -> Any:
+            return raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
+    else:
+        h = raw.SparseConditionalAccumulator(dtype=F32, shape=[4, 2], reduction_type="SUM")
+        raw.SparseAccumulatorApplyGradient(
+            handle=h,
+            local_step=0,
+            gradient_indices=[1],
+            gradient_values=np.ones((1, 2), np.float32),
+            gradient_shape=[],
+            has_known_shape=False,
+        )
+
+        def take() -> Any:
+            return raw.SparseAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
+
+    acc = current_table().lookup(h)
+
+    def fail(state: Any, count: int) -> Any:
+        raise MemoryError("no room for the result")
+
+    monkeypatch.setattr(acc, "_finish_round", fail)
+    with pytest.raises(MemoryError):
+        take()
+    stats = tfa.accumulator_stats(h)
+    assert stats["num_accumulated"] == 1 and stats["global_step"] == 0
+    assert stats["takes_served"] == 0
+    monkeypatch.undo()
+    result = take()
+    values = result if kind == "dense" else result.values
+    assert float(np.sum(values)) == (3.0 if kind == "dense" else 2.0)
+    raw.DestroyResourceOp(resource=h)
+
+
+# --- item 3: string attributes ----------------------------------------------------
+
+
+@pytest.mark.parametrize("constructor", CONSTRUCTORS)
+def test_none_shared_name_and_container_are_private(constructor: Any) -> None:
+    a = constructor(dtype=F32, shape=[2], shared_name=None, container=None)
+    b = constructor(dtype=F32, shape=[2], shared_name=None, container=None)
+    assert a != b
+    label = current_table().lookup(a).label
+    assert label.startswith("localhost/_") and "None" not in label
+    raw.DestroyResourceOp(resource=a)
+    raw.DestroyResourceOp(resource=b)
+
+
+@pytest.mark.parametrize("attr", ["shared_name", "container", "reduction_type"])
+@pytest.mark.parametrize("value", [5, b"x", np.array(["MEAN", "SUM"])])
+def test_non_string_attributes_are_a_type_error(attr: str, value: Any) -> None:
+    before = current_table().live_handles()
+    with pytest.raises(TypeError, match=f"Expected string for argument '{attr}'"):
+        raw.ResourceConditionalAccumulator(dtype=F32, shape=[2], **{attr: value})
+    assert current_table().live_handles() == before
+
+
+def test_none_reduction_type_means_mean() -> None:
+    for acc in (
+        compat.ConditionalAccumulator(F32, shape=[1], reduction_type=None),  # type: ignore[arg-type]
+        compat.ConditionalAccumulator(F32, shape=[1]),
+    ):
+        acc.apply_grad([1.0])
+        acc.apply_grad([3.0])
+        assert acc.take_grad(2).tolist() == [2.0]
+    h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[1], reduction_type=None)
+    assert current_table().lookup(h).spec.reduction_type == "MEAN"
+    raw.DestroyResourceOp(resource=h)
+    with pytest.raises(TypeError, match="Expected string for argument 'reduction_type'"):
+        compat.ConditionalAccumulator(F32, shape=[1], reduction_type=np.array(["MEAN"]))  # type: ignore[arg-type]
+
+
+# --- item 8: timeouts -------------------------------------------------------------
+
+
+def _dense_with_one() -> int:
+    h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[1])
+    return h
+
+
+@pytest.mark.parametrize("timeout", [math.inf, 1e10, 1e300, 2**70])
+def test_huge_and_infinite_timeouts_wait_until_served(timeout: float) -> None:
+    h = _dense_with_one()
+    taker = Background(
+        raw.ResourceAccumulatorTakeGradient, handle=h, num_required=1, dtype=F32, timeout=timeout
+    )
+    wait_for_waiting(h, 1)
+    assert not taker.done()
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=[4.0])
+    assert taker.result().tolist() == [4.0]
+    raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize(
+    "timeout", ["0.1", True, False, np.bool_(True), [0.1], np.array([0.1]), 1j]
+)
+def test_a_timeout_that_is_not_a_number_is_a_type_error(timeout: Any) -> None:
+    h = _dense_with_one()
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32, timeout=timeout)
+    assert tfa.accumulator_stats(h)["waiting"] == 0
+    raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize("timeout", [np.float32(0.01), np.int64(0), 0, 0.01])
+def test_numpy_and_python_numbers_are_timeouts(timeout: Any) -> None:
+    h = _dense_with_one()
+    with pytest.raises(errors.DeadlineExceededError):
+        raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32, timeout=timeout)
+    assert tfa.accumulator_stats(h)["takes_timed_out"] == 1
+    raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize("timeout", [-1, -math.inf, math.nan])
+def test_negative_or_nan_timeouts_are_a_value_error(timeout: float) -> None:
+    h = _dense_with_one()
+    with pytest.raises(ValueError, match="non-negative"):
+        raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32, timeout=timeout)
+    raw.DestroyResourceOp(resource=h)
+
+
+# --- item 10: counters at their limits --------------------------------------------
+
+
+def test_num_accumulated_saturates_at_int32_max_and_mean_uses_the_exact_count() -> None:
+    h = raw.ResourceConditionalAccumulator(dtype=tfa.float64, shape=[1])
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.float64([2.0**32]))
+    acc = current_table().lookup(h)
+    with acc._lock:  # type: ignore[attr-defined]
+        acc._count = 2**32  # type: ignore[attr-defined] - as if 2**32 gradients had come in
+    count = raw.ResourceAccumulatorNumAccumulated(handle=h)
+    assert count == 2**31 - 1 and count.dtype == np.int32
+    assert tfa.accumulator_stats(h)["num_accumulated"] == 2**32
+    result = raw.ResourceAccumulatorTakeGradient(
+        handle=h, num_required=2**31 - 1, dtype=tfa.float64
+    )
+    assert result.tolist() == [1.0]
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_the_global_step_wraps_at_int64_and_stats_counters_are_unbounded() -> None:
+    h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[1])
+    raw.ResourceAccumulatorSetGlobalStep(handle=h, new_global_step=2**63 - 1)
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**63 - 1, gradient=[1.0])
+    raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
+    assert tfa.accumulator_stats(h)["global_step"] == -(2**63)
+    acc = current_table().lookup(h)
+    with acc._lock:  # type: ignore[attr-defined]
+        acc._n_accepted = 2**64  # type: ignore[attr-defined]
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=-(2**63), gradient=[1.0])
+    assert tfa.accumulator_stats(h)["accepted"] == 2**64 + 1
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_num_required_above_int32_is_refused_before_queueing() -> None:
+    h = _dense_with_one()
+    with pytest.raises(ValueError, match="out of range for int32"):
+        raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2**31, dtype=F32)
+    assert tfa.accumulator_stats(h)["waiting"] == 0
+    raw.DestroyResourceOp(resource=h)
+
+
+# --- item 11: classes and messages ------------------------------------------------
+
+
+def test_compat_none_gradient_and_steps_are_value_errors() -> None:
+    acc = compat.ConditionalAccumulator(F32, shape=[2])
+    sparse = compat.SparseConditionalAccumulator(F32, shape=[4, 2])
+    for call in (
+        lambda: acc.apply_grad(None),
+        lambda: acc.apply_grad([1.0, 2.0], local_step=None),
+        lambda: acc.set_global_step(None),
+        lambda: sparse.apply_grad(None, [[1.0, 2.0]]),
+    ):
+        with pytest.raises(ValueError, match="None values not supported"):
+            call()
+    assert acc.stats()["accepted"] == 0 and sparse.stats()["accepted"] == 0
+
+
+def test_raw_none_steps_and_indices_are_value_errors() -> None:
+    h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[2])
+    s = raw.SparseConditionalAccumulator(dtype=F32, shape=[4, 2])
+    none = "Attempt to convert a value \\(None\\)"
+    with pytest.raises(ValueError, match=none):
+        raw.ResourceAccumulatorApplyGradient(handle=h, local_step=None, gradient=[1.0, 1.0])
+    with pytest.raises(ValueError, match=none):
+        raw.ResourceAccumulatorSetGlobalStep(handle=h, new_global_step=None)
+    with pytest.raises(ValueError, match=none):
+        raw.SparseAccumulatorApplyGradient(
+            handle=s,
+            local_step=0,
+            gradient_indices=None,
+            gradient_values=np.ones((1, 2), np.float32),
+            gradient_shape=[],
+            has_known_shape=False,
+        )
+    raw.DestroyResourceOp(resource=h)
+    raw.DestroyResourceOp(resource=s)
+
+
+def test_object_arrays_of_numbers_convert_and_others_name_the_bad_element() -> None:
+    acc = compat.ConditionalAccumulator(F32, shape=[2])
+    acc.apply_grad(np.array([1.0, 2], dtype=object))
+    with pytest.raises(TypeError, match="got None of type 'NoneType'"):
+        acc.apply_grad(np.array([1.0, None], dtype=object))
+    assert acc.take_grad(1).tolist() == [1.0, 2.0]
+
+
+def test_an_unsigned_index_beyond_int64_is_reported_as_such() -> None:
+    sparse = compat.SparseConditionalAccumulator(F32, shape=[4, 2])
+    with pytest.raises(errors.InvalidArgumentError, match="18446744073709551615"):
+        sparse.apply_grad(np.array([2**64 - 1], np.uint64), [[1.0, 2.0]])
+    s = raw.SparseConditionalAccumulator(dtype=F32, shape=None)
+    with pytest.raises(errors.InvalidArgumentError, match="18446744073709551615"):
+        raw.SparseAccumulatorApplyGradient(
+            handle=s,
+            local_step=0,
+            gradient_indices=np.array([2**64 - 1], np.uint64),
+            gradient_values=np.ones((1, 2), np.float32),
+            gradient_shape=[],
+            has_known_shape=False,
+        )
+    assert sparse.stats()["accepted"] == 0 and tfa.accumulator_stats(s)["accepted"] == 0
+    raw.DestroyResourceOp(resource=s)
+
+
+def test_infinity_into_an_integer_accumulator_is_a_type_error() -> None:
+    acc = compat.ConditionalAccumulator(tfa.int32, shape=[])
+    with pytest.raises(TypeError, match="Expected int32, but got inf"):
+        acc.apply_grad(float("inf"))
+    assert int(acc.num_accumulated()) == 0
+
+
+def test_python_floats_beyond_float32_become_infinity_in_the_compat_class() -> None:
+    acc = compat.ConditionalAccumulator(F32, shape=[2], reduction_type="SUM")
+    acc.apply_grad([1e39, 1.0])
+    assert acc.take_grad(1).tolist() == [math.inf, 1.0]
+
+
+@pytest.mark.parametrize("step", [np.float64(3.0), np.float32(3.0), np.int16(3)])
+def test_numpy_whole_number_steps_are_accepted(step: Any) -> None:
+    h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[1])
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=step, gradient=[1.0])
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1
+    with pytest.raises(TypeError):
+        raw.ResourceAccumulatorApplyGradient(handle=h, local_step=3.0, gradient=[1.0])
+    raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize("order", [">", "<"])
+def test_arrays_in_either_byte_order_are_accepted(order: str) -> None:
+    h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[2], reduction_type="SUM")
+    s = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[4, 2], reduction_type="SUM")
+    raw.ResourceAccumulatorApplyGradient(
+        handle=h, local_step=0, gradient=np.array([1.5, 2.5], f"{order}f4")
+    )
+    raw.SparseAccumulatorApplyGradient(
+        handle=s,
+        local_step=0,
+        gradient_indices=[1],
+        gradient_values=np.array([[1.5, 2.5]], f"{order}f8"),
+        gradient_shape=[],
+        has_known_shape=False,
+    )
+    dense = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
+    assert dense.dtype == np.float32 and dense.dtype.isnative and dense.tolist() == [1.5, 2.5]
+    taken = raw.SparseAccumulatorTakeGradient(handle=s, num_required=1, dtype=tfa.float64)
+    assert taken.values.dtype.isnative and taken.values.tolist() == [[1.5, 2.5]]
+    with pytest.raises(errors.InvalidArgumentError, match="Signature mismatch"):
+        raw.ResourceAccumulatorApplyGradient(
+            handle=h, local_step=0, gradient=np.array([1.5, 2.5], f"{order}f8")
+        )
+    raw.DestroyResourceOp(resource=h)
+    raw.DestroyResourceOp(resource=s)
+
+
+@pytest.mark.parametrize("handle", [True, False, np.bool_(True)])
+def test_a_bool_is_not_a_handle(handle: Any) -> None:
+    with pytest.raises(TypeError, match="to EagerTensor of dtype resource"):
+        raw.ResourceAccumulatorNumAccumulated(handle=handle)
+
+
+def test_rejections_before_the_lock_and_under_it_are_both_counted() -> None:
+    s = raw.SparseConditionalAccumulator(dtype=F32, shape=[4, 2])
+    good = np.ones((1, 2), np.float32)
+    apply = raw.SparseAccumulatorApplyGradient
+    apply(handle=s, local_step=0, gradient_indices=[0], gradient_values=good,
+          gradient_shape=[], has_known_shape=False)  # fmt: skip
+    with pytest.raises(errors.InvalidArgumentError):  # out of range: found before the lock
+        apply(handle=s, local_step=0, gradient_indices=[9], gradient_values=good,
+              gradient_shape=[], has_known_shape=False)  # fmt: skip
+    with pytest.raises(errors.InvalidArgumentError):  # rank differs from the round's: under it
+        apply(handle=s, local_step=0, gradient_indices=[1], gradient_values=np.ones((1, 2, 1), np.float32),
+              gradient_shape=[], has_known_shape=False)  # fmt: skip
+    with pytest.raises(errors.InvalidArgumentError):  # wrong dtype: refused by the op, not counted
+        apply(handle=s, local_step=0, gradient_indices=[1], gradient_values=good.astype(np.float64),
+              gradient_shape=[], has_known_shape=False)  # fmt: skip
+    apply(handle=s, local_step=-1, gradient_indices=[1], gradient_values=good,
+          gradient_shape=[], has_known_shape=False)  # fmt: skip
+    stats = tfa.accumulator_stats(s)
+    assert (stats["accepted"], stats["stale"], stats["rejected"]) == (1, 1, 2)
+    raw.AccumulatorSetGlobalStep(handle=s, new_global_step=1)
+    apply(handle=s, local_step=0, gradient_indices=[1], gradient_values=good,
+          gradient_shape=[], has_known_shape=False)  # fmt: skip
+    assert tfa.accumulator_stats(s)["stale"] == 2
+    raw.DestroyResourceOp(resource=s)
+
+
+def test_hostile_input_from_many_threads_leaves_every_accumulator_whole() -> None:
+    """Good and bad gradients interleaved from threads: every good one is counted once."""
+    h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[3], reduction_type="SUM")
+    bad_inputs: list[Any] = [None, [1.0], "x", np.ones(3, np.float64), np.ones((3, 1), np.float32)]
+    refused = [0]
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for i in range(200):
+            try:
+                gradient = np.ones(3, np.float32) if i % 2 else bad_inputs[i // 2 % len(bad_inputs)]
+                raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+            except (errors.InvalidArgumentError, TypeError, ValueError):
+                with lock:
+                    refused[0] += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert refused[0] == 400
+    total = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
+    assert total.tolist() == [400.0] * 3
+    stats = tfa.accumulator_stats(h)
+    # the shapes [1] and [3, 1] reach the accumulator and are refused there
+    assert stats["accepted"] == 400 and stats["rejected"] == 160
+    raw.DestroyResourceOp(resource=h)
