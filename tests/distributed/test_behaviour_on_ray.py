@@ -5,6 +5,11 @@ Every test of these modules is collected here a second time (named
 ops, both compat classes and the seam's cancellation run unchanged against
 accumulators held by a host actor. ``kind`` (tests/kinds.py) covers both
 accumulator kinds, as in tests/test_blocking.py.
+
+Not here: tests that reach into the in-process accumulator or table
+(test_resource_table, test_memory, test_hostile_inputs, test_fork_and_pickle)
+or into signal delivery (test_interrupts), and the graph-mode and example
+suites (they use the table only through the same raw ops).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ SUITES = [
         "test_seam",
         "test_sparse_ops",
         "test_sparse_properties",
+        "test_stateful",
+        "test_stats",
     )
 ]
 

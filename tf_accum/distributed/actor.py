@@ -20,6 +20,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import math
 import os
 import uuid
 from collections.abc import Callable
@@ -38,6 +39,10 @@ from tf_accum.resources.local import new_accumulator
 # How many withdrawals of takes not (or no longer) queued are remembered: a
 # withdrawal may overtake its take (calls from one caller are not ordered).
 REMEMBERED_WITHDRAWALS = 10_000
+
+# Why a waiting take left the queue without its round, as stats() counts it.
+TIMED_OUT_REASON, CANCELLED_REASON, INTERRUPTED_REASON = "timed_out", "cancelled", "interrupted"
+WITHDRAWAL_REASONS = (TIMED_OUT_REASON, CANCELLED_REASON, INTERRUPTED_REASON)
 
 
 class _Waiter:
@@ -60,7 +65,7 @@ class _Entry:
     accumulated (``_flush`` completes it otherwise).
     """
 
-    __slots__ = ("accumulator", "waiting", "shared_name", "owner")
+    __slots__ = ("accumulator", "waiting", "shared_name", "owner", "withdrawn")
 
     def __init__(
         self, accumulator: AccumulatorBase[Any], shared_name: str, owner: str | None
@@ -69,6 +74,8 @@ class _Entry:
         self.waiting: collections.deque[_Waiter] = collections.deque()
         self.shared_name = shared_name
         self.owner = owner  # the creating process of a private accumulator
+        # takes withdrawn here, by reason (the inner accumulator never sees them wait)
+        self.withdrawn = dict.fromkeys(WITHDRAWAL_REASONS, 0)
 
 
 class AccumulatorHost:
@@ -89,7 +96,7 @@ class AccumulatorHost:
         self._entries: dict[int, _Entry] = {}
         self._shared: dict[str, int] = {}
         self._attempts: dict[str, tuple[_Entry, _Waiter]] = {}
-        self._early_withdrawals: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._early_withdrawals: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._watched: dict[str, asyncio.Task[None]] = {}
         self._holds: dict[str, asyncio.Future[None]] = {}
         self._mappings = HostMappings()
@@ -137,7 +144,7 @@ class AccumulatorHost:
         """Withdraw the dead process's waiting takes; destroy its private accumulators."""
         for entry, waiter in list(self._attempts.values()):
             if waiter.caller == caller:
-                self._withdraw(entry, waiter, Failure(WITHDRAWN))
+                self._withdraw(entry, waiter, Failure(WITHDRAWN), INTERRUPTED_REASON)
         for entry_id, entry in list(self._entries.items()):
             if entry.owner == caller:
                 self._destroy(entry_id)
@@ -246,56 +253,73 @@ class AccumulatorHost:
         caller: str,
         life: list[Any] | None,
         bulk: Bulk | None = None,
+        cancelled: bool = False,
     ) -> Any:
         """The round's result once ``num_required`` gradients are in and the take is first.
 
         A timed-out take is withdrawn here (it consumes nothing), as is one
         whose caller asked (``withdraw``) or died. With ``bulk``, a large
         result is written into the caller's buffer and its descriptor returned.
+        ``cancelled``: the caller's run is cancelled already, so the take only
+        completes if it can at once, and is otherwise refused without queueing.
         """
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):
             return entry
         self._watch(caller, life)
-        outcome = await self._round(entry, num_required, timeout, attempt, caller)
+        outcome = await self._round(entry, num_required, timeout, attempt, caller, cancelled)
         if bulk is not None and isinstance(outcome, np.ndarray):
             return self._mappings.give(outcome, bulk) or outcome
         return outcome
 
     async def _round(
-        self, entry: _Entry, num_required: int, timeout: float | None, attempt: str, caller: str
+        self,
+        entry: _Entry,
+        num_required: int,
+        timeout: float | None,
+        attempt: str,
+        caller: str,
+        cancelled: bool,
     ) -> Any:
-        if attempt in self._early_withdrawals:
-            del self._early_withdrawals[attempt]
+        reason = self._early_withdrawals.pop(attempt, None)
+        if reason is not None:
+            entry.withdrawn[reason] += 1
             return Failure(WITHDRAWN)
         if not entry.waiting and entry.accumulator.num_accumulated() >= num_required:
             return self._take_now(entry, num_required)
-        if timeout == 0:
-            return TIMED_OUT
+        if cancelled or timeout == 0:
+            entry.withdrawn[CANCELLED_REASON if cancelled else TIMED_OUT_REASON] += 1
+            return Failure(WITHDRAWN) if cancelled else TIMED_OUT
         loop = asyncio.get_running_loop()
         waiter = _Waiter(num_required, loop.create_future(), caller, attempt)
-        if timeout is not None:
-            waiter.timer = loop.call_later(timeout, self._withdraw, entry, waiter, TIMED_OUT)
+        if timeout is not None and not math.isinf(timeout):
+            waiter.timer = loop.call_later(
+                timeout, self._withdraw, entry, waiter, TIMED_OUT, TIMED_OUT_REASON
+            )
         entry.waiting.append(waiter)
         self._attempts[attempt] = (entry, waiter)
         try:
             return await asyncio.shield(waiter.future)
         except asyncio.CancelledError:
-            self._withdraw(entry, waiter, Failure(WITHDRAWN))
+            self._withdraw(entry, waiter, Failure(WITHDRAWN), INTERRUPTED_REASON)
             raise
         finally:
             self._attempts.pop(attempt, None)
 
-    async def withdraw(self, instance: str, attempt: str) -> None:
-        """Withdraw a waiting take (its caller gave up); a completed one keeps its round."""
+    async def withdraw(self, instance: str, attempt: str, reason: str = CANCELLED_REASON) -> None:
+        """Withdraw a waiting take (its caller gave up); a completed one keeps its round.
+
+        ``reason``: "cancelled" (a run's deadline, a closing session) or
+        "interrupted" (the caller was interrupted).
+        """
         if instance != self._instance:
             return
         found = self._attempts.get(attempt)
         if found is not None:
-            self._withdraw(*found, Failure(WITHDRAWN))
+            self._withdraw(*found, Failure(WITHDRAWN), reason)
             return
         # Not queued: either done already, or this call overtook the take.
-        self._early_withdrawals[attempt] = None
+        self._early_withdrawals[attempt] = reason
         if len(self._early_withdrawals) > REMEMBERED_WITHDRAWALS:
             self._early_withdrawals.popitem(last=False)
 
@@ -319,6 +343,22 @@ class AccumulatorHost:
         if isinstance(entry, Failure):
             return entry
         return entry.accumulator.global_step()
+
+    async def stats(self, instance: str, entry_id: int) -> dict[str, int | None] | Failure:
+        """The in-process accumulator's counters, with the waiting done here folded in."""
+        entry = self._entry(instance, entry_id)
+        if isinstance(entry, Failure):
+            return entry
+        try:
+            found = entry.accumulator.stats()
+        except errors.OpError as error:
+            return Failure.of(error)
+        for reason, count in entry.withdrawn.items():
+            key = f"takes_{reason}"
+            found[key] = (found[key] or 0) + count
+        found["waiting"] = len(entry.waiting)
+        found["head_num_required"] = entry.waiting[0].num_required if entry.waiting else None
+        return found
 
     async def num_waiting(self, instance: str, entry_id: int) -> int | Failure:
         entry = self._entry(instance, entry_id)
@@ -366,10 +406,11 @@ class AccumulatorHost:
             waiter = waiting.popleft()
             self._settle(waiter, self._take_now(entry, waiter.num_required))
 
-    def _withdraw(self, entry: _Entry, waiter: _Waiter, outcome: Failure) -> None:
+    def _withdraw(self, entry: _Entry, waiter: _Waiter, outcome: Failure, reason: str) -> None:
         """Take a still-waiting attempt out of the queue; whoever was behind it may go."""
         if waiter.future.done():
             return
+        entry.withdrawn[reason] += 1
         entry.waiting.remove(waiter)
         self._settle(waiter, outcome)
         if entry.waiting:

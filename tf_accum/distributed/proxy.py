@@ -21,7 +21,7 @@ from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
-from tf_accum.distributed.wire import MISSING, RESTARTED, TIMED_OUT, WITHDRAWN, Failure
+from tf_accum.distributed.wire import MISSING, RESTARTED, WITHDRAWN, Failure
 from tf_accum.resources.errors import missing_resource_error
 
 logger = logging.getLogger("tf_accum")
@@ -121,9 +121,9 @@ class HostLink:
     def new_attempt(self) -> str:
         return f"{self.caller}:{next(self._attempts)}"
 
-    def withdraw(self, attempt: str) -> None:
+    def withdraw(self, attempt: str, reason: str) -> None:
         # Not waited for: the take's own call returns once it is withdrawn.
-        self.actor.withdraw.remote(self.instance, attempt)
+        self.actor.withdraw.remote(self.instance, attempt, reason)
 
 
 class RemoteAccumulator:
@@ -186,12 +186,7 @@ class RemoteAccumulator:
         attempt = link.new_attempt()
         key = None
         if cancellation is not None:
-            key = cancellation.register(lambda _error: link.withdraw(attempt))
-            if key is None:
-                # Cancelled already: a take that completes at once still does;
-                # one that would wait fails without queueing.
-                assert cancellation.error is not None
-                timeout = 0
+            key = cancellation.register(lambda _error: link.withdraw(attempt, "cancelled"))
         buffer = link.buffer(self._result_bytes)
         try:
             outcome = link.call(
@@ -204,19 +199,19 @@ class RemoteAccumulator:
                 link.caller,
                 link.life,
                 None if buffer is None else buffer.describe(),
+                # Cancelled already: a take that completes at once still does;
+                # one that would wait fails without queueing.
+                cancellation is not None and key is None,
             )
         except BaseException as exc:
             # An interrupted caller must not leave a take behind to eat a round.
             if not isinstance(exc, errors.OpError):
-                link.withdraw(attempt)
+                link.withdraw(attempt, "interrupted")
             raise
         finally:
             if cancellation is not None:
                 cancellation.unregister(key)
         if type(outcome) is Failure:
-            if cancellation is not None and key is None and outcome == TIMED_OUT:
-                assert cancellation.error is not None
-                raise _copy_error(cancellation.error)
             if outcome.kind == WITHDRAWN:
                 if cancellation is not None and cancellation.error is not None:
                     raise _copy_error(cancellation.error)
@@ -247,6 +242,10 @@ class RemoteAccumulator:
         """The current global step (not part of the protocol; for tests and diagnostics)."""
         step: int = self._call("global_step")
         return step
+
+    def stats(self) -> dict[str, int | None]:
+        found: dict[str, int | None] = self._call("stats")
+        return found
 
     def num_waiting(self) -> int:
         count: int = self._call("num_waiting")
