@@ -18,6 +18,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any
 
+import hypothesis
 import pytest
 
 from tests.kinds import KINDS
@@ -39,10 +40,20 @@ SUITES = [
     )
 ]
 
+
+class TestAccumulatorMachineOnRay(
+    importlib.import_module("tests.test_stateful").AccumulatorMachine.TestCase
+):  # type: ignore[misc]
+    """The state machine with a smaller budget: every call is a round trip here."""
+
+    settings = hypothesis.settings(max_examples=25, stateful_step_count=30, deadline=None)
+
+
 for _suite in SUITES:
     _short = _suite.__name__.rsplit(".", 1)[-1]
     for _name in dir(_suite):
-        if _name.startswith(("test_", "Test")):
+        # (the state machine is collected above, with its own budget)
+        if _name.startswith(("test_", "Test")) and _name != "TestAccumulatorMachine":
             globals()[f"{_name}__{_short}"] = getattr(_suite, _name)
 
 
