@@ -285,7 +285,7 @@ def add(x: Any, y: Any, name: str | None = None) -> Any:
         [left, right],
         [(left.dtype, shape)],
         lambda context, inputs: (np.add(inputs[0], inputs[1]),),
-        name=name or "add",
+        name=name or "Add",
     )
     return op.outputs[0]
 

@@ -23,6 +23,7 @@ from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.ops import as_tensor, graph_input
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.raw_ops._keyword_only import snake_case
+from tf_accum.raw_ops._timeout import check_timeout
 from tf_accum.raw_ops.constructors import accumulator_dtype
 
 HANDLE = "handle"
@@ -37,6 +38,7 @@ class NodeSpec:
     outputs: tuple[str, ...]  # dtype names; "dtype" is the op's dtype attribute
     constructor: bool = False
     blocking: bool = False
+    scalar_output: bool = False  # TensorFlow's shape function makes the output a scalar
 
 
 def _handle_ops(prefix: str) -> dict[str, NodeSpec]:
@@ -45,7 +47,7 @@ def _handle_ops(prefix: str) -> dict[str, NodeSpec]:
         f"{prefix}AccumulatorApplyGradient": NodeSpec(
             (*h, ("local_step", "int64"), ("gradient", VALUES)), ()
         ),
-        f"{prefix}AccumulatorNumAccumulated": NodeSpec(h, ("int32",)),
+        f"{prefix}AccumulatorNumAccumulated": NodeSpec(h, ("int32",), scalar_output=True),
         f"{prefix}AccumulatorSetGlobalStep": NodeSpec((*h, ("new_global_step", "int64")), ()),
         f"{prefix}AccumulatorTakeGradient": NodeSpec(
             (*h, ("num_required", "int32")), ("dtype",), blocking=True
@@ -96,11 +98,14 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
         attrs["dtype"] = (
             accumulator_dtype(attrs["dtype"]) if spec.constructor else as_dtype(attrs["dtype"])
         )
+    if spec.blocking:
+        # a bad timeout is a Python argument error: refused when built, as eagerly
+        attrs["timeout"] = check_timeout(attrs.get("timeout"))
     op_name = graph.unique_name(kwargs.get("name") or op_type)
     inputs = [_input(graph, op_type, op_name, arg, kind, kwargs[arg]) for arg, kind in spec.inputs]
     _check_scalars(op_type, op_name, spec, inputs)
     outputs = [(_output_dtype(spec, kind, attrs), TensorShape(None)) for kind in spec.outputs]
-    if spec.constructor:
+    if spec.constructor or spec.scalar_output:
         outputs = [(outputs[0][0], TensorShape([]))]
     kernel = _constructor_kernel(func, attrs) if spec.constructor else _kernel(func, spec, attrs)
     op = graph.create_op(

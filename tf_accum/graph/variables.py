@@ -314,12 +314,12 @@ class Variable:
     def __add__(self, other: Any) -> Any:
         from tf_accum.graph.ops import add
 
-        return add(self, other)
+        return add(self, other, name="add")
 
     def __radd__(self, other: Any) -> Any:
         from tf_accum.graph.ops import add
 
-        return add(other, self)
+        return add(other, self, name="add")
 
 
 def assign(

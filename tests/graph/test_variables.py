@@ -1,0 +1,118 @@
+"""Variables and the global step (issue 7): the state a TF1 program keeps
+beside its accumulators, one value per Session."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tf_accum.compat.v1 as tf
+from tests.helpers import Background
+from tf_accum import errors
+
+pytestmark = pytest.mark.usefixtures("graph")
+
+
+def test_variable_ops_and_attributes() -> None:
+    v = tf.Variable([1.0, 2.0], name="w")
+    assert (v.name, v.dtype, v.shape, v.op.name) == ("w:0", tf.float32, (2,), "w")
+    assert isinstance(v.initializer, tf.Operation) and v.initializer.name == "w/Assign"
+    assert v in tf.global_variables() and v in tf.trainable_variables()
+    assert isinstance(v.read_value(), tf.Tensor)
+    frozen = tf.Variable(0, trainable=False, dtype=tf.int64)
+    assert frozen.dtype == tf.int64 and frozen not in tf.trainable_variables()
+    with pytest.raises(ValueError, match="initial_value must be specified"):
+        tf.Variable()
+
+
+def test_reading_before_initializing_is_a_failed_precondition() -> None:
+    v = tf.Variable([1.0, 2.0], name="w")
+    with tf.Session() as sess:
+        with pytest.raises(errors.FailedPreconditionError, match="Could not find variable w"):
+            sess.run(v)
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(v).tolist() == [1, 2]
+
+
+def test_assign_assign_add_read_value_eval() -> None:
+    v = tf.Variable([1.0, 2.0])
+    set_to = v.assign([3.0, 4.0])
+    bumped = tf.assign_add(v, [1.0, 1.0])
+    also = tf.assign(v, tf.constant([0.0, 0.5]))
+    read = v.read_value()
+    doubled = tf.add(v, v)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        assert v.eval().tolist() == [1, 2]
+        assert sess.run(set_to).tolist() == [3, 4]
+        assert sess.run(bumped).tolist() == [4, 5]
+        assert sess.run(read).tolist() == [4, 5] and sess.run(doubled).tolist() == [8, 10]
+        assert sess.run(also).tolist() == [0, 0.5]
+        assert v.eval(session=sess).dtype == np.float32
+    with pytest.raises(ValueError, match="incompatible"):
+        v.assign([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="requested dtype float32"):
+        v.assign(tf.constant([1, 2]))
+
+
+def test_each_session_has_its_own_values() -> None:
+    v = tf.Variable(1)
+    inc = v.assign_add(1)
+    with tf.Session() as s1, tf.Session() as s2:
+        s1.run(v.initializer)
+        s2.run(v.initializer)
+        s1.run(inc)
+        assert (s1.run(v), s2.run(v)) == (2, 1)
+
+
+def test_variable_from_a_callable_and_a_tensor() -> None:
+    base = tf.constant([2.0, 3.0])
+    from_tensor = tf.Variable(base)
+    from_callable = tf.Variable(lambda: np.float64(1.5))
+    with tf.Session() as sess:
+        sess.run(tf.variables_initializer([from_tensor, from_callable]))
+        assert sess.run(from_tensor).tolist() == [2, 3]
+        assert sess.run(from_callable) == 1.5 and from_callable.dtype == tf.float64
+
+
+def test_assign_add_from_many_threads_loses_nothing() -> None:
+    counter = tf.Variable(0, dtype=tf.int64)
+    inc = counter.assign_add(1)
+    with tf.Session() as sess:
+        sess.run(counter.initializer)
+
+        def bump() -> None:
+            for _ in range(200):
+                sess.run(inc)
+
+        for task in [Background(bump) for _ in range(4)]:
+            task.result()
+        assert sess.run(counter) == 800
+
+
+def test_global_step(graph) -> None:
+    assert tf.train.get_global_step() is None
+    step = tf.train.get_or_create_global_step()
+    assert tf.train.get_or_create_global_step() is step
+    assert tf.train.get_global_step() is step
+    assert (step.name, step.dtype, step.shape) == ("global_step:0", tf.int64, ())
+    assert step in tf.global_variables() and step not in tf.trainable_variables()
+    with tf.name_scope("scoped"), tf.control_dependencies([tf.no_op()]):
+        assert tf.train.get_or_create_global_step() is step
+    q = tf.ConditionalAccumulator(tf.float32, shape=[1])
+    apply = q.apply_grad([1.0], local_step=step)
+    set_step = q.set_global_step(step)
+    bump = tf.assign_add(step, 1)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        assert sess.run(step) == 0
+        sess.run(bump)
+        sess.run(set_step)  # the accumulator's step is now 1
+        sess.run(apply)
+        assert sess.run(q.num_accumulated()) == 1
+
+
+def test_global_step_of_another_graph() -> None:
+    other = tf.Graph()
+    step = tf.train.get_or_create_global_step(other)
+    assert step.graph is other and tf.train.get_global_step() is None
