@@ -116,14 +116,16 @@ def test_os_fork_while_threads_use_accumulators_gives_the_child_empty_tables() -
         for _ in range(5):
             read, write = os.pipe()
             pid = os.fork()
-            if pid == 0:  # the child
-                os.close(read)
+            if pid == 0:  # the child: whatever happens, it must never return into pytest
                 try:
-                    outcome = _child_work(busy.handle)
-                except BaseException as exc:
-                    outcome = repr(exc)
-                os.write(write, outcome.encode())
-                os._exit(0)
+                    os.close(read)
+                    try:
+                        outcome = _child_work(busy.handle)
+                    except BaseException as exc:
+                        outcome = repr(exc)
+                    os.write(write, outcome.encode())
+                finally:
+                    os._exit(0)
             os.close(write)
             code = _wait_child(pid)
             with os.fdopen(read) as pipe:
@@ -155,7 +157,11 @@ def test_the_parent_is_untouched_by_a_fork() -> None:
     raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=[3.0])
     pid = os.fork()
     if pid == 0:
-        os._exit(0 if not current_table().live_handles() else 1)
+        code = 2
+        try:
+            code = 0 if not current_table().live_handles() else 1
+        finally:
+            os._exit(code)
     assert _wait_child(pid) == 0
     assert raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32).tolist() == [
         3.0

@@ -2,25 +2,43 @@
 
 IEEE overflow and NaN are results, not errors, as in TensorFlow's kernels, so
 floating-point warnings are silenced around the accumulator's own arithmetic.
+
+Two kinds of fast path live here, each giving exactly the bits of the simple
+numpy operation it replaces (tests/test_fast_paths.py holds them to it):
+
+- large element-wise work (adds, divisions, copies) is split over a small pool
+  of threads above a measured size: numpy releases the GIL inside its loops;
+- float16 and bfloat16 sums are kept in float32 and rounded to the narrow type
+  after every add, with integer operations on the bits, because numpy's half
+  loops (and ml_dtypes' bfloat16 loops) are scalar code, many times slower
+  than float32 vector code. One add of two halves done in float32 and rounded
+  to half gives the correctly rounded half sum (24 >= 2 * 11 + 2 bits), which
+  is what numpy, ml_dtypes and TensorFlow's kernels compute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 Array = np.ndarray[Any, Any]
 
 try:
     # numpy >= 2 keeps its floating-point error state in a context variable;
-    # setting it directly costs a third of entering np.errstate, which matters
-    # on the per-apply path.
+    # setting it directly costs 0.2 us where entering np.errstate costs 0.8 us,
+    # which matters on the per-apply path. tests/test_fast_paths.py runs the
+    # public fallback below too.
     from numpy._core.umath import _extobj_contextvar, _make_extobj
 
     _IGNORE = _make_extobj(all="ignore")
+    _QUIET: tuple[Any, Any] | None = (_extobj_contextvar, _IGNORE)
 
     @contextmanager
     def quiet_float_errors() -> Iterator[None]:
@@ -37,7 +55,8 @@ try:
         finally:
             _extobj_contextvar.reset(token)
 
-except ImportError:  # pragma: no cover - older numpy
+except ImportError:  # numpy < 2
+    _QUIET = None
 
     def quiet_float_errors() -> Any:  # type: ignore[misc]
         return np.errstate(all="ignore")
@@ -56,6 +75,125 @@ def in_place_adder(dtype: np.dtype[Any]) -> Callable[[Array, Any], None]:
     return _add if dtype.kind in "iu" else _add_quietly
 
 
+# --- a small pool of threads for large arrays ----------------------------------
+
+WORKERS = max(1, min(os.cpu_count() or 1, 4))
+# Element counts from which splitting pays, measured with benchmarks/bench_threads.py
+# on 2 shared cores (2 cores): below them a thread hand-off costs
+# more than it saves. Copies into new arrays gain most (page faults run in
+# parallel); adds and divisions of warm float32 are bound by memory and gain
+# only when the other core is idle; float16/bfloat16 sums (~10 passes of
+# numpy calls, each handing the GIL over) gain from about 4e6 elements and were
+# unsteady at 1e6 next to TensorFlow's spinning threads. Copies start at 2e6, not
+# 1e6 (where they gained alone), as threads already applying in parallel lost.
+PARALLEL_MIN_ELEMENTS = 4_000_000
+COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
+NARROW_PARALLEL_MIN_ELEMENTS = 4_000_000
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    # a forked child has none of the parent's threads: start a new pool there
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _helpers() -> ThreadPoolExecutor:
+    global _pool
+    pool = _pool
+    if pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(WORKERS - 1, thread_name_prefix="tf_accum")
+            pool = _pool
+    return pool
+
+
+def run_split(parts: Sequence[Callable[[], None]]) -> None:
+    """Run ``parts`` (independent pieces of one operation) on the pool and here.
+
+    Returns when every part has finished, even when one raised (or the caller
+    was interrupted), so no helper still writes into the arrays afterwards;
+    then re-raises the first error.
+    """
+    if len(parts) == 1:
+        parts[0]()
+        return
+    pool = _helpers()
+    futures: list[Future[None]] = [pool.submit(part) for part in parts[1:]]
+    error: BaseException | None = None
+    try:
+        parts[0]()
+    except BaseException as exc:
+        error = exc
+    for future in futures:
+        while True:
+            try:
+                future.result()
+                break
+            except BaseException as exc:  # the part's error, or an interrupt while waiting
+                if error is None:
+                    error = exc
+                if future.done():
+                    break
+    if error is not None:
+        raise error
+
+
+def _bounds(length: int, pieces: int) -> list[tuple[int, int]]:
+    step = -(-length // pieces)
+    return [(lo, min(lo + step, length)) for lo in range(0, length, step)]
+
+
+def split_elementwise(
+    fn: Callable[..., None], arrays: Sequence[Array], min_elements: int | None = None
+) -> None:
+    """``fn(*arrays)`` for same-shaped arrays, split along the first axis over threads.
+
+    ``fn`` must be element-wise, so that its result on slices is its result on
+    the whole. Small arrays (and arrays with a first axis of length 1) run here.
+    """
+    first = arrays[0]
+    if min_elements is None:
+        min_elements = PARALLEL_MIN_ELEMENTS
+    if WORKERS < 2 or first.size < min_elements or first.ndim == 0 or first.shape[0] < 2:
+        fn(*arrays)
+        return
+
+    def part(lo: int, hi: int) -> Callable[[], None]:
+        return lambda: fn(*(a[lo:hi] for a in arrays))
+
+    run_split([part(lo, hi) for lo, hi in _bounds(first.shape[0], WORKERS)])
+
+
+def parallel_copy(source: Array, dtype: np.dtype[Any]) -> Array:
+    """A new C-ordered array of ``dtype`` equal to ``source`` (the simple path:
+    ``np.array(source, dtype, copy=True)``), filled by several threads when large."""
+    if source.size < COPY_PARALLEL_MIN_ELEMENTS:
+        return np.array(source, dtype, copy=True)
+    out = np.empty(source.shape, dtype)
+    split_elementwise(
+        lambda o, s: np.copyto(o, s, casting="unsafe"), (out, source), COPY_PARALLEL_MIN_ELEMENTS
+    )
+    return out
+
+
+def add_in_place(total: Array, gradient: Array) -> None:
+    """``total += gradient`` quietly, in ``total``'s dtype, split over threads when large."""
+    adder = in_place_adder(total.dtype)
+    if total.size < PARALLEL_MIN_ELEMENTS:
+        adder(total, gradient)
+    else:
+        split_elementwise(adder, (total, gradient))
+
+
 def divide_in_place(total: Array, counts: Any) -> Array:
     """Divide ``total`` by ``counts`` (a scalar or per-row array), in its own dtype.
 
@@ -66,8 +204,17 @@ def divide_in_place(total: Array, counts: Any) -> Array:
     """
     dtype = total.dtype
     if dtype.kind not in "iu":
-        with quiet_float_errors():
-            np.divide(total, np.asarray(counts).astype(dtype), out=total)
+        divisor = np.asarray(counts).astype(dtype)
+
+        def divide(part: Array) -> None:
+            # each thread has its own floating-point error state
+            with quiet_float_errors():
+                np.divide(part, divisor, out=part)
+
+        if divisor.ndim == 0:
+            split_elementwise(divide, (total,))
+        else:
+            divide(total)
         return total
     wide_type = np.int64 if dtype.kind == "i" else np.uint64
     wide = total.astype(wide_type)
@@ -78,3 +225,329 @@ def divide_in_place(total: Array, counts: Any) -> Array:
         quotient += (wide - quotient * divisor != 0) & (wide < 0)
     total[...] = quotient.astype(dtype)
     return total
+
+
+# --- a round's running sum ------------------------------------------------------
+
+
+# Bits of a float32 that is the (scaled) image of a float16: see HalfSum.
+_HALF_SIGN_FIX = np.uint32(0x8FFFFFFF)
+_HALF_KEEP = np.uint32(0xFFFFE000)
+_HALF_HALFWAY = np.uint32(0x0FFF)
+_HALF_INF = 0x0F800000
+_BF16_KEEP = np.uint32(0xFFFF0000)
+_BF16_HALFWAY = np.uint32(0x7FFF)
+_ONE = np.uint32(1)
+CHUNK = 262_144  # elements per pass: few GIL hand-offs, working set near the L2
+
+
+def _round_bits(bits: Array, scratch: Array, low_bits: int, keep: Any, halfway: Any) -> None:
+    """Round the float32 patterns ``bits`` (uint32) to nearest-even at ``low_bits``,
+    clearing them: ``bits + halfway + (bit low_bits) & keep``."""
+    np.right_shift(bits, low_bits, out=scratch)
+    np.bitwise_and(scratch, _ONE, out=scratch)
+    np.add(bits, scratch, out=bits)
+    np.add(bits, halfway, out=bits)
+    np.bitwise_and(bits, keep, out=bits)
+
+
+class _NarrowSum:
+    """A running float16 or bfloat16 sum, kept in float32 and rounded per add.
+
+    Until something other than a finite number turns up, the sum lives in a
+    float32 ``shadow`` (each element the exact image of a narrow value), and a
+    gradient is added in chunks: widen it (exactly), add in float32, round the
+    bits to the narrow precision. After that the round falls back to numpy's own
+    narrow arithmetic (``exact``), so that infinities and NaN payloads are
+    exactly numpy's. Subclasses define the image and the checks. Besides the
+    shadow (twice the narrow sum's size) a round holds a fixed scratch of
+    ``CHUNK`` elements per thread, so an apply allocates nothing.
+    """
+
+    __slots__ = ("shadow", "exact", "dtype", "_scratch", "_bound")
+    # largest magnitude field (bits & 0x7fff) of a finite value
+    _LARGEST_FINITE: int
+
+    def __init__(self, first: Array, dtype: np.dtype[Any]) -> None:
+        self.dtype = dtype
+        self.exact: Array | None = None
+        self._bound = 0.0
+        parts = WORKERS if first.size >= NARROW_PARALLEL_MIN_ELEMENTS else 1
+        self._scratch = np.empty((parts, min(CHUNK, first.size)), np.uint32)
+        self.shadow = np.empty(first.shape, np.float32)
+        gradient = _flat(first)
+        largest = self._largest_magnitude(gradient)
+        if largest > self._LARGEST_FINITE:
+            self.exact = np.array(first, dtype, copy=True)
+            return
+        flat = self.shadow.reshape(-1)
+        self._split(lambda lo, hi, scratch: self._widen(gradient[lo:hi], flat[lo:hi]))
+        self._bound = self._value(largest)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.shadow.shape  # type: ignore[no-any-return]
+
+    def _split(self, work: Callable[[int, int, Array], Any]) -> list[Any]:
+        """``work(lo, hi, scratch)`` over the flat elements, in chunks, one range per
+        thread; returns what each chunk's call returned."""
+        size = self.shadow.size
+        scratch = self._scratch
+        found: list[Any] = []
+
+        def part(index: int, lo: int, hi: int) -> Callable[[], None]:
+            def run() -> None:
+                for start in range(lo, hi, CHUNK):
+                    stop = min(start + CHUNK, hi)
+                    found.append(work(start, stop, scratch[index, : stop - start]))
+
+            return run
+
+        run_split([part(i, lo, hi) for i, (lo, hi) in enumerate(_bounds(size, len(scratch)))])
+        return found
+
+    def _largest_magnitude(self, gradient: Array) -> int:
+        """The largest ``bits & 0x7fff`` of the narrow values (their sign dropped)."""
+        if gradient.size == 0:
+            return 0
+        bits = gradient.view(np.uint16)
+
+        def chunk(lo: int, hi: int, scratch: Array) -> int:
+            field = scratch.view(np.uint16)[: hi - lo]
+            np.bitwise_and(bits[lo:hi], np.uint16(0x7FFF), out=field)
+            return int(np.maximum.reduce(field))
+
+        largest: int = max(self._split(chunk))
+        return largest
+
+    def result(self) -> Array:
+        if self.exact is not None:
+            return self.exact
+        return self._narrow()
+
+    # --- subclass hooks ---
+    def add(self, gradient: Array) -> None:
+        raise NotImplementedError
+
+    def _value(self, magnitude: int) -> float:
+        raise NotImplementedError
+
+    def _widen(self, gradient: Array, out: Array) -> None:
+        raise NotImplementedError
+
+    def _add_chunk(self, shadow: Array, gradient: Array, scratch: Array) -> Any:
+        raise NotImplementedError
+
+    def _narrow(self) -> Array:
+        raise NotImplementedError
+
+
+def _flat(array: Array) -> Array:
+    """A 1-D view of ``array`` (a copy only for layouts a view cannot express)."""
+    return array.reshape(-1)
+
+
+class HalfSum(_NarrowSum):
+    """float16. The image of a half with bits ``h`` is the float32 with bits
+    ``sign(h) << 31 | (h & 0x7fff) << 13``: the half's value times 2**-112, exact
+    for every finite half (subnormals included), so float32 adds are exact
+    images too, and rounding to half is rounding the bits at bit 13. Overflow
+    past the largest half cannot be seen in the image (its infinity is a finite
+    float32), so a bound on the sum's magnitude is kept, and the sum is
+    checked when the bound reaches the largest half."""
+
+    __slots__ = ()
+    _LARGEST_FINITE = 0x7BFF
+
+    def add(self, gradient: Array) -> None:
+        if self.exact is not None:
+            _add_quietly(self.exact, gradient)
+            return
+        flat_gradient = _flat(gradient)
+        largest = self._largest_magnitude(flat_gradient)
+        if largest > self._LARGEST_FINITE:
+            self.exact = self._narrow()
+            _add_quietly(self.exact, gradient)
+            return
+        flat = self.shadow.reshape(-1)
+        self._split(
+            lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], flat_gradient[lo:hi], scratch)
+        )
+        self._bound += self._value(largest)
+        if self._bound >= 65504.0:
+            self._check_overflow()
+
+    def _value(self, magnitude: int) -> float:
+        return float(np.uint16(magnitude).view(np.float16))
+
+    def _check_overflow(self) -> None:
+        bits = self.shadow.reshape(-1).view(np.uint32)
+
+        def chunk(lo: int, hi: int, scratch: Array) -> int:
+            np.bitwise_and(bits[lo:hi], np.uint32(0x7FFFFFFF), out=scratch)
+            return int(np.maximum.reduce(scratch))
+
+        magnitude = max(self._split(chunk))
+        if magnitude >= _HALF_INF:
+            # rounded past the largest half: infinities from here on
+            self.exact = self._narrow()
+        else:
+            self._bound = self._value(magnitude >> 13)
+
+    def _widen(self, gradient: Array, out: Array) -> None:
+        bits = out.view(np.uint32)
+        np.copyto(bits.view(np.int32), gradient.view(np.int16), casting="unsafe")  # sign-extends
+        np.left_shift(bits, 13, out=bits)
+        np.bitwise_and(bits, _HALF_SIGN_FIX, out=bits)
+
+    def _add_chunk(self, shadow: Array, gradient: Array, scratch: Array) -> None:
+        self._widen(gradient, scratch)
+        np.add(shadow, scratch.view(np.float32), out=shadow)
+        _round_bits(shadow.view(np.uint32), scratch, 13, _HALF_KEEP, _HALF_HALFWAY)
+
+    def _narrow(self) -> Array:
+        """The sum as float16: in chunks, allocating only the result."""
+        out = np.empty(self.shadow.shape, np.uint16)
+        flat_out = out.reshape(-1)
+        bits = self.shadow.reshape(-1).view(np.uint32)
+        clamp = self._bound >= 65504.0  # a sum past the largest half is an infinity
+
+        def chunk(lo: int, hi: int, scratch: Array) -> None:
+            part = flat_out[lo:hi]
+            np.right_shift(bits[lo:hi], 13, out=scratch)  # the sign lands on bit 18
+            np.bitwise_and(scratch, np.uint32(0x3FFFF), out=scratch)
+            if clamp:
+                np.minimum(scratch, np.uint32(0x7C00), out=scratch)
+            np.copyto(part, scratch, casting="unsafe")
+            np.right_shift(bits[lo:hi], 16, out=scratch)
+            np.bitwise_and(scratch, np.uint32(0x8000), out=scratch)
+            np.bitwise_or(part, scratch, out=part, casting="unsafe")
+
+        self._split(chunk)
+        half: Array = out.view(np.float16)
+        return half
+
+
+class BFloat16Sum(_NarrowSum):
+    """bfloat16. The image of a bfloat16 is its float32 value (its bits << 16),
+    and float32 has the same exponent range, so overflow rounds to infinity on
+    its own; only NaNs (whose payloads ml_dtypes makes canonical, and whose
+    choice between two NaN operands is the compiler's) are left to ml_dtypes."""
+
+    __slots__ = ()
+    _LARGEST_FINITE = 0x7F7F
+
+    def _value(self, magnitude: int) -> float:
+        return 0.0  # no bound needed
+
+    def add(self, gradient: Array) -> None:
+        # No scan first: infinities add in float32 as they do in bfloat16, and a
+        # NaN (from the gradient, or infinities of opposite signs) shows in the
+        # chunk maxima. Rounding leaves NaNs NaNs (their low 16 bits are zero);
+        # ml_dtypes returns them canonical, keeping the sign. The round then
+        # continues with ml_dtypes' arithmetic, where NaN meets NaN.
+        if self.exact is not None:
+            _add_quietly(self.exact, gradient)
+            return
+        flat_gradient = _flat(gradient)
+        flat = self.shadow.reshape(-1)
+        found = self._split(
+            lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], flat_gradient[lo:hi], scratch)
+        )
+        if any(value != value for value in found):
+            bits = flat.view(np.uint32)
+            nan = np.isnan(flat)
+            bits[nan] = (bits[nan] & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
+            self.exact = self._narrow()
+
+    def _widen(self, gradient: Array, out: Array) -> None:
+        np.copyto(out.view(np.float32), gradient, casting="unsafe")  # ml_dtypes: a vector shift
+
+    def _add_chunk(self, shadow: Array, gradient: Array, scratch: Array) -> Any:
+        widened = scratch.view(np.float32)
+        self._widen(gradient, widened)
+        with quiet_float_errors():
+            np.add(shadow, widened, out=shadow)
+        _round_bits(shadow.view(np.uint32), scratch, 16, _BF16_KEEP, _BF16_HALFWAY)
+        return np.maximum.reduce(shadow)  # NaN when one is there
+
+    def _narrow(self) -> Array:
+        """The sum as bfloat16 (the top half of each float32): allocates only the result."""
+        out = np.empty(self.shadow.shape, np.uint16)
+        flat_out = out.reshape(-1)
+        bits = self.shadow.reshape(-1).view(np.uint32)
+        self._split(
+            lambda lo, hi, scratch: np.right_shift(
+                bits[lo:hi], 16, out=flat_out[lo:hi], casting="unsafe"
+            )
+        )
+        narrow: Array = out.view(ml_dtypes.bfloat16)
+        return narrow
+
+
+# Below this many elements numpy's own narrow loops cost less than the passes.
+NARROW_MIN_ELEMENTS = 4096
+
+NarrowSum = HalfSum | BFloat16Sum
+RoundSum = Array | NarrowSum
+
+
+def start_sum(first: Array, dtype: np.dtype[Any]) -> RoundSum:
+    """A running sum of ``dtype`` whose first term is ``first`` (copied): an
+    ndarray, or for float16/bfloat16 a NarrowSum (a float32 sum rounded per add)."""
+    if first.size >= NARROW_MIN_ELEMENTS:
+        if dtype == np.float16:
+            return HalfSum(first, dtype)
+        if dtype == ml_dtypes.bfloat16:
+            return BFloat16Sum(first, dtype)
+    return parallel_copy(first, dtype)
+
+
+def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
+    """``adder(total, gradient)`` adds ``gradient`` into a running sum of ``dtype``
+    made by :func:`start_sum`, whatever its size."""
+    limit = PARALLEL_MIN_ELEMENTS
+
+    def add_large(total: Any, gradient: Array) -> None:
+        if type(total) is np.ndarray:
+            add_in_place(total, gradient)
+        else:
+            total.add(gradient)
+
+    if dtype.kind in "iu":
+
+        def add_integers(total: Any, gradient: Array) -> None:
+            if type(total) is np.ndarray and total.size < limit:
+                np.add(total, gradient, total)
+            else:
+                add_large(total, gradient)
+
+        return add_integers
+    if _QUIET is None:  # numpy < 2
+
+        def add_floats(total: Any, gradient: Array) -> None:
+            if type(total) is np.ndarray and total.size < limit:
+                _add_quietly(total, gradient)
+            else:
+                add_large(total, gradient)
+
+        return add_floats
+    quiet, set_state, reset_state = _QUIET, _QUIET[0].set, _QUIET[0].reset
+
+    def add_floats_quietly(total: Any, gradient: Array) -> None:
+        # the small case inline: this is most of a 1-element apply's own time
+        if type(total) is np.ndarray and total.size < limit:
+            token = set_state(quiet[1])
+            try:
+                np.add(total, gradient, total)
+            finally:
+                reset_state(token)
+        else:
+            add_large(total, gradient)
+
+    return add_floats_quietly
+
+
+def sum_result(total: RoundSum) -> Array:
+    """The running sum ``total`` as an array of its dtype (the buffer itself when it is one)."""
+    return total.result() if isinstance(total, _NarrowSum) else total

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar, Optional
 
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.arithmetic import divide_in_place, in_place_adder
+from tf_accum.accumulators.arithmetic import (
+    RoundSum,
+    divide_in_place,
+    start_sum,
+    sum_adder,
+    sum_result,
+)
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.shapes import is_compatible, kernel_text
 
-_Sum = Optional[np.ndarray]  # noqa: UP045 - runtime alias on 3.10
+_Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10
 
 
 def _shape_mismatch(expected: str, got: tuple[int, ...]) -> errors.InvalidArgumentError:
@@ -26,7 +33,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     The first gradient of a round is copied (and fixes the round's shape); each
     later one is added in place, so applying allocates nothing after the first.
     A completed take hands the sum buffer itself to the taker, which divides it
-    outside the lock.
+    outside the lock. (float16 and bfloat16 sums are kept in float32 and
+    rounded per add: see arithmetic.start_sum.)
     """
 
     kind: ClassVar[str] = "dense"
@@ -42,7 +50,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
-        self._add = in_place_adder(self.numpy_dtype)
+        self._add: Callable[[Any, np.ndarray[Any, Any]], None] = sum_adder(self.numpy_dtype)
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
 
@@ -67,23 +75,30 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 if total is not None:
                     # the round's shape already fits the declared one
                     if total.shape != shape:
+                        self._n_rejected += 1
                         raise _shape_mismatch(kernel_text(total.shape), shape)
                     self._add(total, gradient)
                 else:
                     if not self._fits_declared(shape):
+                        self._n_rejected += 1
                         raise _shape_mismatch(kernel_text(self.shape), shape)
-                    self._sum = np.array(gradient, dtype=self.numpy_dtype, copy=True)
+                    self._sum = start_sum(gradient, self.numpy_dtype)
                 self._accepted_locked()
             elif not self._fits_declared(shape):
                 # stale: only the declared attributes are checked (decisions T7)
+                self._n_rejected += 1
                 raise _shape_mismatch(kernel_text(self.shape), shape)
             else:
                 self._stale_locked()
 
+    # counts its own rejections (above), sparing every apply the base's
+    # counting wrapper: a Python frame on the 1-element path
+    apply._counts_rejections = True  # type: ignore[attr-defined]
     apply_dense = apply
 
     def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:
         assert state is not None
+        total = sum_result(state)
         if self.reduction_type == "MEAN":
-            divide_in_place(state, count)
-        return state
+            divide_in_place(total, count)
+        return total

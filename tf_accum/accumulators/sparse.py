@@ -4,15 +4,19 @@ State of a round (all guarded by the base's lock):
 
 - ``index``: the touched row indices, sorted and unique (int64, length m);
 - ``slot``: for each entry of ``index``, the number of the row holding its sum;
-- ``chunks``: the row sums, in blocks: each apply appends its new rows as one
-  block (slots ``starts[c]`` onwards), so no apply ever copies the rows
-  accumulated so far (TensorFlow's kernel rebuilds them all on every apply);
-  blocks are joined when there are more than ``MAX_CHUNKS``;
-- ``counts``: per block, how many gradients touched each row.
+- ``rows``: the row sums, in order of arrival: each apply appends its new rows
+  at ``used`` (TensorFlow's kernel rebuilds all rows in index order on every
+  apply instead); the buffer has spare capacity and grows by a quarter when
+  full;
+- ``counts``: how many gradients touched each row (same order as ``rows``).
 
 Rows a gradient shares with the round are added in place; only the small
-index arrays are merged. A take divides each block in place and scatters it
-into index order once.
+index arrays are merged. A take divides the rows in place and gathers them
+into index order once, then keeps the buffer for the next round: memory that
+is already mapped, so applies do not pay for faulting in fresh pages (which
+costs more than the arithmetic). When the rows arrived in index order and fill
+the buffer exactly (a round of one gradient, say) the buffer itself is handed
+over instead.
 """
 
 from __future__ import annotations
@@ -23,11 +27,16 @@ from typing import Any, ClassVar, NamedTuple, Optional
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.arithmetic import divide_in_place, in_place_adder
+from tf_accum.accumulators.arithmetic import (
+    COPY_PARALLEL_MIN_ELEMENTS,
+    divide_in_place,
+    in_place_adder,
+    split_elementwise,
+)
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 
 Array = np.ndarray[Any, Any]
-MAX_CHUNKS = 16
+GROWTH = 1.25  # spare capacity when the row buffer grows
 
 
 class SparseTakeResult(NamedTuple):
@@ -42,10 +51,10 @@ class SparseTakeResult(NamedTuple):
 class SparseRound:
     index: Array
     slot: Array
-    chunks: list[Array]
-    counts: list[Array]
-    starts: list[int]
+    rows: Array
+    counts: Array
     used: int
+    in_order: bool  # slot is arange(used): rows are in index order
 
 
 def _invalid(message: str) -> errors.InvalidArgumentError:
@@ -86,8 +95,30 @@ def normalize(indices: Array, values: Array) -> tuple[Array, Array, bool]:
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     rows = values[order]
     if starts.size != ordered.size:
-        rows = np.add.reduceat(rows, starts, axis=0)
+        # numpy's add reductions widen integers narrower than 64 bits to
+        # int64/uint64; duplicates must wrap in the gradient's own dtype.
+        rows = np.add.reduceat(rows, starts, axis=0, dtype=rows.dtype)
     return ordered[starts], rows, False
+
+
+def _rows_as_items(rows: Array) -> Array:
+    """``rows`` (C-contiguous) as a 1-D array with one opaque item per row:
+    numpy moves such items several times faster than rows of a 2-D array."""
+    return rows.reshape(rows.shape[0], -1).view(np.dtype((np.void, rows[0].nbytes))).reshape(-1)
+
+
+def _gather(rows: Array, order: Array) -> Array:
+    """``rows[order]`` in a new array; several threads share large gathers."""
+    values = np.empty((order.shape[0], *rows.shape[1:]), rows.dtype)
+    if values.size < COPY_PARALLEL_MIN_ELEMENTS:
+        np.take(rows, order, axis=0, out=values, mode="clip")  # "raise" would buffer `out`
+    else:
+        split_elementwise(
+            lambda out, picked: np.take(rows, picked, axis=0, out=out, mode="clip"),
+            (values, order),
+            COPY_PARALLEL_MIN_ELEMENTS,
+        )
+    return values
 
 
 class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
@@ -103,9 +134,13 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         super().__init__(spec, label)
         self._add = in_place_adder(self.numpy_dtype)
         self._round: SparseRound | None = None
+        # the last round's row buffer (and counts), kept for the next round
+        self._spare: tuple[Array, Array] | None = None
 
     def _detach_round_locked(self) -> SparseRound | None:
         state, self._round = self._round, None
+        # a buffer waiting since before this round is dropped (and on destroy)
+        self._spare = None
         return state
 
     def _attach_round_locked(self, state: SparseRound | None) -> None:
@@ -156,6 +191,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         if not indices.size:
             return
         limit = self.shape[0] if self.shape else None
+        # two reductions clear the common case without temporary arrays
+        if indices.min() >= 0 and (limit is None or indices.max() < limit):
+            return
         bad = indices < 0
         if limit is not None:
             bad |= indices >= limit
@@ -208,7 +246,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             state = self._round
             stale = local_step < self._global_step
             if not stale and state is not None:
-                self._check_round_values(state.chunks[0], values)
+                self._check_round_values(state.rows, values)
             if declared_error is not None:
                 raise declared_error
             if stale:
@@ -233,15 +271,23 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     def _start_round(self, index: Array, rows: Array, borrowed: bool) -> SparseRound:
         k = index.shape[0]
-        # the caller's arrays must not become the accumulator's
-        own = np.array if borrowed else np.asarray
+        spare, self._spare = self._spare, None
+        if spare is not None and spare[0].shape[0] >= k and spare[0].shape[1:] == rows.shape[1:]:
+            buffer, counts = spare
+            np.copyto(buffer[:k], rows)
+            counts[:k] = 1
+        else:
+            # the caller's arrays must not become the accumulator's
+            own = np.array if borrowed else np.ascontiguousarray
+            buffer = own(rows, self.numpy_dtype)
+            counts = np.ones(k, np.int64)
         return SparseRound(
-            index=own(index, np.int64),
+            index=np.array(index, np.int64) if borrowed else index,
             slot=np.arange(k, dtype=np.int64),
-            chunks=[own(rows, self.numpy_dtype)],
-            counts=[np.ones(k, np.int64)],
-            starts=[0],
+            rows=buffer,
+            counts=counts,
             used=k,
+            in_order=True,
         )
 
     def _merge(self, state: SparseRound, index: Array, rows: Array) -> None:
@@ -249,8 +295,12 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         # fancy or boolean indexing on 2-D arrays.
         m = state.index.shape[0]
         position = np.searchsorted(state.index, index)
-        found = position < m
-        found[found] = state.index[position[found]] == index[found]
+        # an index past the last held one lands on m: compare it with the last
+        # (smaller) one instead, which never matches
+        if m:
+            found = np.take(state.index, position, mode="clip") == index
+        else:  # a round started by a gradient without rows
+            found = np.zeros(index.shape[0], bool)
         all_found = bool(found.all())
         if all_found or found.any():
             slots = np.take(state.slot, position if all_found else position[found])
@@ -258,41 +308,39 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             self._add_to_held_rows(state, slots, hit)
         if all_found:
             return
-        fresh = ~found
-        new_index = index[fresh]
+        fresh_at = np.flatnonzero(~found)
+        new_index = np.take(index, fresh_at)
         added = new_index.shape[0]
-        insert_at = position[fresh]
+        insert_at = np.take(position, fresh_at)
+        used = state.used
+        if used + added > state.rows.shape[0]:
+            self._grow(state, used + added)
+        # np.take writes into `out` directly with mode="clip" (np.compress with
+        # `out` is several times slower); the positions are valid by construction
+        np.take(rows, fresh_at, axis=0, out=state.rows[used : used + added],
+                mode="clip")  # fmt: skip
+        state.counts[used : used + added] = 1
+        state.in_order = state.in_order and bool(insert_at[0] == m)
         state.index = np.insert(state.index, insert_at, new_index)
-        state.slot = np.insert(state.slot, insert_at, np.arange(state.used, state.used + added))
-        state.chunks.append(np.compress(fresh, rows, axis=0))
-        state.counts.append(np.ones(added, np.int64))
-        state.starts.append(state.used)
-        state.used += added
-        if len(state.chunks) > MAX_CHUNKS:
-            state.chunks = [np.concatenate(state.chunks)]
-            state.counts = [np.concatenate(state.counts)]
-            state.starts = [0]
+        state.slot = np.insert(state.slot, insert_at, np.arange(used, used + added))
+        state.used = used + added
+
+    @staticmethod
+    def _grow(state: SparseRound, needed: int) -> None:
+        capacity = max(needed, int(state.rows.shape[0] * GROWTH))
+        rows = np.empty((capacity, *state.rows.shape[1:]), state.rows.dtype)
+        np.copyto(rows[: state.used], state.rows[: state.used])
+        counts = np.empty(capacity, np.int64)
+        counts[: state.used] = state.counts[: state.used]
+        state.rows, state.counts = rows, counts
 
     def _add_to_held_rows(self, state: SparseRound, slots: Array, hit: Array) -> None:
         """Add ``hit[i]`` to the row of ``slots[i]``; the slots are distinct."""
-        if len(state.chunks) == 1:
-            groups = [(0, slots, hit)]
-        else:
-            chunk_of = np.searchsorted(np.array(state.starts), slots, side="right") - 1
-            order = np.argsort(chunk_of, kind="stable")
-            bounds = np.searchsorted(chunk_of[order], np.arange(len(state.chunks) + 1))
-            groups = []
-            for c in range(len(state.chunks)):  # a loop over blocks, never rows
-                lo, hi = bounds[c], bounds[c + 1]
-                if lo < hi:
-                    pick = order[lo:hi]
-                    groups.append((c, slots[pick] - state.starts[c], np.take(hit, pick, axis=0)))
-        for c, local, added in groups:
-            chunk = state.chunks[c]
-            held = np.take(chunk, local, axis=0)
-            self._add(held, added)
-            chunk[local] = held
-            state.counts[c][local] += 1
+        held = np.take(state.rows, slots, axis=0)
+        self._add(held, hit)
+        if held.size:
+            _rows_as_items(state.rows)[slots] = _rows_as_items(held)
+        state.counts[slots] += 1
 
     # --- take ------------------------------------------------------------------
 
@@ -300,20 +348,17 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     def _finish_round(self, state: SparseRound | None, count: int) -> SparseTakeResult:
         assert state is not None
+        used = state.used
+        rows = state.rows[:used]
         if self.reduction_type == "MEAN":
-            for chunk, counts in zip(state.chunks, state.counts, strict=True):
-                _divide_rows(chunk, counts)
-        if len(state.chunks) == 1 and bool(np.array_equal(state.slot, np.arange(state.used))):
-            values = state.chunks[0]
+            _divide_rows(rows, state.counts[:used])
+        if state.in_order and used == state.rows.shape[0]:
+            values = state.rows  # already in index order and exactly full: handed over
         else:
-            # every slot holds exactly one index entry: scatter each block into
-            # the entry's place in index order
-            place = np.empty(state.used, np.int64)
-            place[state.slot] = np.arange(state.used)
-            first = state.chunks[0]
-            values = np.empty((state.used, *first.shape[1:]), first.dtype)
-            for chunk, start in zip(state.chunks, state.starts, strict=True):
-                values[place[start : start + chunk.shape[0]]] = chunk
+            values = _gather(rows, state.slot) if not state.in_order else rows.copy()
+            with self._lock:
+                if self._spare is None and not self._closed:
+                    self._spare = (state.rows, state.counts)
         return SparseTakeResult(state.index, values, self._dense_shape(values.shape))
 
     def _dense_shape(self, values_shape: tuple[int, ...]) -> Array:

@@ -17,10 +17,11 @@ from tf_accum.raw_ops._timeout import check_timeout
 def apply_gradient(op_name: str, handle: Any, local_step: Any, gradient: Any) -> None:
     acc = _lookup.accumulator(handle, op_name, "dense")
     dtype = acc.spec.dtype
+    wanted = dtype.numpy_dtype
     array = gradient if type(gradient) is np.ndarray else tensor_array(gradient)
-    if array.dtype != dtype.numpy_dtype and _lookup.byte_swapped(array.dtype, dtype.numpy_dtype):
-        array = array.astype(dtype.numpy_dtype)
-    if array.dtype != dtype.numpy_dtype:
+    if array.dtype != wanted and _lookup.byte_swapped(array.dtype, wanted):
+        array = array.astype(wanted)
+    if array.dtype != wanted:
         kind = _lookup.handle_type(op_name)
         raise _lookup.signature_mismatch(
             f"{kind}, int64, {kernel_type_name(array.dtype)}->",

@@ -1,0 +1,328 @@
+"""Every fast path gives the bits of the simple numpy path it replaces.
+
+The simple paths: a float16/bfloat16 sum is ``np.add(total, gradient,
+out=total)`` in the narrow dtype after a copy of the first gradient; large
+adds, divisions and copies are one numpy call each. The thresholds and chunk
+sizes are lowered here so that small arrays cross them (several chunks, several
+threads, sizes on either side of each threshold).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+import time
+import tracemalloc
+import types
+import warnings
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tf_accum as tfa
+from tests.helpers import WAIT
+from tf_accum.accumulators import arithmetic
+from tf_accum.resources import current_table
+
+raw = tfa.raw_ops
+NARROW = {"float16": (tfa.float16, np.float16), "bfloat16": (tfa.bfloat16, ml_dtypes.bfloat16)}
+
+
+@contextlib.contextmanager
+def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6) -> Iterator[None]:
+    with (
+        mock.patch.object(arithmetic, "CHUNK", chunk),
+        mock.patch.object(arithmetic, "NARROW_MIN_ELEMENTS", narrow_min),
+        mock.patch.object(arithmetic, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(arithmetic, "PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(arithmetic, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(arithmetic, "WORKERS", max(arithmetic.WORKERS, 2)),
+    ):
+        yield
+
+
+# bit patterns that matter: zeros, subnormals, the largest finite values, the
+# smallest normals, infinities and NaNs (quiet, signalling, with payloads)
+HALF_EDGES = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x7BFE,
+              0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7C01, 0x7FFF, 0x3C00, 0xBC00]  # fmt: skip
+BF16_EDGES = [0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x7F7F, 0xFF7F, 0x7F7E,
+              0x7F80, 0xFF80, 0x7FC0, 0xFFC0, 0x7F81, 0x7FFF, 0x3F80, 0xBF80]  # fmt: skip
+
+
+def narrow_bits(kind: str, size: int, seed: int, mode: str) -> np.ndarray[Any, Any]:
+    """Random narrow values as their uint16 bits, of one of several flavours."""
+    rng = np.random.default_rng(seed)
+    edges = np.array(HALF_EDGES if kind == "float16" else BF16_EDGES, np.uint16)
+    if mode == "any bits":
+        return rng.integers(0, 2**16, size, dtype=np.uint16)
+    if mode == "edges":
+        return rng.choice(edges, size)
+    scale = {"ordinary": 1.0, "large": 3e4 if kind == "float16" else 1e38, "tiny": 1e-6}[mode]
+    values = rng.standard_normal(size) * scale
+    dtype = NARROW[kind][1]
+    with np.errstate(all="ignore"):
+        return values.astype(np.float32).astype(dtype).view(np.uint16)
+
+
+def simple_sum(gradients: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+    total = np.array(gradients[0], copy=True)
+    with np.errstate(all="ignore"):
+        for gradient in gradients[1:]:
+            np.add(total, gradient, out=total)
+    return total
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(NARROW)),
+    size=st.sampled_from([7, 8, 9, 10, 11, 17, 64]),  # around NARROW_MIN_ELEMENTS and CHUNK
+    modes=st.lists(
+        st.sampled_from(["any bits", "edges", "ordinary", "large", "tiny"]), min_size=1, max_size=5
+    ),  # fmt: skip
+    seed=st.integers(0, 2**32 - 1),
+    reduction=st.sampled_from(["SUM", "MEAN"]),
+    strided=st.booleans(),
+)
+def test_narrow_sums_match_numpy_bit_for_bit(kind, size, modes, seed, reduction, strided) -> None:  # type: ignore[no-untyped-def]
+    dtype, np_dtype = NARROW[kind]
+    gradients = []
+    for i, mode in enumerate(modes):
+        bits = narrow_bits(kind, size * 2 if strided else size, seed + i, mode)
+        # odd strides: every other element of a longer array
+        gradients.append(bits.view(np_dtype)[::2] if strided else bits.view(np_dtype))
+    with small_thresholds():
+        h = raw.ConditionalAccumulator(dtype=dtype, shape=[size], reduction_type=reduction)
+        for gradient in gradients:
+            raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+        taken = raw.AccumulatorTakeGradient(handle=h, num_required=1, dtype=dtype)
+    expected = simple_sum(gradients)
+    if reduction == "MEAN":
+        with np.errstate(all="ignore"):
+            expected = np.divide(expected, np.asarray(len(gradients)).astype(np_dtype))
+    assert taken.dtype == np_dtype and taken.shape == (size,)
+    np.testing.assert_array_equal(taken.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("kind", sorted(NARROW))
+def test_narrow_sum_of_a_multi_dimensional_transposed_gradient(kind: str) -> None:
+    dtype, np_dtype = NARROW[kind]
+    rng = np.random.default_rng(5)
+    grads = [rng.standard_normal((6, 4)).astype(np_dtype).T for _ in range(3)]  # not contiguous
+    with small_thresholds():
+        h = raw.ConditionalAccumulator(dtype=dtype, shape=[4, 6], reduction_type="SUM")
+        for g in grads:
+            raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=g)
+        # the round runs on the float32 path, not numpy's narrow loops
+        running = current_table().lookup(h)._sum
+        assert isinstance(running, arithmetic.HalfSum | arithmetic.BFloat16Sum)
+        assert running.exact is None
+        taken = raw.AccumulatorTakeGradient(handle=h, num_required=3, dtype=dtype)
+    np.testing.assert_array_equal(taken.view(np.uint16), simple_sum(grads).view(np.uint16))
+
+
+def test_half_overflow_found_by_the_bound_check() -> None:
+    # two 40000s overflow; the bound must notice although no input is special
+    size = 12
+    with small_thresholds():
+        h = raw.ConditionalAccumulator(dtype=tfa.float16, shape=[size], reduction_type="SUM")
+        values = [np.full(size, 40000, np.float16), np.full(size, -30000, np.float16)]
+        values[0][3] = -40000
+        for g in (values[0], values[0], values[1]):
+            raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=g)
+        taken = raw.AccumulatorTakeGradient(handle=h, num_required=3, dtype=tfa.float16)
+    expected = simple_sum([values[0], values[0], values[1]])
+    assert np.isinf(taken[0]) and np.isneginf(taken[3])
+    np.testing.assert_array_equal(taken.view(np.uint16), expected.view(np.uint16))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dtype=st.sampled_from(
+        [np.float32, np.float64, np.int8, np.uint16, np.complex64, np.float16, ml_dtypes.bfloat16]
+    ),  # fmt: skip
+    shape=st.sampled_from([(5,), (6,), (7,), (13,), (2, 3), (1, 9), (4, 3)]),
+    seed=st.integers(0, 2**32 - 1),
+    strided=st.booleans(),
+)
+def test_threaded_add_divide_and_copy_match_one_call(dtype, shape, seed, strided) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    big = rng.standard_normal((*shape[:-1], shape[-1] * 2)) * 100
+    source = (big[..., ::2] if strided else big[..., : shape[-1]]).astype(dtype)
+    gradient = rng.standard_normal(shape).astype(dtype)
+    expected = np.array(source, copy=True)
+    with np.errstate(all="ignore"):
+        np.add(expected, gradient, out=expected)
+        divided = np.divide(expected, np.asarray(3).astype(expected.dtype))
+    with small_thresholds(parallel_min=2):
+        copied = arithmetic.parallel_copy(source, np.dtype(dtype))
+        arithmetic.add_in_place(copied, gradient)
+        summed = copied.copy()
+        if np.dtype(dtype).kind not in "iu":
+            arithmetic.divide_in_place(copied, 3)
+            np.testing.assert_array_equal(copied.view(np.uint8), divided.view(np.uint8))
+    assert copied.flags.c_contiguous and copied.dtype == dtype
+    np.testing.assert_array_equal(summed.view(np.uint8), expected.view(np.uint8))
+
+
+def test_a_failing_part_waits_for_the_others_then_raises() -> None:
+    finished = []
+
+    def slow() -> None:
+        time.sleep(0.05)
+        finished.append("slow")
+
+    def bad() -> None:
+        raise ValueError("part failed")
+
+    with mock.patch.object(arithmetic, "WORKERS", 2), pytest.raises(ValueError, match="part"):
+        arithmetic.run_split([bad, slow])
+    assert finished == ["slow"]
+
+
+@pytest.mark.parametrize("dtype", [tfa.float16, tfa.bfloat16, tfa.float32])
+def test_fast_applies_allocate_nothing_after_the_first(dtype: Any) -> None:
+    size = 400_000  # a temporary the size of the result would be 800 kB
+    gradient = np.ones(size, dtype.numpy_dtype)
+    with small_thresholds(chunk=4096, narrow_min=1000, parallel_min=10_000):
+        h = raw.ConditionalAccumulator(dtype=dtype, shape=[size], reduction_type="SUM")
+        raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+        tracemalloc.start()
+        try:
+            for _ in range(5):
+                raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            taken = raw.AccumulatorTakeGradient(handle=h, num_required=1, dtype=dtype)
+            _, take_peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 16 * 1024, f"applies allocated up to {peak} bytes"
+    # the take allocates the result (for the narrow types the float32 sum is the
+    # buffer), and numpy casting buffers of fixed size
+    assert take_peak - base < taken.nbytes + 160 * 1024
+    assert taken[0] == 6 and taken.dtype == dtype.numpy_dtype
+
+
+def _load_arithmetic_without_private_numpy() -> types.ModuleType:
+    """A fresh copy of the arithmetic module on a numpy without ``_extobj_contextvar``."""
+    stub = types.ModuleType("numpy._core.umath")  # no private names: the import fails
+    spec = importlib.util.spec_from_file_location("arithmetic_fallback", arithmetic.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with mock.patch.dict(sys.modules, {"numpy._core.umath": stub}):
+        spec.loader.exec_module(module)
+    return module
+
+
+def test_public_fallback_for_quiet_errors() -> None:
+    fallback = _load_arithmetic_without_private_numpy()
+    assert not hasattr(fallback, "_extobj_contextvar")
+    total = np.array([np.finfo(np.float32).max, 0.0], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            fallback.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
+            fallback.sum_adder(total.dtype)(total, np.array([-np.inf, 0.0], np.float32))
+            with fallback.quiet_float_errors():
+                np.divide(total, np.float32(0), out=total)
+    assert np.isnan(total[0]) and np.isinf(total[1])
+    # and the error state is back as it was
+    with pytest.raises(FloatingPointError), np.errstate(all="raise"):
+        np.divide(np.ones(1), 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_gets_a_working_pool() -> None:
+    with small_thresholds(parallel_min=2):
+        total = np.zeros(64, np.float32)
+        arithmetic.add_in_place(total, np.ones(64, np.float32))  # the parent's pool exists
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                arithmetic.add_in_place(total, np.ones(64, np.float32))
+                os._exit(0 if bool(np.all(total == 2)) else 1)
+            finally:
+                os._exit(2)
+    deadline = time.monotonic() + 10
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung on the thread pool")
+        time.sleep(0.01)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+sparse_gradient = st.tuples(
+    st.lists(st.integers(0, 11), max_size=9),  # indices: any order, duplicates
+    st.integers(0, 2**31 - 1),  # seed for the values
+    st.booleans(),  # values given as a strided view
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    rounds=st.lists(
+        st.tuples(st.lists(sparse_gradient, min_size=1, max_size=5), st.sampled_from([1, 3])),
+        min_size=1,
+        max_size=4,
+    ),
+    dtype=st.sampled_from([tfa.float32, tfa.int16, tfa.float16, tfa.complex64]),
+    reduction=st.sampled_from(["MEAN", "SUM"]),
+    growth=st.sampled_from([1.25, 1.0001]),
+)
+def test_sparse_rounds_match_a_dense_reference(rounds, dtype, reduction, growth) -> None:  # type: ignore[no-untyped-def]
+    """Several rounds on one accumulator (so buffers are recycled, grown and
+    handed over), with row widths changing between rounds, and the gather split
+    over threads: each take equals the simple dense computation."""
+    np_dtype = dtype.numpy_dtype
+    sparse_module = sys.modules["tf_accum.accumulators.sparse"]
+    with small_thresholds(parallel_min=4), mock.patch.object(sparse_module, "GROWTH", growth):
+        mock.patch.object(sparse_module, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
+        try:
+            h = raw.SparseConditionalAccumulator(dtype=dtype, shape=None, reduction_type=reduction)
+            for grads, width in rounds:
+                total = np.zeros((12, width), np_dtype)
+                counts = np.zeros(12, np.int64)
+                applied = 0
+                for indices, seed, strided in grads:
+                    rng = np.random.default_rng(seed)
+                    full = rng.integers(-20, 20, (len(indices), width * 2)).astype(np_dtype)
+                    values = full[:, ::2] if strided else full[:, :width]
+                    raw.SparseAccumulatorApplyGradient(
+                        handle=h, local_step=2**40, gradient_indices=np.array(indices, np.int64),
+                        gradient_values=values, gradient_shape=[], has_known_shape=False,
+                    )  # fmt: skip
+                    applied += 1
+                    np.add.at(total, np.array(indices, np.intp), values)
+                    counts[np.unique(np.array(indices, np.intp))] += 1
+                got_indices, got_values, _ = raw.SparseAccumulatorTakeGradient(
+                    handle=h, num_required=applied, dtype=dtype, timeout=WAIT
+                )
+                touched = np.flatnonzero(counts)
+                expected = total[touched]
+                if reduction == "MEAN":
+                    divisor = counts[touched].reshape(-1, 1)
+                    if np_dtype.kind in "iu":
+                        expected = (np.sign(expected) * (np.abs(expected) // divisor)).astype(
+                            np_dtype
+                        )
+                    else:
+                        expected = (expected / divisor.astype(np_dtype)).astype(np_dtype)
+                assert got_indices.tolist() == touched.tolist()
+                assert got_values.dtype == np_dtype and got_values.shape == (touched.size, width)
+                np.testing.assert_array_equal(got_values, expected)
+        finally:
+            mock.patch.stopall()
