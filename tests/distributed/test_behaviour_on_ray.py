@@ -7,7 +7,8 @@ accumulators held by a host actor. ``kind`` (tests/kinds.py) covers both
 accumulator kinds, as in tests/test_blocking.py.
 
 Not here: tests that reach into the in-process accumulator or table
-(test_resource_table, test_memory, test_hostile_inputs, test_fork_and_pickle)
+(test_resource_table, test_memory, test_hostile_inputs, test_fork_and_pickle,
+test_fast_paths)
 or into signal delivery (test_interrupts), and the graph-mode and example
 suites (they use the table only through the same raw ops).
 """
@@ -36,6 +37,7 @@ SUITES = [
         "test_sparse_ops",
         "test_sparse_properties",
         "test_stateful",
+        "test_sparse_wrap",
         "test_stats",
     )
 ]
