@@ -9,7 +9,7 @@ h = tfa.raw_ops.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[2])
 tfa.raw_ops.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=[1.0, 2.0])
 """
 
-from tf_accum import compat, dtypes, errors, raw_ops, sparse
+from tf_accum import compat, distributed, dtypes, errors, raw_ops, sparse
 from tf_accum.dtypes import *  # noqa: F403 - tfa.float32 etc., like tf.float32
 from tf_accum.dtypes import __all__ as _dtype_names
 from tf_accum.indexed_slices import IndexedSlices
@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "compat",
+    "distributed",
     "dtypes",
     "errors",
     "raw_ops",

@@ -9,10 +9,11 @@ everything the case made); ``finish()``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Any
 
-BACKENDS = ("tf_accum", "tf_accum-graph", "tensorflow")
+BACKENDS = ("tf_accum", "tf_accum-graph", "tensorflow", "tf_accum-ray")
 
 
 def tensorflow_available() -> bool:
@@ -32,7 +33,15 @@ def selected_backends(option: str | None = None) -> list[str]:
         if unknown:
             raise ValueError(f"unknown backend(s) {sorted(unknown)}; choose from {BACKENDS}")
         return names
-    return [n for n in BACKENDS if n != "tensorflow" or tensorflow_available()]
+    return [n for n in BACKENDS if _installed(n)]
+
+
+def _installed(backend: str) -> bool:
+    if backend == "tensorflow":
+        return tensorflow_available()
+    if backend == "tf_accum-ray":
+        return importlib.util.find_spec("ray") is not None
+    return True
 
 
 def make_backend(name: str) -> Any:
@@ -48,4 +57,8 @@ def make_backend(name: str) -> Any:
         from conformance.backends.tensorflow_backend import TensorFlowBackend
 
         return TensorFlowBackend()
+    if name == "tf_accum-ray":
+        from conformance.backends.tf_accum_ray_backend import TfAccumRayBackend
+
+        return TfAccumRayBackend()
     raise ValueError(f"unknown backend {name!r}")

@@ -1,18 +1,27 @@
-"""Accumulators shared across processes and machines (on Ray)."""
+"""Accumulators shared across processes and machines, on Ray.
+
+``connect(address)`` (or the ``TF_ACCUM_RAY_ADDRESS`` environment variable,
+read at the first use of the table) makes every accumulator the process
+creates live in Ray actors: one host actor per container holds its
+accumulators, keyed by shared_name, so every process attached to the cluster
+shares them. Ray is an optional extra (``pip install 'tf-accum[ray]'``) and
+is only imported when one of these functions runs.
+"""
 
 from __future__ import annotations
 
-from tf_accum.resources.table import ResourceTable
+from typing import Any
+
+from tf_accum.distributed.connect import connect, table_for_address
+
+__all__ = ["RayResourceTable", "connect", "table_for_address"]
 
 
-def table_for_address(address: str) -> ResourceTable:
-    """The resource table for a Ray cluster at ``address`` (``"local"`` starts one).
+def __getattr__(name: str) -> Any:
+    # The table's module needs Ray at use, not at import; still, keep it out
+    # of ``import tf_accum``.
+    if name == "RayResourceTable":
+        from tf_accum.distributed.table import RayResourceTable
 
-    Raises:
-        UnimplementedError: distributed tables are not available yet.
-    """
-    from tf_accum import errors
-
-    raise errors.UnimplementedError(
-        None, None, f"no distributed resource table is available (asked for {address!r})"
-    )
+        return RayResourceTable
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

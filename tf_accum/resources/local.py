@@ -2,35 +2,35 @@
 
 from __future__ import annotations
 
-import collections
 import itertools
 import os
-import threading
 import weakref
 from typing import Any
 
-from tf_accum import errors
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.dense import DenseAccumulator
-from tf_accum.accumulators.protocol import Accumulator
 from tf_accum.accumulators.sparse import SparseAccumulator
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.resources.errors import (
     DEFAULT_CONTAINER,
     missing_resource_error,
-    unknown_handle_label,
+    shared_spec_conflict,
 )
-from tf_accum.resources.table import ResourceTable
+from tf_accum.resources.table import REMEMBERED_DESTROYED, HandleTable
+
+__all__ = [
+    "REMEMBERED_DESTROYED",
+    "LocalResourceTable",
+    "new_accumulator",
+    "next_handle",
+    "private_name",
+]
 
 # Private names count up across the process, like TensorFlow's "_<k>_<name>".
 _private_names = itertools.count()
 # Handles are unique across every table of the process, so a handle kept from
 # one table can never name an accumulator of another.
 _handles = itertools.count(1)
-
-# How many destroyed handles keep their label for NotFound messages; older
-# ones print as "<handle N>", so nothing grows with the accumulators ever made.
-REMEMBERED_DESTROYED = 4096
 
 
 def new_accumulator(spec: AccumulatorSpec, label: str) -> AccumulatorBase[Any]:
@@ -54,13 +54,11 @@ def private_name(base: str) -> str:
 _tables: weakref.WeakSet[LocalResourceTable] = weakref.WeakSet()
 
 
-class LocalResourceTable(ResourceTable):
+class LocalResourceTable(HandleTable[AccumulatorBase[Any]]):
     """Accumulators in this process, shared between its threads.
 
-    Invariant guarded by ``_lock``: ``_live`` holds exactly the accumulators
-    not yet destroyed; ``_by_name`` maps each live shared (container, name) to
-    its handle; ``_gone`` keeps the labels of the most recently destroyed
-    handles, so that using one gets a NotFoundError that names it.
+    Invariant guarded by ``_lock`` (besides ``HandleTable``'s): ``_by_name``
+    maps each live shared (container, name) to its handle.
 
     After ``os.fork()`` the child's copy of every table is empty (see
     :func:`_empty_after_fork`): the parent's accumulators stay the parent's.
@@ -71,14 +69,9 @@ class LocalResourceTable(ResourceTable):
         _tables.add(self)
 
     def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._live: dict[int, AccumulatorBase[Any]] = {}
+        super().__init__()  # a fresh lock and no handles
         self._by_name: dict[tuple[str, str], int] = {}
         self._shared_key: dict[int, tuple[str, str]] = {}
-        self._gone: collections.OrderedDict[int, str] = collections.OrderedDict()
-        # Handles whose owners were garbage-collected; deque appends are atomic,
-        # so finalizers can queue them without taking any lock.
-        self._doomed: collections.deque[int] = collections.deque()
 
     def create(
         self, container: str, shared_name: str, private_name_base: str, spec: AccumulatorSpec
@@ -93,14 +86,7 @@ class LocalResourceTable(ResourceTable):
                 if existing is not None:
                     found = self._live[existing]
                     if found.spec != spec:
-                        raise errors.InvalidArgumentError(
-                            None,
-                            None,
-                            f"Accumulator {container}/{shared_name} already exists as "
-                            f"{found.spec.describe()}; requested {spec.describe()}. An "
-                            "accumulator shared by name must be created with the same "
-                            "kind, dtype, shape and reduction_type.",
-                        )
+                        raise shared_spec_conflict(f"{container}/{shared_name}", found.spec, spec)
                     return existing
                 name = shared_name
             else:
@@ -112,38 +98,9 @@ class LocalResourceTable(ResourceTable):
                 self._shared_key[handle] = (container, shared_name)
             return handle
 
-    def lookup(self, handle: int) -> Accumulator:
-        if self._doomed:
-            self._reap()
-        # A dict read is atomic under the GIL: the hot path takes no lock.
-        found = self._live.get(handle)
-        if found is None:
-            raise missing_resource_error(self._label_of(handle))
-        return found
-
-    def _label_of(self, handle: int) -> str:
-        return self._gone.get(handle) or unknown_handle_label(handle)
-
-    def destroy_soon(self, handle: int) -> None:
-        self._doomed.append(handle)
-
-    def _reap(self) -> None:
-        """Destroy what finalizers queued (called outside every lock)."""
-        while True:
-            try:
-                handle = self._doomed.popleft()
-            except IndexError:
-                return
-            self._destroy(handle, ignore_lookup_error=True)
-
-    def destroy(self, handle: int, ignore_lookup_error: bool = True) -> None:
-        if self._doomed:
-            self._reap()
-        self._destroy(handle, ignore_lookup_error)
-
     def _destroy(self, handle: int, ignore_lookup_error: bool) -> None:
         with self._lock:
-            found = self._live.pop(handle, None)
+            found = self._forget_locked(handle)
             if found is None:
                 if ignore_lookup_error:
                     return
@@ -151,9 +108,6 @@ class LocalResourceTable(ResourceTable):
             key = self._shared_key.pop(handle, None)
             if key is not None:
                 del self._by_name[key]
-            self._gone[handle] = found.label
-            if len(self._gone) > REMEMBERED_DESTROYED:
-                self._gone.popitem(last=False)
         # Wake waiting takes outside the table lock: close() takes the accumulator's.
         found.close()
 
@@ -163,12 +117,6 @@ class LocalResourceTable(ResourceTable):
         self._reset()
         # their handles stay named in NotFound messages, like destroyed ones
         self._gone.update(list(gone.items())[-REMEMBERED_DESTROYED:])
-
-    def live_handles(self) -> list[int]:
-        if self._doomed:
-            self._reap()
-        with self._lock:
-            return list(self._live)
 
 
 def _empty_after_fork() -> None:

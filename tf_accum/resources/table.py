@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import collections
+import threading
 from abc import ABC, abstractmethod
+from typing import Generic, TypeVar
 
 from tf_accum.accumulators.protocol import Accumulator
 from tf_accum.accumulators.spec import AccumulatorSpec
+from tf_accum.resources.errors import missing_resource_error, unknown_handle_label
+
+# How many destroyed handles keep their label for NotFound messages; older
+# ones print as "<handle N>", so nothing grows with the accumulators ever made.
+REMEMBERED_DESTROYED = 4096
+
+Held = TypeVar("Held", bound=Accumulator)
 
 
 class ResourceTable(ABC):
@@ -68,3 +78,69 @@ class ResourceTable(ABC):
         """Destroy every accumulator of the table (a closing session's resources)."""
         for handle in self.live_handles():
             self.destroy(handle, ignore_lookup_error=True)
+
+
+class HandleTable(ResourceTable, Generic[Held]):
+    """What every table does with handles: lookups, labels of destroyed ones,
+    and destroys queued by finalizers (run at the table's next operation).
+
+    Subclasses create accumulators and implement ``_destroy``. Invariant
+    guarded by ``_lock``: ``_live`` holds exactly the handles not yet
+    destroyed; ``_gone`` keeps the labels of the most recently destroyed.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[int, Held] = {}
+        self._gone: collections.OrderedDict[int, str] = collections.OrderedDict()
+        # Handles whose owners were garbage-collected; deque appends are atomic,
+        # so finalizers can queue them without taking any lock.
+        self._doomed: collections.deque[int] = collections.deque()
+
+    @abstractmethod
+    def _destroy(self, handle: int, ignore_lookup_error: bool) -> None:
+        """``destroy`` proper (called outside every lock)."""
+
+    def lookup(self, handle: int) -> Held:
+        if self._doomed:
+            self._reap()
+        # A dict read is atomic under the GIL: the hot path takes no lock.
+        found = self._live.get(handle)
+        if found is None:
+            raise missing_resource_error(self._label_of(handle))
+        return found
+
+    def _label_of(self, handle: int) -> str:
+        return self._gone.get(handle) or unknown_handle_label(handle)
+
+    def _forget_locked(self, handle: int) -> Held | None:
+        """Take ``handle`` out of ``_live``, remembering its label; None if it was not live."""
+        found = self._live.pop(handle, None)
+        if found is not None:
+            self._gone[handle] = found.label
+            if len(self._gone) > REMEMBERED_DESTROYED:
+                self._gone.popitem(last=False)
+        return found
+
+    def destroy_soon(self, handle: int) -> None:
+        self._doomed.append(handle)
+
+    def _reap(self) -> None:
+        """Destroy what finalizers queued (called outside every lock)."""
+        while True:
+            try:
+                handle = self._doomed.popleft()
+            except IndexError:
+                return
+            self._destroy(handle, ignore_lookup_error=True)
+
+    def destroy(self, handle: int, ignore_lookup_error: bool = True) -> None:
+        if self._doomed:
+            self._reap()
+        self._destroy(handle, ignore_lookup_error)
+
+    def live_handles(self) -> list[int]:
+        if self._doomed:
+            self._reap()
+        with self._lock:
+            return list(self._live)

@@ -1,0 +1,199 @@
+"""One real local Ray cluster per test session, loopback only, in a temp dir of its own.
+
+Everything the cluster starts is ended at teardown by pid (Ray's agents may
+ignore SIGTERM), never by name; the token lives in the environment, not in
+the home directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tf_accum.resources import ResourceTable, set_table
+
+OBJECT_STORE_BYTES = 256 * 2**20
+PROCESS_WAIT = 60.0  # seconds; generous, reached only when something is broken
+ROOT = Path(__file__).resolve().parents[2]
+# Ray reads these from the environment; the processes the tests start inherit them.
+ENVIRONMENT = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_AUTH_MODE": "token",
+}
+
+
+@dataclass
+class Cluster:
+    address: str
+    table: ResourceTable
+    temp_dir: str
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of a process that joins the cluster through TF_ACCUM_RAY_ADDRESS."""
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        return dict(os.environ, TF_ACCUM_RAY_ADDRESS=self.address, PYTHONPATH=path, **extra)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every living process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def kill_pids(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Cluster]:
+    saved = {name: os.environ.get(name) for name in [*ENVIRONMENT, "RAY_AUTH_TOKEN"]}
+    # Before Ray is imported: it reads them once.
+    os.environ.update(ENVIRONMENT, RAY_AUTH_TOKEN=secrets.token_hex(32))
+    import ray
+
+    from tf_accum.distributed import table_for_address
+
+    # Short: Ray puts unix sockets under it (paths are limited to about 107 bytes).
+    temp_dir = tempfile.mkdtemp(prefix="tfa", dir="/tmp" if os.path.isdir("/tmp") else None)
+    before = descendants(os.getpid())
+    try:
+        table = table_for_address(
+            "local",
+            _temp_dir=temp_dir,
+            object_store_memory=OBJECT_STORE_BYTES,
+            num_cpus=1,
+            log_to_driver=False,
+        )
+        yield Cluster(ray.get_runtime_context().gcs_address, table, temp_dir)
+    finally:
+        started = descendants(os.getpid()) - before
+        ray.shutdown()
+        kill_pids(started | (descendants(os.getpid()) - before))
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture
+def ray_table(ray_cluster: Cluster) -> Iterator[ResourceTable]:
+    """The Ray table, installed as the process's for one test; what it made is destroyed after."""
+    previous = set_table(ray_cluster.table)
+    try:
+        yield ray_cluster.table
+    finally:
+        set_table(previous)  # type: ignore[arg-type]
+        ray_cluster.table.close()
+
+
+RAY_MISSING = importlib.util.find_spec("ray") is None
+
+
+def pytest_collection_modifyitems(items: list[Any]) -> None:
+    # Tests here share one cluster; run them together, after the rest.
+    here = str(Path(__file__).parent)
+    items.sort(key=lambda item: str(item.fspath).startswith(here))
+    if RAY_MISSING:
+        # Without the `ray` extra (the oldest-numpy CI run) there is no cluster to start.
+        skip = pytest.mark.skip(reason="Ray is not installed (the `ray` extra)")
+        for item in items:
+            if str(item.fspath).startswith(here):
+                item.add_marker(skip)
+
+
+def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter; bounded, so a hang fails the test."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_WAIT,
+    )
+
+
+class Process:
+    """A process of the cluster running one role of tests/distributed/roles.py."""
+
+    def __init__(self, cluster: Cluster, role: str, **arguments: Any) -> None:
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "tests.distributed.roles", role, json.dumps(arguments)],
+            cwd=ROOT,
+            env=cluster.env(),
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+
+    def outcome(self, timeout: float = PROCESS_WAIT) -> dict[str, Any]:
+        """The role's JSON outcome (fails the test if it crashed or did not finish)."""
+        try:
+            out, _ = self.popen.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a role process did not finish in {timeout} s")
+        if self.popen.returncode != 0:
+            self._stderr.seek(0)
+            error = self._stderr.read().decode(errors="replace")[-3000:]
+            pytest.fail(f"role process failed ({self.popen.returncode}):\n{error}")
+        return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def kill(self) -> None:
+        """SIGKILL, by pid: no chance to clean up, as when a machine dies."""
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, signal.SIGKILL)
+        self.popen.wait(PROCESS_WAIT)
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+        self._stderr.close()
+
+
+@pytest.fixture
+def spawn(ray_cluster: Cluster) -> Iterator[Callable[..., Process]]:
+    """Start role processes on the cluster; every one is killed (by pid) after the test."""
+    started: list[Process] = []
+
+    def start(role: str, **arguments: Any) -> Process:
+        process = Process(ray_cluster, role, **arguments)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()

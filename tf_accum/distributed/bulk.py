@@ -1,0 +1,148 @@
+"""Large arrays between a process and a host on the same machine, through shared memory.
+
+Ray sends an argument or result over 100 KiB through its object store, which
+costs a few milliseconds of bookkeeping with the node's raylet per array (most
+of a 4 MB apply's time). When caller and host share a machine, each calling
+thread instead keeps one shared-memory buffer: it copies the gradient in and
+passes a descriptor, the host adds straight from its mapping of the same
+pages, and a take's result comes back the same way. Calls still go through
+Ray, and still wait for their answer, so a thread's buffer is never used by
+two calls at once.
+
+The buffer's file lives in /dev/shm only until the host has mapped it: the
+name is then removed, so nothing is left behind when either process dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Array = np.ndarray[Any, Any]
+
+SHM_DIR = "/dev/shm"
+# Below this, Ray sends an array inside the call itself, which is cheaper.
+THRESHOLD = 100 * 1024
+
+
+def available() -> bool:
+    return os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK)
+
+
+@dataclass(frozen=True)
+class Bulk:
+    """Where an array is: ``nbytes`` from the start of the caller's buffer ``name``."""
+
+    name: str
+    capacity: int
+    owner: str
+    dtype: Any = None
+    shape: tuple[int, ...] = ()
+
+
+class CallerBuffer:
+    """One calling thread's buffer (the caller's side)."""
+
+    def __init__(self, size: int, owner: str) -> None:
+        self.owner = owner
+        self.name = f"tf_accum-{uuid.uuid4().hex}"
+        self.path = os.path.join(SHM_DIR, self.name)
+        fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            self.map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.size = size
+        self.mapped_by_host = False
+
+    def put(self, array: Array) -> Bulk:
+        """Copy ``array`` in; returns its descriptor."""
+        view: Array = np.ndarray(array.shape, array.dtype, buffer=self.map)
+        np.copyto(view, array)
+        return Bulk(self.name, self.size, self.owner, array.dtype, array.shape)
+
+    def describe(self) -> Bulk:
+        """A descriptor with room for a result and no array in it."""
+        return Bulk(self.name, self.size, self.owner)
+
+    def take_out(self, bulk: Bulk) -> Array:
+        """A copy of the array the host wrote (the buffer is reused by the next call)."""
+        view: Array = np.ndarray(bulk.shape, bulk.dtype, buffer=self.map)
+        copy: Array = view.copy()
+        return copy
+
+    def host_mapped(self) -> None:
+        """The host holds the pages now: drop the name."""
+        if not self.mapped_by_host:
+            self.mapped_by_host = True
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+    def close(self) -> None:
+        self.host_mapped()
+        _close(self.map)
+
+
+class HostMappings:
+    """The host's mappings of its callers' buffers."""
+
+    def __init__(self) -> None:
+        self._maps: dict[str, tuple[str, mmap.mmap]] = {}
+
+    def _map(self, bulk: Bulk) -> mmap.mmap:
+        found = self._maps.get(bulk.name)
+        if found is None:
+            # the name is checked: only our own buffer files, never a path
+            if "/" in bulk.name or not bulk.name.startswith("tf_accum-"):
+                raise ValueError(f"not a tf_accum buffer: {bulk.name!r}")
+            fd = os.open(os.path.join(SHM_DIR, bulk.name), os.O_RDWR)
+            try:
+                found = (bulk.owner, mmap.mmap(fd, bulk.capacity))
+            finally:
+                os.close(fd)
+            self._maps[bulk.name] = found
+        return found[1]
+
+    def attach(self, bulk: Bulk) -> None:
+        """Map a caller's new buffer (the caller then removes its name)."""
+        self._map(bulk)
+
+    def array(self, bulk: Bulk) -> Array:
+        """A read-only view of the array a caller put in its buffer."""
+        view: Array = np.ndarray(bulk.shape, bulk.dtype, buffer=self._map(bulk))
+        view.flags.writeable = False
+        return view
+
+    def give(self, result: Array, bulk: Bulk) -> Bulk | None:
+        """Write ``result`` into the caller's buffer if it is large and fits; its descriptor."""
+        if result.nbytes < THRESHOLD or result.nbytes > bulk.capacity:
+            return None
+        view: Array = np.ndarray(result.shape, result.dtype, buffer=self._map(bulk))
+        np.copyto(view, result)
+        return Bulk(bulk.name, bulk.capacity, bulk.owner, result.dtype, result.shape)
+
+    def count(self) -> int:
+        return len(self._maps)
+
+    def release(self, name: str) -> None:
+        found = self._maps.pop(name, None)
+        if found is not None:
+            _close(found[1])
+
+    def release_caller(self, caller: str) -> None:
+        for name, (owner, _) in list(self._maps.items()):
+            if owner == caller:
+                self.release(name)
+
+
+def _close(mapping: mmap.mmap) -> None:
+    # a view still using it raises BufferError: it is unmapped when the view goes
+    with contextlib.suppress(BufferError):
+        mapping.close()

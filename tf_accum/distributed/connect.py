@@ -1,0 +1,219 @@
+"""Attaching this process to a Ray cluster, safely, and making the table.
+
+Ray is imported here, lazily: ``import tf_accum`` never imports it, and
+without Ray installed only these calls fail (with a message saying so).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tf_accum import errors
+from tf_accum.resources import set_table
+
+if TYPE_CHECKING:
+    from tf_accum.distributed.table import RayResourceTable
+
+# Seconds to wait for a cluster's address to accept a connection.
+CONNECT_TIMEOUT = 10.0
+# Seconds to wait for a cluster that accepts connections to let this process in.
+ATTACH_TIMEOUT = 60.0
+
+_LOOPBACK_NAMES = ("localhost", "local")
+
+
+def connect(
+    address: str = "local",
+    *,
+    timeout: float = ATTACH_TIMEOUT,
+    host_options: dict[str, Any] | None = None,
+    **init_options: Any,
+) -> RayResourceTable:
+    """Make accumulators live in Ray actors, for this whole process.
+
+    Every later constructor op (and compat class) in the process makes its
+    accumulator on the cluster. Call it before making accumulators: handles
+    made earlier belong to the replaced table (NotFoundError from then on).
+
+    Args:
+        address: ``"local"`` starts a one-machine cluster inside this process,
+            listening on loopback only (it stops when the process exits);
+            otherwise a running cluster's address (``"host:port"`` of its head,
+            or ``"auto"`` for the one ``ray start`` made on this machine).
+        timeout: seconds to wait for a running cluster to answer (nothing
+            listening fails after at most ``CONNECT_TIMEOUT``).
+        host_options: extra Ray actor options for the host actors (see
+            ``RayResourceTable``).
+        **init_options: passed to ``ray.init`` (e.g. ``object_store_memory``,
+            ``_temp_dir``, ``log_to_driver``). Ignored if Ray is already
+            initialized in this process: its connection is used as it is.
+
+    Returns:
+        The table, now installed (``tf_accum.resources.set_table``).
+
+    Raises:
+        UnavailableError: nothing answers at ``address`` within the timeout,
+            or Ray failed to start or attach. (After a timeout, Ray's attempt
+            may linger in a background thread: start a fresh process.)
+        UnauthenticatedError: the cluster refused this process's token.
+        FailedPreconditionError: Ray is not installed (``pip install 'tf-accum[ray]'``).
+    """
+    table = table_for_address(address, timeout=timeout, host_options=host_options, **init_options)
+    set_table(table)
+    return table
+
+
+def table_for_address(
+    address: str,
+    *,
+    timeout: float = ATTACH_TIMEOUT,
+    host_options: dict[str, Any] | None = None,
+    **init_options: Any,
+) -> RayResourceTable:
+    """Attach to the cluster at ``address`` (see ``connect``) and return a table on it.
+
+    Unlike ``connect`` it installs nothing. ``TF_ACCUM_RAY_ADDRESS`` uses it.
+    """
+    _attach(address, init_options, timeout)
+    from tf_accum.distributed.table import RayResourceTable
+
+    return RayResourceTable(host_options)
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` (``"local"``, ``"host:port"``, ...) is on this machine's loopback."""
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _prepare_environment(address: str) -> None:
+    """Settings Ray reads from the environment, set before it is imported.
+
+    Processes Ray starts inherit them (so do the ones the caller starts).
+    """
+    # No usage statistics leave the machine, unless the user asked for them.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if is_loopback(address):
+        # Without this, Ray's servers listen on every interface even for a
+        # loopback node address; with it, on 127.0.0.1 only.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if address == "local" and "ray" not in sys.modules and not _token_configured():
+        # Ray's default writes a token file into the home directory; a cluster
+        # of this process gets a fresh token kept in the environment instead,
+        # which processes started from here inherit to join it. (Ray reads the
+        # mode when it is imported: once imported, its own default applies.)
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
+
+def _token_configured() -> bool:
+    names = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    return (
+        any(name in os.environ for name in names) or (Path.home() / ".ray" / "auth_token").exists()
+    )
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    """Fail fast and clearly when nothing listens at ``host:port``."""
+    if address in ("local", "auto") or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as exc:
+        raise errors.UnavailableError(
+            None,
+            None,
+            f"No Ray cluster answers at {address!r} ({exc}). Start one with "
+            "`ray start --head` (see the README), or pass 'local' to start one in this process.",
+        ) from None
+
+
+def _init_within(ray: Any, address: str, options: dict[str, Any], timeout: float) -> None:
+    """``ray.init`` with a deadline: an address that accepts connections but where no
+    cluster answers (not Ray, or a hung head) makes Ray retry for minutes."""
+    outcome: list[BaseException] = []
+
+    def attach() -> None:
+        try:
+            ray.init(address=address, **options)
+        except BaseException as exc:  # handed to the caller
+            outcome.append(exc)
+
+    thread = threading.Thread(target=attach, name="tf_accum-ray-attach", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise errors.UnavailableError(
+            None,
+            None,
+            f"Something listens at {address!r}, but no Ray cluster answered within "
+            f"{timeout:g} s (is it a Ray head's GCS port, and is the head healthy?)",
+        )
+    if outcome:
+        raise outcome[0]
+
+
+def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
+    _prepare_environment(address)
+    try:
+        import ray
+    except ImportError:
+        raise errors.FailedPreconditionError(
+            None,
+            None,
+            "Distributed accumulators need Ray: pip install 'tf-accum[ray]'",
+        ) from None
+    if ray.is_initialized():
+        return
+    _check_reachable(address, min(timeout, CONNECT_TIMEOUT))
+    options: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
+    options.update(init_options)
+    try:
+        if address == "local":
+            ray.init(address=address, **options)
+        else:
+            _init_within(ray, address, options, timeout)
+    except (
+        ray.exceptions.RayError,
+        ConnectionError,
+        RuntimeError,
+        TimeoutError,
+        ValueError,
+    ) as exc:
+        if _refused_token(exc):
+            raise errors.UnauthenticatedError(
+                None,
+                None,
+                f"The Ray cluster at {address!r} refused this process's token; run it with "
+                "RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN or in the file "
+                "RAY_AUTH_TOKEN_PATH names",
+            ) from None
+        raise errors.UnavailableError(
+            None, None, f"Could not attach to the Ray cluster at {address!r}: {exc}"
+        ) from None
+
+
+def _refused_token(exc: BaseException) -> bool:
+    """Whether Ray's error (or one it was raised from) says the token was refused."""
+    from ray.exceptions import AuthenticationError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, AuthenticationError) or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

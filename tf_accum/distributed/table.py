@@ -1,0 +1,146 @@
+"""The resource table whose accumulators live in Ray actors.
+
+Handles are this process's integers; each maps to (container, entry) in the
+container's host actor. Shared names are resolved by the host, so every
+process attached to the cluster finds the same accumulator; a private one is
+made in the host too, but only the process that made it holds a handle.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+from tf_accum.accumulators.spec import AccumulatorSpec
+from tf_accum.distributed.proxy import HostLink, RemoteAccumulator, ray_error
+from tf_accum.distributed.wire import NAMESPACE, Failure, host_name
+from tf_accum.resources.errors import DEFAULT_CONTAINER, missing_resource_error
+from tf_accum.resources.local import next_handle, private_name
+from tf_accum.resources.table import HandleTable
+
+# Waiting takes are coroutines, each holding one of the actor's concurrency
+# slots; once they are all taken, applies queue behind the takes (and a take
+# waiting for them never returns). Far more than anyone waits on at once.
+MAX_CONCURRENCY = 100_000
+
+# Seconds to wait for a host to answer its first call; a host that cannot
+# start (say tf_accum is missing on the node Ray placed it) fails clearly.
+HOST_START_TIMEOUT = 60.0
+
+_host_class: Any = None
+_host_class_lock = threading.Lock()
+
+
+def _remote_host_class() -> Any:
+    global _host_class
+    with _host_class_lock:
+        if _host_class is None:
+            import ray
+
+            from tf_accum.distributed.actor import AccumulatorHost
+
+            _host_class = ray.remote(AccumulatorHost)
+        return _host_class
+
+
+class RayResourceTable(HandleTable[RemoteAccumulator]):
+    """Accumulators in Ray actors, one actor per container.
+
+    Args:
+        host_options: extra ``ActorClass.options`` for the host actors, e.g.
+            ``{"resources": {"ps": 0.01}}`` to place them on the nodes that
+            offer a custom ``ps`` resource. By default Ray places them; they
+            use no CPU slot. Name, namespace and lifetime cannot be changed.
+
+    Invariant guarded by ``_lock`` (besides ``HandleTable``'s): ``_by_name``
+    maps a shared (container, name) to the live handle of the host entry it
+    last resolved to.
+    """
+
+    def __init__(self, host_options: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self._host_options = dict(host_options or {})
+        self._caller = uuid.uuid4().hex
+        self._links: dict[str, HostLink] = {}
+        self._by_name: dict[tuple[str, str], int] = {}
+
+    def _link(self, container: str) -> HostLink:
+        with self._lock:
+            link = self._links.get(container)
+        if link is not None and not link.stale:
+            return link
+        import ray
+
+        what = f"the accumulator host of container {container}"
+        try:
+            options: dict[str, Any] = {
+                "num_cpus": 0,
+                "max_concurrency": MAX_CONCURRENCY,
+                "max_restarts": -1,
+                "max_task_retries": 0,
+                **self._host_options,
+                # what makes every process find the same host: not overridable
+                "name": host_name(container),
+                "namespace": NAMESPACE,
+                "lifetime": "detached",
+                "get_if_exists": True,
+            }
+            actor = _remote_host_class().options(**options).remote(container)
+            instance, _pid, node = ray.get(actor.ping.remote(), timeout=HOST_START_TIMEOUT)
+        except ray.exceptions.GetTimeoutError:
+            from tf_accum import errors
+
+            raise errors.UnavailableError(
+                None,
+                None,
+                f"{what} did not start within {HOST_START_TIMEOUT:g} s; is tf_accum "
+                "installed on every node of the cluster?",
+            ) from None
+        except ray.exceptions.RayError as exc:
+            raise ray_error(exc, what) from None
+        same_machine = node == ray.get_runtime_context().get_node_id()
+        link = HostLink(container, actor, instance, self._caller, same_machine)
+        with self._lock:
+            current = self._links.get(container)
+            if current is not None and not current.stale and current.instance == instance:
+                return current
+            self._links[container] = link
+        return link
+
+    def create(
+        self, container: str, shared_name: str, private_name_base: str, spec: AccumulatorSpec
+    ) -> int:
+        container = container or DEFAULT_CONTAINER
+        if self._doomed:
+            self._reap()
+        link = self._link(container)
+        name = shared_name or private_name(private_name_base)
+        outcome = link.call("create", shared_name, name, spec, self._caller, link.life)
+        if type(outcome) is Failure:
+            raise outcome.error()
+        instance, entry_id = outcome
+        with self._lock:
+            if shared_name:
+                existing = self._by_name.get((container, shared_name))
+                if existing is not None:
+                    found = self._live[existing]
+                    if found.entry_id == entry_id and found.link.instance == instance:
+                        return existing
+            handle = next_handle()
+            self._live[handle] = RemoteAccumulator(link, entry_id, spec, f"{container}/{name}")
+            if shared_name:
+                self._by_name[(container, shared_name)] = handle
+            return handle
+
+    def _destroy(self, handle: int, ignore_lookup_error: bool) -> None:
+        with self._lock:
+            found = self._forget_locked(handle)
+            if found is not None:
+                container, _, name = found.label.partition("/")
+                if self._by_name.get((container, name)) == handle:
+                    del self._by_name[(container, name)]
+        # Outside the lock: the host call waits for an answer.
+        destroyed = found is not None and found.destroy()
+        if not destroyed and not ignore_lookup_error:
+            raise missing_resource_error(self._label_of(handle), type_known=False)
