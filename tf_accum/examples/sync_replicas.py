@@ -69,6 +69,8 @@ class JobConfig:
 
     def check(self) -> None:
         """Raises ValueError for settings that cannot train."""
+        if self.processes < 0:
+            raise ValueError(f"--processes must be at least 1, got {self.processes}")
         if self.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {self.workers}")
         if not 1 <= self.replicas_to_aggregate <= self.workers:
@@ -79,8 +81,6 @@ class JobConfig:
             )
         if self.steps < 1:
             raise ValueError(f"--steps must be at least 1, got {self.steps}")
-        if self.processes < 0:
-            raise ValueError(f"--processes must be at least 1, got {self.processes}")
         if self.processes and self.workers != self.processes:
             raise ValueError("--processes N sets the number of workers: leave --workers out")
         if self.processes and self.graph:
