@@ -397,8 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         default=JobConfig.address,
         help="the Ray cluster of --processes: 'local' starts a loopback-only one in this "
-        "process and stops it at the end; otherwise a running cluster's head, 'host:port' "
-        "or 'auto' (default %(default)s)",
+        "process and stops it at the end; otherwise a running cluster: its head's "
+        "'host:port', 'auto' (the one `ray start` made here), or a 'ray://host:port' Ray "
+        "Client address, handed to Ray as it is (default %(default)s)",
     )
     running.add_argument(
         "--graph",
