@@ -13,14 +13,13 @@ on tf_accum, which has no math or autodiff.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.examples.models import MODELS, Model
+from tf_accum.examples.models import MODELS, Model, simulate_compute
 from tf_accum.examples.records import RunResult, StepRecord
 
 if TYPE_CHECKING:
@@ -42,7 +41,7 @@ def run_graph(config: JobConfig, progress: Progress) -> RunResult:
 
 
 def _train(tf: Any, config: JobConfig, model: Model, progress: Progress) -> RunResult:
-    from tf_accum.examples.sync_replicas import Ledger, ParameterServer
+    from tf_accum.examples.sync_replicas import Ledger, ParameterServer, start_worker_threads
 
     initial = model.initial_params()
     # --- the graph ---
@@ -76,7 +75,6 @@ def _train(tf: Any, config: JobConfig, model: Model, progress: Progress) -> RunR
     steps = ParameterServer(np.zeros(0, np.float32))
     ledger = Ledger()
     failures: list[BaseException] = []
-    base_delay = config.compute_ms / 1000.0
 
     def work(index: int) -> None:
         seen = -1
@@ -84,9 +82,7 @@ def _train(tf: Any, config: JobConfig, model: Model, progress: Progress) -> RunR
             params, step = sess.run([weights, global_step])
             step = int(step)
             gradient = model.gradient(params, index, step)
-            if base_delay:
-                jitter = np.random.default_rng([config.seed, index, step, 1]).uniform(0.7, 1.3)
-                time.sleep(base_delay * (1 + index / 2) * jitter)
+            simulate_compute(config.seed, index, step, config.compute_ms)
             ledger.add(step, 1)
             try:
                 sess.run(apply_op, feed_dict=feed(gradient, step))
@@ -95,23 +91,12 @@ def _train(tf: Any, config: JobConfig, model: Model, progress: Progress) -> RunR
                 raise
             seen = step
 
-    def guarded(index: int) -> None:
-        try:
-            work(index)
-        except BaseException as exc:  # reported by the chief
-            failures.append(exc)
-            sess.close()  # cancels the chief's take
-
-    threads = [
-        threading.Thread(target=guarded, args=(i,), name=f"worker-{i}", daemon=True)
-        for i in range(config.workers)
-    ]
     options = tf.RunOptions(timeout_in_ms=int(1000 * config.take_timeout))
     initial_loss = model.loss(initial)
     records: list[StepRecord] = []
     started = time.perf_counter()
-    for thread in threads:
-        thread.start()
+    # a failing worker closes the session: that cancels the chief's take
+    threads = start_worker_threads(config.workers, work, failures, sess.close)
     accepted_so_far = stale_so_far = 0
     try:
         for _ in range(config.steps):

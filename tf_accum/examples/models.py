@@ -16,6 +16,7 @@ drawn from a generator seeded with those three numbers.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -60,6 +61,16 @@ class Model(Protocol):
 
     def update(self, params: Array, total: Any, count: int) -> None:
         """Move ``params`` in place by ``-learning_rate`` times the mean gradient."""
+
+
+def simulate_compute(seed: int, worker: int, step: int, compute_ms: float) -> None:
+    """Sleep as long as worker ``worker``'s gradient at ``step`` takes to compute.
+
+    Worker ``i`` takes ``1 + i/2`` times ``compute_ms`` milliseconds, with seeded jitter.
+    """
+    if compute_ms:
+        jitter = np.random.default_rng([seed, worker, step, 1]).uniform(0.7, 1.3)
+        time.sleep(compute_ms / 1000.0 * (1 + worker / 2) * jitter)
 
 
 def _batch_rng(seed: int, worker: int, step: int) -> np.random.Generator:

@@ -107,8 +107,14 @@ def cluster(address: str) -> Iterator[str]:
         # Short: Ray puts unix sockets under it (paths are limited to about 107 bytes).
         temp_dir = tempfile.mkdtemp(prefix="tfa", dir="/tmp" if os.path.isdir("/tmp") else None)
         options.update(_temp_dir=temp_dir, num_cpus=1, object_store_memory=128 * 2**20)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.getsignal(signal.SIGTERM) if in_main else None
     try:
         connect(address, **options)
+        if in_main:
+            # SIGTERM ends the job through the cleanup below, as Ctrl-C does (set
+            # after Ray's start-up, which installs a handler that aborts the process)
+            signal.signal(signal.SIGTERM, _exit_on_signal)
         import ray
 
         yield ray.get_runtime_context().gcs_address if address == "local" else address
@@ -123,6 +129,12 @@ def cluster(address: str) -> Iterator[str]:
             _kill(descendants(os.getpid()) - before)
             if temp_dir is not None:
                 shutil.rmtree(temp_dir, ignore_errors=True)
+            if in_main:
+                signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def shared_name() -> str:
@@ -215,7 +227,12 @@ def start_process_workers(
     def stale_so_far(step: int, accepted: int) -> int:
         # counted by the accumulator when it drops them (another process's
         # gradients in flight cannot be counted before they arrive)
-        return int(accumulator.stats()["stale"] or 0)
+        try:
+            return int(accumulator.stats()["stale"] or 0)
+        except errors.NotFoundError:
+            if failures:  # a failing worker closed the accumulator: report its error
+                raise failures[0] from None
+            raise
 
     return Workers(
         stop=stop,
@@ -255,14 +272,13 @@ def _read_exact(fd: int, size: int) -> bytes | None:
 
 def worker_main(index: int, setup: dict[str, Any]) -> None:
     """One worker process: read weights from stdin, apply gradients, until stdin ends."""
-    from tf_accum.examples.models import MODELS
+    from tf_accum.examples.models import MODELS, simulate_compute
 
     model = MODELS[setup["model"]](setup["seed"], setup["workers"])
     template = model.initial_params()
     accumulator = model.make_accumulator(shared_name=setup["shared_name"])
     fd = sys.stdin.fileno()
     size = _HEADER.itemsize + template.nbytes
-    base_delay = setup["compute_ms"] / 1000.0
     while True:
         message = _read_exact(fd, size)
         # a slow worker skips to the newest weights, as a worker thread would
@@ -273,9 +289,7 @@ def worker_main(index: int, setup: dict[str, Any]) -> None:
         step = int(np.frombuffer(message[: _HEADER.itemsize], _HEADER)[0])
         params = np.frombuffer(message[_HEADER.itemsize :], template.dtype).reshape(template.shape)
         gradient = model.gradient(params, index, step)
-        if base_delay:
-            jitter = np.random.default_rng([setup["seed"], index, step, 1]).uniform(0.7, 1.3)
-            time.sleep(base_delay * (1 + index / 2) * jitter)
+        simulate_compute(setup["seed"], index, step, setup["compute_ms"])
         try:
             model.apply(accumulator, gradient, step)
         except (errors.NotFoundError, errors.CancelledError):

@@ -33,10 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-
 from tf_accum import errors
-from tf_accum.examples.models import MODELS, Array, Model
+from tf_accum.examples.models import MODELS, Array, Model, simulate_compute
 from tf_accum.examples.progress import Progress, Silent, make_progress
 from tf_accum.examples.records import RunResult, StepRecord
 
@@ -168,12 +166,39 @@ class Workers:
     applied: Callable[[], int] = lambda: 0
 
 
+def start_worker_threads(
+    count: int,
+    work: Callable[[int], None],
+    failures: list[BaseException],
+    on_failure: Callable[[], Any],
+) -> list[threading.Thread]:
+    """Start ``count`` daemon threads running ``work(index)``.
+
+    A thread whose ``work`` raises appends the error to ``failures`` (for the
+    chief to report) and calls ``on_failure`` (to wake the chief).
+    """
+
+    def guarded(index: int) -> None:
+        try:
+            work(index)
+        except BaseException as exc:  # reported by the chief
+            failures.append(exc)
+            on_failure()
+
+    threads = [
+        threading.Thread(target=guarded, args=(i,), name=f"worker-{i}", daemon=True)
+        for i in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
 def start_thread_workers(
     config: JobConfig, model: Model, accumulator: Any, server: ParameterServer, ledger: Ledger
 ) -> Workers:
     """Start ``config.workers`` daemon threads that compute and apply gradients."""
     failures: list[BaseException] = []
-    base_delay = config.compute_ms / 1000.0
 
     def work(index: int) -> None:
         seen = -1
@@ -183,9 +208,7 @@ def start_thread_workers(
                 return
             params, step = snapshot
             gradient = model.gradient(params, index, step)
-            if base_delay:
-                jitter = np.random.default_rng([config.seed, index, step, 1]).uniform(0.7, 1.3)
-                time.sleep(base_delay * (1 + index / 2) * jitter)
+            simulate_compute(config.seed, index, step, config.compute_ms)
             ledger.add(step, 1)
             try:
                 model.apply(accumulator, gradient, step)
@@ -194,19 +217,8 @@ def start_thread_workers(
                 return
             seen = step
 
-    def guarded(index: int) -> None:
-        try:
-            work(index)
-        except BaseException as exc:  # reported by the chief
-            failures.append(exc)
-            accumulator.close()  # wakes the chief's take with CancelledError
-
-    threads = [
-        threading.Thread(target=guarded, args=(i,), name=f"worker-{i}", daemon=True)
-        for i in range(config.workers)
-    ]
-    for thread in threads:
-        thread.start()
+    # a failing worker closes the accumulator: that wakes the chief's take with CancelledError
+    threads = start_worker_threads(config.workers, work, failures, accumulator.close)
 
     def stop() -> None:
         server.stop()
