@@ -199,9 +199,14 @@ def start_process_workers(
                     json.dumps(setup),
                 ],
                 stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
                 env=env,
             )
             processes.append(process)
+        # the chief's clock starts once every worker has joined (seconds on a cold cluster)
+        for index, process in enumerate(processes):
+            _wait_ready(index, process, config.take_timeout)
+        for index, process in enumerate(processes):
             for target in (forward, watch):
                 thread = threading.Thread(target=target, args=(index, process), daemon=True)
                 thread.start()
@@ -242,13 +247,29 @@ def start_process_workers(
     )
 
 
+def _wait_ready(index: int, process: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait for the worker's one-byte "joined" signal on its stdout.
+
+    Raises:
+        RuntimeError: the worker ended, or said nothing within ``timeout`` seconds.
+    """
+    pipe = process.stdout
+    assert pipe is not None
+    ready, _, _ = select.select([pipe], [], [], timeout)
+    if not ready or not os.read(pipe.fileno(), 1):
+        code = process.poll()
+        state = "did not join the cluster" if code is None else f"exited with status {code}"
+        raise RuntimeError(f"worker process {index} {state}")
+
+
 def _end(processes: list[subprocess.Popen[bytes]]) -> None:
     """Let each process exit within a bounded time, then kill it by pid."""
     deadline = time.monotonic() + _EXIT_WAIT
     for process in processes:
-        if process.stdin is not None:
-            with contextlib.suppress(OSError):
-                process.stdin.close()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
     for process in processes:
         try:
             process.wait(max(0.0, deadline - time.monotonic()))
@@ -277,6 +298,9 @@ def worker_main(index: int, setup: dict[str, Any]) -> None:
     model = MODELS[setup["model"]](setup["seed"], setup["workers"])
     template = model.initial_params()
     accumulator = model.make_accumulator(shared_name=setup["shared_name"])
+    os.write(sys.stdout.fileno(), b"r")  # joined: the chief may start its clock
+    # nothing else goes to the chief on that pipe (which nobody reads from now on)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     fd = sys.stdin.fileno()
     size = _HEADER.itemsize + template.nbytes
     while True:
