@@ -90,7 +90,8 @@ def cluster(address: str) -> Iterator[str]:
 
     On exit Ray is shut down, the previous table restored, and every process
     Ray started below this one is killed by pid (Ray's agents may outlive a
-    shutdown).
+    shutdown). Meant for a process of its own (the job): it shuts Ray down
+    even if Ray was attached before.
 
     Raises:
         UnavailableError, UnauthenticatedError, FailedPreconditionError: see
@@ -129,7 +130,7 @@ def cluster(address: str) -> Iterator[str]:
             _kill(descendants(os.getpid()) - before)
             if temp_dir is not None:
                 shutil.rmtree(temp_dir, ignore_errors=True)
-            if in_main:
+            if previous_handler is not None:  # None: not set from Python, nothing to restore
                 signal.signal(signal.SIGTERM, previous_handler)
 
 
