@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -13,6 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tf_accum.examples import progress as progress_module
@@ -110,6 +112,47 @@ def test_job_end_to_end_writes_the_figure_and_a_matching_summary(tmp_path, spars
     assert printed.splitlines()[-1] == f"figure: {png.resolve()}"
 
 
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_graph_mode_job_end_to_end(tmp_path, sparse) -> None:
+    import tf_accum.compat.v1 as tf
+
+    png = tmp_path / "graph.png"
+    args = ["--graph", "--workers", "3", "--steps", "10", "--plot", str(png)]
+    result, printed = run_main(args + FAST + (["--sparse"] if sparse else []))
+
+    config = JobConfig(workers=3, replicas_to_aggregate=2, steps=10)
+    check_accounting(result, config)
+    assert result.final_loss < result.initial_loss
+    assert result.model_description.endswith("(TF1 graph mode)")
+    assert ("SparseConditionalAccumulator" in result.model_description) == sparse
+    assert tf.executing_eagerly()  # the graph was built in a Graph of its own
+    panels = json.loads(png_text(png)["tf_accum:panels"])
+    assert panels["accepted"] == [r.accepted for r in result.records]
+    assert panels["stale"] == [r.stale for r in result.records]
+    assert panels["loss"] == [r.loss for r in result.records]
+    fields = dict(re.findall(r"^ *(\S.*?) {2,}(.*)$", printed, re.M))
+    assert fields["workers"] == "3 threads (TF1 graph)"
+    assert fields["replicas to aggregate"] == "2"
+    assert fields["gradients applied"] == str(result.applied)
+    assert (
+        fields["taken by the chief"] == f"{result.accepted} ({result.accepted / 10:.2f} per step)"
+    )
+    assert fields["dropped as stale"] == f"{result.stale} ({result.stale / 10:.2f} per step)"
+    assert fields["loss"] == f"{result.initial_loss:.6g} -> {result.final_loss:.6g}"
+
+
+def test_graph_mode_job_takes_what_the_eager_job_takes_when_every_worker_is_waited_for() -> None:
+    # with replicas_to_aggregate == workers every take holds one gradient per
+    # worker at the same weights: both programs make the same updates
+    config = JobConfig(workers=2, replicas_to_aggregate=2, steps=6, compute_ms=0)
+    eager = run(config)
+    graph = run(dataclasses.replace(config, graph=True))
+    assert [r.accepted for r in graph.records] == [2] * 6
+    np.testing.assert_allclose(
+        [r.loss for r in graph.records], [r.loss for r in eager.records], rtol=1e-5
+    )
+
+
 def test_figure_panels_plot_the_records(tmp_path) -> None:
     from tf_accum.examples.figure import save_figure
 
@@ -196,6 +239,9 @@ def test_help_explains_every_option() -> None:
         "--seed",
         "--quiet",
         "--compute-ms",
+        "--processes N",
+        "--address ADDR",
+        "--graph",
     ]:
         assert re.search(rf"^\s+{re.escape(option)}\b.*\S", text, re.M), option
 
@@ -206,6 +252,8 @@ def test_help_explains_every_option() -> None:
         (["--workers", "2", "--replicas-to-aggregate", "3"], "between 1 and --workers (2), got 3"),
         (["--steps", "0"], "--steps must be at least 1, got 0"),
         (["--workers", "0"], "--workers must be at least 1, got 0"),
+        (["--processes", "-1"], "--processes must be at least 1, got -1"),
+        (["--graph", "--processes", "2"], "--processes and --graph cannot be combined"),
     ],
 )
 def test_bad_options_are_refused_before_training(args, message, capsys) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tf_accum.examples.processes import descendants
 from tf_accum.resources import ResourceTable, set_table
 
 OBJECT_STORE_BYTES = 256 * 2**20
@@ -47,28 +48,6 @@ class Cluster:
         """The environment of a process that joins the cluster through TF_ACCUM_RAY_ADDRESS."""
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         return dict(os.environ, TF_ACCUM_RAY_ADDRESS=self.address, PYTHONPATH=path, **extra)
-
-
-def descendants(pid: int) -> set[int]:
-    """Every living process below ``pid``."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found: set[int] = set()
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
 
 
 def kill_pids(pids: set[int]) -> None:

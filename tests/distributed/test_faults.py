@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.distributed.conftest import PROCESS_WAIT, ROOT, descendants, run_python
+from tests.distributed.conftest import PROCESS_WAIT, ROOT, run_python
 from tests.distributed.roles import shared
 from tests.distributed.test_cross_process import apply, num, take, unique
 from tests.helpers import Background, wait_for_waiting, wait_until
 from tf_accum import errors
+from tf_accum.examples.processes import descendants
 
 raw = tfa.raw_ops
 DETECT = 30.0  # seconds; Ray notices a dead process within a few

@@ -43,7 +43,7 @@ def save_figure(run: RunResult, path: str | Path) -> Any:
     FigureCanvasAgg(fig)
     loss_ax, count_ax, wait_ax = fig.subplots(3, 1, sharex=True)
     fig.suptitle(
-        f"Synchronous replicas: {run.workers} worker threads; each step the chief takes "
+        f"Synchronous replicas: {run.workers} worker {run.worker_kind}; each step the chief takes "
         f"the gradients of at least {run.replicas_to_aggregate}\n({run.model_description})"
     )
 

@@ -16,6 +16,7 @@ drawn from a generator seeded with those three numbers.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,8 +43,12 @@ class Model(Protocol):
     def gradient(self, params: Array, worker: int, step: int) -> Any:
         """Worker ``worker``'s gradient at ``step`` (from its own data shard)."""
 
-    def make_accumulator(self) -> Any:
-        """A new accumulator for this model's gradients (reduction_type SUM)."""
+    def make_accumulator(self, shared_name: str | None = None) -> Any:
+        """A new accumulator for this model's gradients (reduction_type SUM).
+
+        With ``shared_name``, the accumulator of that name (other processes
+        reach it on the distributed table).
+        """
 
     def apply(self, accumulator: Any, gradient: Any, local_step: int) -> None:
         """Push ``gradient``, computed at ``local_step``, into ``accumulator``."""
@@ -51,8 +56,21 @@ class Model(Protocol):
     def take(self, accumulator: Any, num_required: int, timeout: float) -> tuple[Any, int]:
         """Take at least ``num_required`` gradients: (their sum, how many there were)."""
 
+    def unpack(self, taken: Any) -> tuple[Any, int]:
+        """What ``take_grad`` returned, as (the gradients' sum, how many there were)."""
+
     def update(self, params: Array, total: Any, count: int) -> None:
         """Move ``params`` in place by ``-learning_rate`` times the mean gradient."""
+
+
+def simulate_compute(seed: int, worker: int, step: int, compute_ms: float) -> None:
+    """Sleep as long as worker ``worker``'s gradient at ``step`` takes to compute.
+
+    Worker ``i`` takes ``1 + i/2`` times ``compute_ms`` milliseconds, with seeded jitter.
+    """
+    if compute_ms:
+        jitter = np.random.default_rng([seed, worker, step, 1]).uniform(0.7, 1.3)
+        time.sleep(compute_ms / 1000.0 * (1 + worker / 2) * jitter)
 
 
 def _batch_rng(seed: int, worker: int, step: int) -> np.random.Generator:
@@ -99,16 +117,25 @@ class LinearRegression:
         gradient[-1] = 1.0  # the count
         return gradient
 
-    def make_accumulator(self) -> tfa.compat.v1.ConditionalAccumulator:
+    def make_accumulator(
+        self, shared_name: str | None = None
+    ) -> tfa.compat.v1.ConditionalAccumulator:
         return tfa.compat.v1.ConditionalAccumulator(
-            tfa.float32, shape=[self.features + 1], name="gradients", reduction_type="SUM"
+            tfa.float32,
+            shape=[self.features + 1],
+            shared_name=shared_name,
+            name="gradients",
+            reduction_type="SUM",
         )
 
     def apply(self, accumulator: Any, gradient: Any, local_step: int) -> None:
         accumulator.apply_grad(gradient, local_step=local_step)
 
     def take(self, accumulator: Any, num_required: int, timeout: float) -> tuple[Array, int]:
-        total = accumulator.take_grad(num_required, timeout=timeout)
+        return self.unpack(accumulator.take_grad(num_required, timeout=timeout))
+
+    def unpack(self, taken: Any) -> tuple[Array, int]:
+        total = np.asarray(taken)
         return total[:-1], int(round(float(total[-1])))
 
     def update(self, params: Array, total: Array, count: int) -> None:
@@ -161,10 +188,13 @@ class EmbeddingFit:
             dense_shape=np.array([self.vocabulary + 1, self.dim]),
         )
 
-    def make_accumulator(self) -> tfa.compat.v1.SparseConditionalAccumulator:
+    def make_accumulator(
+        self, shared_name: str | None = None
+    ) -> tfa.compat.v1.SparseConditionalAccumulator:
         return tfa.compat.v1.SparseConditionalAccumulator(
             tfa.float32,
             shape=[self.vocabulary + 1, self.dim],
+            shared_name=shared_name,
             name="embedding_gradients",
             reduction_type="SUM",
         )
@@ -175,7 +205,10 @@ class EmbeddingFit:
     def take(
         self, accumulator: Any, num_required: int, timeout: float
     ) -> tuple[tuple[Array, Array], int]:
-        indices, values, _ = accumulator.take_grad(num_required, timeout=timeout)
+        return self.unpack(accumulator.take_grad(num_required, timeout=timeout))
+
+    def unpack(self, taken: Any) -> tuple[tuple[Array, Array], int]:
+        indices, values = np.asarray(taken[0]), np.asarray(taken[1])
         # the indices come back sorted, so the count row is the last one
         count = int(round(float(values[-1, 0])))
         return (indices[:-1], values[:-1]), count

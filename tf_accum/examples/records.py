@@ -27,6 +27,7 @@ class RunResult:
     records: list[StepRecord]
     applied: int  # gradients the workers applied before the accumulator closed
     seconds: float
+    worker_kind: str = "threads"  # how the workers ran: threads, processes (Ray), ...
 
     @property
     def accepted(self) -> int:

@@ -21,6 +21,7 @@ function with its signature), and returns a :class:`RunResult`;
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import statistics
@@ -32,10 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-
 from tf_accum import errors
-from tf_accum.examples.models import MODELS, Array, Model
+from tf_accum.examples.models import MODELS, Array, Model, simulate_compute
 from tf_accum.examples.progress import Progress, Silent, make_progress
 from tf_accum.examples.records import RunResult, StepRecord
 
@@ -54,10 +53,22 @@ class JobConfig:
     compute_ms: float = 2.0
     plot: str | None = DEFAULT_PLOT
     quiet: bool = False
+    processes: int = 0  # workers as processes on Ray (0: threads)
+    address: str = "local"  # the Ray cluster of --processes
+    graph: bool = False  # the TF1 graph-mode program (tf_accum.compat.v1)
     take_timeout: float = 30.0  # seconds; only reached when something is broken
+
+    @property
+    def worker_kind(self) -> str:
+        """How the workers run, as the summary says it."""
+        if self.processes:
+            return "processes (Ray)"
+        return "threads (TF1 graph)" if self.graph else "threads"
 
     def check(self) -> None:
         """Raises ValueError for settings that cannot train."""
+        if self.processes < 0:
+            raise ValueError(f"--processes must be at least 1, got {self.processes}")
         if self.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {self.workers}")
         if not 1 <= self.replicas_to_aggregate <= self.workers:
@@ -68,6 +79,10 @@ class JobConfig:
             )
         if self.steps < 1:
             raise ValueError(f"--steps must be at least 1, got {self.steps}")
+        if self.processes and self.workers != self.processes:
+            raise ValueError("--processes N sets the number of workers: leave --workers out")
+        if self.processes and self.graph:
+            raise ValueError("--processes and --graph cannot be combined")
         if self.compute_ms < 0:
             raise ValueError(f"--compute-ms must not be negative, got {self.compute_ms}")
 
@@ -145,6 +160,38 @@ class Workers:
 
     stop: Callable[[], None]
     errors: list[BaseException] = field(default_factory=list)
+    # gradients dropped as stale so far, given the chief's step and the gradients it took
+    stale_so_far: Callable[[int, int], int] = lambda step, accepted: 0
+    # gradients the workers applied (read after stop)
+    applied: Callable[[], int] = lambda: 0
+
+
+def start_worker_threads(
+    count: int,
+    work: Callable[[int], None],
+    failures: list[BaseException],
+    on_failure: Callable[[], Any],
+) -> list[threading.Thread]:
+    """Start ``count`` daemon threads running ``work(index)``.
+
+    A thread whose ``work`` raises appends the error to ``failures`` (for the
+    chief to report) and calls ``on_failure`` (to wake the chief).
+    """
+
+    def guarded(index: int) -> None:
+        try:
+            work(index)
+        except BaseException as exc:  # reported by the chief
+            failures.append(exc)
+            on_failure()
+
+    threads = [
+        threading.Thread(target=guarded, args=(i,), name=f"worker-{i}", daemon=True)
+        for i in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    return threads
 
 
 def start_thread_workers(
@@ -152,7 +199,6 @@ def start_thread_workers(
 ) -> Workers:
     """Start ``config.workers`` daemon threads that compute and apply gradients."""
     failures: list[BaseException] = []
-    base_delay = config.compute_ms / 1000.0
 
     def work(index: int) -> None:
         seen = -1
@@ -162,9 +208,7 @@ def start_thread_workers(
                 return
             params, step = snapshot
             gradient = model.gradient(params, index, step)
-            if base_delay:
-                jitter = np.random.default_rng([config.seed, index, step, 1]).uniform(0.7, 1.3)
-                time.sleep(base_delay * (1 + index / 2) * jitter)
+            simulate_compute(config.seed, index, step, config.compute_ms)
             ledger.add(step, 1)
             try:
                 model.apply(accumulator, gradient, step)
@@ -173,19 +217,8 @@ def start_thread_workers(
                 return
             seen = step
 
-    def guarded(index: int) -> None:
-        try:
-            work(index)
-        except BaseException as exc:  # reported by the chief
-            failures.append(exc)
-            accumulator.close()  # wakes the chief's take with CancelledError
-
-    threads = [
-        threading.Thread(target=guarded, args=(i,), name=f"worker-{i}", daemon=True)
-        for i in range(config.workers)
-    ]
-    for thread in threads:
-        thread.start()
+    # a failing worker closes the accumulator: that wakes the chief's take with CancelledError
+    threads = start_worker_threads(config.workers, work, failures, accumulator.close)
 
     def stop() -> None:
         server.stop()
@@ -193,7 +226,12 @@ def start_thread_workers(
         for thread in threads:
             thread.join(timeout=config.take_timeout)
 
-    return Workers(stop=stop, errors=failures)
+    def stale_so_far(step: int, accepted: int) -> int:
+        # the rounds up to this step are closed: whatever was sent for them
+        # and not taken was dropped
+        return ledger.up_to(step - 1) - accepted
+
+    return Workers(stop=stop, errors=failures, stale_so_far=stale_so_far, applied=ledger.total)
 
 
 def run(config: JobConfig, progress: Progress | None = None) -> RunResult:
@@ -205,14 +243,35 @@ def run(config: JobConfig, progress: Progress | None = None) -> RunResult:
     """
     config.check()
     progress = Silent() if progress is None else progress
+    if config.graph:
+        from tf_accum.examples.graph_job import run_graph
+
+        return run_graph(config, progress)
+    with contextlib.ExitStack() as stack:
+        if config.processes:
+            from tf_accum.examples import processes
+
+            address = stack.enter_context(processes.cluster(config.address))
+            return _train(config, progress, address, processes.shared_name())
+        return _train(config, progress, None, None)
+
+
+def _train(
+    config: JobConfig, progress: Progress, address: str | None, shared_name: str | None
+) -> RunResult:
+    """:func:`run` with worker threads, or processes on the cluster at ``address``."""
     model: Model = MODELS["sparse" if config.sparse else "dense"](config.seed, config.workers)
     server = ParameterServer(model.initial_params())
-    ledger = Ledger()
-    accumulator = model.make_accumulator()
+    accumulator = model.make_accumulator(shared_name=shared_name)
     initial_loss = model.loss(server.params)
     records: list[StepRecord] = []
     started = time.perf_counter()
-    workers = start_thread_workers(config, model, accumulator, server, ledger)
+    if address is None:
+        workers = start_thread_workers(config, model, accumulator, server, Ledger())
+    else:
+        from tf_accum.examples.processes import start_process_workers
+
+        workers = start_process_workers(config, model, accumulator, server, address)
     accepted_so_far = stale_so_far = 0
     try:
         for _ in range(config.steps):
@@ -229,9 +288,7 @@ def run(config: JobConfig, progress: Progress | None = None) -> RunResult:
             waited = time.perf_counter() - before
             step = server.update(functools.partial(model.update, total=total, count=count))
             accepted_so_far += count
-            # the rounds up to this step are closed: whatever was sent for them
-            # and not taken was dropped
-            stale_now = ledger.up_to(step - 1) - accepted_so_far
+            stale_now = workers.stale_so_far(step, accepted_so_far)
             records.append(
                 StepRecord(step, model.loss(server.params), count, stale_now - stale_so_far, waited)
             )
@@ -248,8 +305,9 @@ def run(config: JobConfig, progress: Progress | None = None) -> RunResult:
         model_description=model.description,
         initial_loss=initial_loss,
         records=records,
-        applied=ledger.total(),
+        applied=workers.applied(),
         seconds=time.perf_counter() - started,
+        worker_kind=config.worker_kind,
     )
 
 
@@ -259,7 +317,7 @@ def summary(result: RunResult) -> str:
     waits = [1000.0 * r.wait_s for r in result.records]
     rows = [
         ("model", result.model_description),
-        ("workers", f"{result.workers} threads"),
+        ("workers", f"{result.workers} {result.worker_kind}"),
         ("replicas to aggregate", str(result.replicas_to_aggregate)),
         ("steps", str(steps)),
         ("gradients applied", str(result.applied)),
@@ -282,7 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m tf_accum",
         description=(
-            "Train a small model in the synchronous-replicas pattern: worker threads apply "
+            "Train a small model in the synchronous-replicas pattern: workers (threads, or "
+            "processes on Ray with --processes) apply "
             "gradients tagged with the step they read to a shared accumulator; a chief takes "
             "at least --replicas-to-aggregate of them per step and updates the weights; "
             "gradients that arrive after their step was taken are dropped as stale. Shows "
@@ -301,9 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--replicas-to-aggregate",
         metavar="N",
         type=int,
-        default=JobConfig.replicas_to_aggregate,
+        default=None,
         help="gradients the chief waits for per step, at most --workers; the slower workers' "
-        "gradients for that step then arrive stale (default %(default)s)",
+        "gradients for that step then arrive stale (default: one fewer than the workers, "
+        "at least 1)",
     )
     training.add_argument(
         "--steps",
@@ -334,6 +394,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulated compute time of the fastest worker per gradient, in milliseconds; "
         "worker i takes 1 + i/2 times as long (default %(default)s)",
     )
+    running = parser.add_argument_group("how the workers run")
+    running.add_argument(
+        "--processes",
+        metavar="N",
+        type=int,
+        default=JobConfig.processes,
+        help="run N workers as separate OS processes on a Ray cluster (instead of --workers "
+        "threads), sharing the accumulator by its shared_name; the chief stays in this "
+        "process and sends each worker the weights of every step; needs the ray extra",
+    )
+    running.add_argument(
+        "--address",
+        metavar="ADDR",
+        default=JobConfig.address,
+        help="the Ray cluster of --processes: 'local' starts a loopback-only one in this "
+        "process and stops it at the end; otherwise a running cluster: its head's "
+        "'host:port', 'auto' (the one `ray start` made here), or a 'ray://host:port' Ray "
+        "Client address, handed to Ray as it is (default %(default)s)",
+    )
+    running.add_argument(
+        "--graph",
+        action="store_true",
+        help="the same job written the TensorFlow 1 way, in graph mode through "
+        "tf_accum.compat.v1: placeholders for the gradients and steps, worker threads "
+        "calling Session.run on one session, the chief taking with a RunOptions timeout",
+    )
     output = parser.add_argument_group("output")
     plots = output.add_mutually_exclusive_group()
     plots.add_argument(
@@ -358,7 +444,13 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> JobConfig:
     """The JobConfig for parsed options: every JobConfig field named like its option."""
     names = {f.name for f in dataclasses.fields(JobConfig)}
-    return JobConfig(**{k: v for k, v in vars(args).items() if k in names})
+    values = {k: v for k, v in vars(args).items() if k in names}
+    if values.get("processes") and values.get("workers") == JobConfig.workers:
+        values["workers"] = values["processes"]  # --processes N: N workers, each a process
+    if values.get("replicas_to_aggregate") is None:
+        # one fewer than the workers, so the slowest one's gradients go stale
+        values["replicas_to_aggregate"] = max(1, values.get("workers", JobConfig.workers) - 1)
+    return JobConfig(**values)
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> RunResult:
