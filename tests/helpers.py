@@ -3,6 +3,7 @@ instead of hanging it."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from typing import Any
 from tf_accum.resources import current_table
 
 WAIT = 10.0  # seconds: generous, only ever reached when something is broken
+CHILD_WAIT = 20.0  # seconds; a forked child that takes longer is hung
 
 
 class Background:
@@ -60,3 +62,41 @@ def waiting_takes(handle: int) -> int:
 def wait_for_waiting(handle: int, count: int) -> None:
     """Block until exactly ``count`` takes are queued on ``handle``."""
     wait_until(lambda: waiting_takes(handle) == count)
+
+
+def wait_child(pid: int) -> int:
+    """The exit code of the forked child ``pid``; a hung child is killed (by pid) and fails."""
+    deadline = time.monotonic() + CHILD_WAIT
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child hung")
+
+
+def in_forked_child(work: Callable[[], str]) -> str:
+    """What ``work()`` returns in a child made by ``os.fork`` (or its exception's repr).
+
+    The child never returns into pytest: it leaves by ``os._exit`` on every path.
+    """
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read)
+            try:
+                outcome = work()
+            except BaseException as exc:
+                outcome = repr(exc)
+            os.write(write, outcome.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    code = wait_child(pid)
+    with os.fdopen(read) as pipe:
+        outcome = pipe.read()
+    assert code == 0, f"the forked child exited with {code}: {outcome}"
+    return outcome

@@ -14,19 +14,17 @@ import multiprocessing
 import os
 import pickle
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import wait_until
+from tests.helpers import CHILD_WAIT, in_forked_child, wait_child, wait_until
 from tf_accum import errors
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
 F32 = tfa.float32
-CHILD_WAIT = 20.0  # seconds; a child that takes longer is hung
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 # Python 3.12+ warns about forking a process with threads: that is the point here
@@ -97,40 +95,13 @@ class _Busy:
         raw.DestroyResourceOp(resource=self.handle)
 
 
-def _wait_child(pid: int) -> int:
-    deadline = time.monotonic() + CHILD_WAIT
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    raise AssertionError("the forked child hung")
-
-
 @needs_fork
 def test_os_fork_while_threads_use_accumulators_gives_the_child_empty_tables() -> None:
     busy = _Busy()
     try:
         for _ in range(5):
-            read, write = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: whatever happens, it must never return into pytest
-                try:
-                    os.close(read)
-                    try:
-                        outcome = _child_work(busy.handle)
-                    except BaseException as exc:
-                        outcome = repr(exc)
-                    os.write(write, outcome.encode())
-                finally:
-                    os._exit(0)
-            os.close(write)
-            code = _wait_child(pid)
-            with os.fdopen(read) as pipe:
-                outcome = pipe.read()
-            assert code == 0 and outcome == "ok", outcome
+            outcome = in_forked_child(lambda: _child_work(busy.handle))
+            assert outcome == "ok", outcome
     finally:
         busy.finish()
 
@@ -162,7 +133,7 @@ def test_the_parent_is_untouched_by_a_fork() -> None:
             code = 0 if not current_table().live_handles() else 1
         finally:
             os._exit(code)
-    assert _wait_child(pid) == 0
+    assert wait_child(pid) == 0
     assert raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32).tolist() == [
         3.0
     ]

@@ -112,7 +112,7 @@ def hold_back(error: BaseException) -> None:
     """
     if not isinstance(error, KeyboardInterrupt):  # pragma: no cover - callers check
         raise error
-    if _State.pending is None and not _defer(signal.SIGINT, sys._getframe(1)):
+    if _State.pending is None and not _defer(signal.SIGINT, sys._getframe(1), remote_ok=True):
         # somebody profiles this thread: raise it again at the next chance rather
         # than lose it
         _thread.interrupt_main()
@@ -147,19 +147,21 @@ def _library_frame(frame: FrameType) -> bool:
     return isinstance(name, str) and name.startswith(_LIBRARY_PREFIXES)
 
 
-def _defer(signum: int, frame: FrameType | None) -> bool:
+def _defer(signum: int, frame: FrameType | None, *, remote_ok: bool = False) -> bool:
     """Arrange for ``signum`` to be raised once the library's outermost frame has returned.
 
     Returns False (nothing arranged) when ``frame`` is not inside the library,
-    is inside a call to another process, or when the thread is being profiled
-    by somebody else.
+    is inside a call to another process (unless ``remote_ok``: that call has
+    returned already), or when the thread is being profiled by somebody else.
     """
     outermost = None
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
         if isinstance(name, str) and name.startswith(_REMOTE_PREFIXES):
-            return False
-        if _library_frame(frame):
+            if not remote_ok:
+                return False
+            outermost = frame
+        elif _library_frame(frame):
             outermost = frame
         frame = frame.f_back
     if outermost is None or sys.getprofile() is not None:

@@ -29,6 +29,34 @@ ATTACH_TIMEOUT = 60.0
 _LOOPBACK_NAMES = ("localhost", "local")
 
 
+class _Fork:
+    # Set in a child forked from a process attached to Ray: the child inherits
+    # the attachment's state but not a working connection.
+    from_attached = False
+
+
+def _note_fork_in_child() -> None:
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        _Fork.from_attached = True
+
+
+os.register_at_fork(after_in_child=_note_fork_in_child)
+
+
+def refuse_after_fork() -> None:
+    """Raise UnavailableError in a child forked from a process attached to Ray."""
+    if _Fork.from_attached:
+        raise errors.UnavailableError(
+            None,
+            None,
+            f"This process (pid {os.getpid()}) was forked from one attached to a Ray "
+            "cluster, and Ray's connection does not survive fork: start worker processes "
+            "with the 'spawn' or 'forkserver' start method (or as new programs), and let "
+            "them attach with tfa.distributed.connect or TF_ACCUM_RAY_ADDRESS",
+        )
+
+
 def connect(
     address: str = "local",
     *,
@@ -168,6 +196,7 @@ def _init_within(ray: Any, address: str, options: dict[str, Any], timeout: float
 
 
 def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
+    refuse_after_fork()
     _prepare_environment(address)
     try:
         import ray

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators import interrupts
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
@@ -27,6 +28,10 @@ from tf_accum.resources.errors import missing_resource_error
 logger = logging.getLogger("tf_accum")
 
 Array = np.ndarray[Any, Any]
+
+# How long an interrupted take waits for its host to say whether the round was
+# served before the withdrawal arrived (a round served then is returned).
+INTERRUPTED_TAKE_GRACE = 5.0  # seconds
 
 
 def _writable(array: Array) -> Array:
@@ -104,19 +109,35 @@ class HostLink:
 
     def call(self, method: str, *args: Any) -> Any:
         """Call the host and wait; returns its result, which may be a Failure."""
+        return self.result(self.submit(method, *args))
+
+    def submit(self, method: str, *args: Any) -> Any:
+        """Call the host without waiting; returns the call's ObjectRef for :meth:`result`."""
         import ray
 
         remote = self._methods.get(method)
         if remote is None:
             remote = self._methods[method] = getattr(self.actor, method)
         try:
-            return ray.get(remote.remote(*args))
+            return remote.remote(*args)
         except ray.exceptions.RayError as exc:
-            if isinstance(
-                exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
-            ):
-                self.stale = True
-            raise ray_error(exc, f"the accumulator host of container {self.container}") from None
+            raise self._ray_error(exc) from None
+
+    def result(self, call: Any, timeout: float | None = None) -> Any:
+        """Wait for a submitted call (at most ``timeout`` seconds: then UnavailableError)."""
+        import ray
+
+        try:
+            return ray.get(call, timeout=timeout)
+        except ray.exceptions.RayError as exc:
+            raise self._ray_error(exc) from None
+
+    def _ray_error(self, exc: BaseException) -> errors.OpError:
+        import ray
+
+        if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+            self.stale = True
+        return ray_error(exc, f"the accumulator host of container {self.container}")
 
     def new_attempt(self) -> str:
         return f"{self.caller}:{next(self._attempts)}"
@@ -194,8 +215,9 @@ class RemoteAccumulator:
         if cancellation is not None:
             key = cancellation.register(lambda _error: link.withdraw(attempt, "cancelled"))
         buffer = link.buffer(self._result_bytes)
+        call = None
         try:
-            outcome = link.call(
+            call = link.submit(
                 "take",
                 link.instance,
                 self.entry_id,
@@ -209,11 +231,15 @@ class RemoteAccumulator:
                 # one that would wait fails without queueing.
                 cancellation is not None and key is None,
             )
+            outcome = link.result(call)
         except BaseException as exc:
+            if isinstance(exc, errors.OpError):
+                raise
             # An interrupted caller must not leave a take behind to eat a round.
-            if not isinstance(exc, errors.OpError):
-                link.withdraw(attempt, "interrupted")
-            raise
+            link.withdraw(attempt, "interrupted")
+            if call is None:
+                raise
+            outcome = self._served_before(call, exc)
         finally:
             if cancellation is not None:
                 cancellation.unregister(key)
@@ -229,6 +255,28 @@ class RemoteAccumulator:
         if isinstance(outcome, np.ndarray):
             return _writable(outcome)
         return type(outcome)(*(_writable(part) for part in outcome))
+
+    def _served_before(self, call: Any, interrupt: BaseException) -> Any:
+        """The outcome of a take interrupted while it waited, if it was served first.
+
+        Once the host has the withdrawal, the take's call answers: withdrawn
+        (then ``interrupt`` is raised here), or the round the host served just
+        before. A KeyboardInterrupt in the main thread then follows the
+        returned round, as in-process; any other exception is raised and the
+        round is lost (the host has no way to take a served round back).
+        """
+        served = False
+        try:
+            outcome = self._link.result(call, timeout=INTERRUPTED_TAKE_GRACE)
+            served = type(outcome) is not Failure
+        except BaseException:  # pressed again, or the host did not answer in time
+            pass
+        if not (
+            served and isinstance(interrupt, KeyboardInterrupt) and interrupts.in_main_thread()
+        ):
+            raise interrupt
+        interrupts.hold_back(interrupt)
+        return outcome
 
     def num_accumulated(self) -> int:
         count: int = self._call("num_accumulated")

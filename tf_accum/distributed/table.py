@@ -8,11 +8,14 @@ made in the host too, but only the process that made it holds a handle.
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
+import weakref
 from typing import Any
 
 from tf_accum.accumulators.spec import AccumulatorSpec
+from tf_accum.distributed.connect import refuse_after_fork
 from tf_accum.distributed.proxy import HostLink, RemoteAccumulator, ray_error
 from tf_accum.distributed.wire import NAMESPACE, Failure, host_name
 from tf_accum.resources.errors import DEFAULT_CONTAINER, missing_resource_error
@@ -44,6 +47,10 @@ def _remote_host_class() -> Any:
         return _host_class
 
 
+# Every Ray table of this process, so that a forked child can disown them all.
+_tables: weakref.WeakSet[RayResourceTable] = weakref.WeakSet()
+
+
 class RayResourceTable(HandleTable[RemoteAccumulator]):
     """Accumulators in Ray actors, one actor per container.
 
@@ -62,6 +69,10 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
         super().__init__()
         self._host_options = dict(host_options or {})
         self._caller = uuid.uuid4().hex
+        _tables.add(self)
+
+    def _reset(self) -> None:
+        super()._reset()
         self._links: dict[str, HostLink] = {}
         self._by_name: dict[tuple[str, str], int] = {}
 
@@ -111,6 +122,7 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
     def create(
         self, container: str, shared_name: str, private_name_base: str, spec: AccumulatorSpec
     ) -> int:
+        refuse_after_fork()
         container = container or DEFAULT_CONTAINER
         if self._doomed:
             self._reap()
@@ -144,3 +156,18 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
         destroyed = found is not None and found.destroy()
         if not destroyed and not ignore_lookup_error:
             raise missing_resource_error(self._label_of(handle), type_known=False)
+
+
+def _disown_after_fork() -> None:
+    """Empty every Ray table in a forked child.
+
+    Ray's connection does not survive ``fork``: a call through the parent's
+    would hang or crash the child. So inherited handles are NotFoundError there
+    (as in-process), and making accumulators is refused (see
+    ``refuse_after_fork``).
+    """
+    for table in list(_tables):
+        table._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_disown_after_fork)

@@ -65,11 +65,11 @@ class LocalResourceTable(HandleTable[AccumulatorBase[Any]]):
     """
 
     def __init__(self) -> None:
-        self._reset()
+        super().__init__()
         _tables.add(self)
 
     def _reset(self) -> None:
-        super().__init__()  # a fresh lock and no handles
+        super()._reset()
         self._by_name: dict[tuple[str, str], int] = {}
         self._shared_key: dict[int, tuple[str, str]] = {}
 
@@ -110,13 +110,6 @@ class LocalResourceTable(HandleTable[AccumulatorBase[Any]]):
                 del self._by_name[key]
         # Wake waiting takes outside the table lock: close() takes the accumulator's.
         found.close()
-
-    def _forget_after_fork(self) -> None:
-        """In a forked child: drop the parent's accumulators without touching their locks."""
-        gone = {handle: found.label for handle, found in self._live.items()}
-        self._reset()
-        # their handles stay named in NotFound messages, like destroyed ones
-        self._gone.update(list(gone.items())[-REMEMBERED_DESTROYED:])
 
 
 def _empty_after_fork() -> None:

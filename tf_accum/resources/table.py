@@ -90,12 +90,27 @@ class HandleTable(ResourceTable, Generic[Held]):
     """
 
     def __init__(self) -> None:
+        self._gone: collections.OrderedDict[int, str] = collections.OrderedDict()
+        self._reset()
+
+    def _reset(self) -> None:
+        """A fresh lock and no handles (a subclass resets its own state too)."""
         self._lock = threading.Lock()
         self._live: dict[int, Held] = {}
-        self._gone: collections.OrderedDict[int, str] = collections.OrderedDict()
         # Handles whose owners were garbage-collected; deque appends are atomic,
         # so finalizers can queue them without taking any lock.
         self._doomed: collections.deque[int] = collections.deque()
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's accumulators without touching their locks.
+
+        Their handles stay named in NotFound messages, like destroyed ones.
+        """
+        for handle, found in self._live.items():
+            self._gone[handle] = found.label
+        while len(self._gone) > REMEMBERED_DESTROYED:
+            self._gone.popitem(last=False)
+        self._reset()
 
     @abstractmethod
     def _destroy(self, handle: int, ignore_lookup_error: bool) -> None:
