@@ -60,8 +60,11 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     The first gradient of a round is copied (and fixes the round's shape); each
     later one is added in place, so applying allocates nothing after the first.
     A completed take hands the sum buffer itself to the taker, which divides it
-    outside the lock. (float16 and bfloat16 sums are kept in float32 and
-    rounded per add: see arithmetic.start_sum.)
+    outside the lock; once the taker has let go of it (no array, view or weak
+    reference left), a later round of its shape copies its first gradient into
+    it rather than into new memory (see RECYCLE_MIN_BYTES). (float16 and
+    bfloat16 sums are kept in float32 and rounded per add: see
+    arithmetic.start_sum.)
     """
 
     kind: ClassVar[str] = "dense"
