@@ -13,26 +13,31 @@ from tf_accum.raw_ops._convert import positive_num_required, scalar_int, tensor_
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.raw_ops._timeout import check_timeout
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
 
 def apply_gradient(
     op_name: str, handle: Any, local_step: Any, gradient: Any, owned: bool = False
 ) -> None:
     """The dense apply ops; ``owned``: ``gradient`` is a new array the accumulator may keep."""
     acc = _lookup.accumulator(handle, op_name, "dense")
-    dtype = acc.spec.dtype
+    dtype = acc.spec.dtype  # (a remote accumulator has a spec too)
     wanted = dtype.numpy_dtype
     array = gradient if type(gradient) is np.ndarray else tensor_array(gradient)
-    if array.dtype != wanted and _lookup.byte_swapped(array.dtype, wanted):
+    if array.dtype != wanted:
+        if not _lookup.byte_swapped(array.dtype, wanted):
+            kind = _lookup.handle_type(op_name)
+            raise _lookup.signature_mismatch(
+                f"{kind}, int64, {kernel_type_name(array.dtype)}->",
+                f"{kind}, int64, {dtype.kernel_name}->",
+                f"gradient has dtype {array.dtype} but the accumulator's dtype is {dtype.name}",
+            )
         array = array.astype(wanted)
         owned = True
-    if array.dtype != wanted:
-        kind = _lookup.handle_type(op_name)
-        raise _lookup.signature_mismatch(
-            f"{kind}, int64, {kernel_type_name(array.dtype)}->",
-            f"{kind}, int64, {dtype.kernel_name}->",
-            f"gradient has dtype {array.dtype} but the accumulator's dtype is {dtype.name}",
-        )
-    acc.apply_dense(scalar_int(local_step, "local_step", "int64"), array, owned)
+    # a plain int in range is the common step: spared scalar_int's call (1-element applies)
+    if type(local_step) is not int or not _INT64_MIN <= local_step <= _INT64_MAX:
+        local_step = scalar_int(local_step, "local_step", "int64")
+    acc.apply_dense(local_step, array, owned)
 
 
 def take_gradient(

@@ -1,0 +1,229 @@
+"""The dense accumulator's buffers: one-element sums and buffers reused across rounds.
+
+A one-element sum lives in a two-element buffer (numpy copies before adding in
+place into a one-element output); a round's buffer from RECYCLE_MIN_BYTES up is
+the buffer of an earlier round whose taker let it go. Neither may change a
+single bit of any result, nor touch an array a taker still holds.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tf_accum as tfa
+from tests.helpers import WAIT
+from tf_accum.accumulators import arithmetic, dense
+from tf_accum.dtypes import ACCUMULATOR_DTYPES
+from tf_accum.resources import current_table
+
+raw = tfa.raw_ops
+SIZE = 64  # elements of the recycled buffers below (the threshold is lowered)
+
+
+def _bits(dtype: np.dtype[Any], count: int, seed: int) -> list[np.ndarray[Any, Any]]:
+    """``count`` one-element gradients of any bit pattern (NaNs, infinities, extremes)."""
+    rng = np.random.default_rng(seed)
+    raw_bytes = rng.integers(0, 256, (count, dtype.itemsize), dtype=np.uint8)
+    return [row.view(dtype).copy() for row in raw_bytes]
+
+
+def _mean(total: np.ndarray[Any, Any], count: int) -> np.ndarray[Any, Any]:
+    return arithmetic.divide_in_place(total.copy(), count)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    dtype=st.sampled_from(ACCUMULATOR_DTYPES),
+    shape=st.sampled_from([(), (1,), (1, 1), (1, 1, 1)]),
+    count=st.integers(1, 5),
+    seed=st.integers(0, 2**32 - 1),
+    reduction=st.sampled_from(["MEAN", "SUM"]),
+)
+def test_one_element_sums_keep_every_bit(dtype, shape, count, seed, reduction) -> None:
+    np_dtype = dtype.numpy_dtype
+    gradients = [g.reshape(shape) for g in _bits(np_dtype, count, seed)]
+    h = raw.ResourceConditionalAccumulator(dtype=dtype, shape=list(shape), reduction_type=reduction)
+    for gradient in gradients:
+        raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+    running = current_table().lookup(h)._sum  # type: ignore[attr-defined]
+    assert running.base.shape == (2,)  # the two-element buffer of arithmetic._single
+    taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=count, dtype=dtype)
+    raw.DestroyResourceOp(resource=h)
+    expected = np.array(gradients[0], copy=True)  # the simple path: one numpy add each
+    with np.errstate(all="ignore"):
+        for gradient in gradients[1:]:
+            np.add(expected, gradient, out=expected)
+    if reduction == "MEAN":
+        expected = _mean(expected, count)
+    assert taken.dtype == np_dtype and taken.shape == shape and taken.nbytes == np_dtype.itemsize
+    np.testing.assert_array_equal(
+        taken.reshape(-1).view(np.uint8), expected.reshape(-1).view(np.uint8)
+    )
+
+
+@pytest.fixture
+def small_recycling() -> Iterator[None]:
+    with mock.patch.object(dense, "RECYCLE_MIN_BYTES", 16):
+        yield
+
+
+def _accumulator(shape: list[int | None] | None = None, reduction: str = "MEAN") -> int:
+    handle: int = raw.ResourceConditionalAccumulator(
+        dtype=tfa.float32, shape=[SIZE] if shape is None else shape, reduction_type=reduction
+    )
+    return handle
+
+
+def _round(h: int, values: list[float], size: int = SIZE) -> np.ndarray[Any, Any]:
+    for value in values:
+        gradient = np.full(size, value, np.float32)
+        raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=gradient)
+    taken: np.ndarray[Any, Any] = raw.ResourceAccumulatorTakeGradient(
+        handle=h, num_required=len(values), dtype=tfa.float32
+    )
+    return taken
+
+
+def _address(array: np.ndarray[Any, Any]) -> int:
+    address: int = array.__array_interface__["data"][0]
+    return address
+
+
+def test_a_dropped_result_becomes_the_next_rounds_buffer(small_recycling: None) -> None:
+    h = _accumulator()
+    first = _round(h, [1.0, 3.0])
+    np.testing.assert_array_equal(first, np.full(SIZE, 2.0, np.float32))
+    address = _address(first)
+    del first
+    second = _round(h, [5.0, 7.0, 9.0])
+    assert _address(second) == address  # warm memory, no new buffer
+    np.testing.assert_array_equal(second, np.full(SIZE, 7.0, np.float32))
+    assert second.flags.owndata and second.flags.writeable and second.dtype == np.float32
+    raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize("keep", ["array", "view", "weakref", "read-only", "reshaped"])
+def test_a_result_still_held_is_never_written(small_recycling: None, keep: str) -> None:
+    h = _accumulator([None])
+    first = _round(h, [2.0])
+    held: Any
+    if keep == "array":
+        held = first
+    elif keep == "view":
+        held = first[3:10]
+    elif keep == "weakref":
+        held = weakref.ref(first)
+    elif keep == "read-only":
+        first.flags.writeable = False
+    else:
+        first.shape = (SIZE // 2, 2)  # no longer the round's shape
+    address = _address(first)
+    del first
+    for value in (4.0, 6.0, 8.0):
+        taken = _round(h, [value, value])
+        np.testing.assert_array_equal(taken, np.full(SIZE, value, np.float32))
+        if keep in ("array", "view"):
+            assert _address(taken) != address
+    if keep == "weakref":
+        assert held() is None  # let go, as any dropped array, never reused
+    elif keep in ("array", "view"):
+        np.testing.assert_array_equal(held, np.full(held.shape, 2.0, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_rounds_of_other_shapes_get_their_own_buffers(small_recycling: None) -> None:
+    h = _accumulator([None])
+    for size, value in [(SIZE, 1.0), (SIZE + 8, 2.0), (SIZE, 3.0), (8, 4.0), (SIZE + 8, 5.0)]:
+        taken = _round(h, [value, value + 2], size)
+        np.testing.assert_array_equal(taken, np.full(size, value + 1, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_failed_take_puts_the_recycled_buffer_back(small_recycling: None) -> None:
+    h = _accumulator()
+    _round(h, [1.0])  # dropped: recycled by the next round
+    gradient = np.full(SIZE, 3.0, np.float32)
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=gradient)
+    with (
+        mock.patch.object(dense, "divide_in_place", side_effect=RuntimeError("boom")),
+        pytest.raises(RuntimeError, match="boom"),
+    ):
+        raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float32)
+    acc = current_table().lookup(h)
+    assert acc.num_accumulated() == 1  # the round is back, with its sum
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=gradient * 3)
+    taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=tfa.float32)
+    np.testing.assert_array_equal(taken, np.full(SIZE, 6.0, np.float32))
+    del taken
+    np.testing.assert_array_equal(_round(h, [2.0, 4.0]), np.full(SIZE, 3.0, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_memory_kept_between_rounds_is_at_most_one_dropped_buffer(small_recycling: None) -> None:
+    h = _accumulator()
+    acc = current_table().lookup(h)
+    results = [_round(h, [1.0]) for _ in range(4)]  # all held: nothing to reuse
+    assert [id(a) for a in acc._watched] == [id(a) for a in results[-2:]]  # type: ignore[attr-defined]
+    address = _address(results[-2])
+    results.clear()  # the taker drops them all: two idle buffers until the next round
+    raw.ResourceAccumulatorApplyGradient(
+        handle=h, local_step=2**40, gradient=np.ones(SIZE, np.float32)
+    )
+    # the round took the older one and let the other go
+    assert acc._watched == []  # type: ignore[attr-defined]
+    taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float32)
+    assert _address(taken) == address
+    assert len(acc._watched) == 1  # type: ignore[attr-defined]
+    raw.DestroyResourceOp(resource=h)
+    assert acc._watched == []  # type: ignore[attr-defined]
+
+
+def test_threads_never_see_a_held_result_change(small_recycling: None) -> None:
+    """Appliers add ones while a taker takes MEAN rounds, holding every third
+    result and dropping the rest: every held result stays all ones."""
+    h = _accumulator()
+    ones = np.ones(SIZE, np.float32)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    held: list[np.ndarray[Any, Any]] = []
+
+    def apply() -> None:
+        try:
+            while not stop.is_set():
+                raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=ones)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    appliers = [threading.Thread(target=apply) for _ in range(2)]
+    for t in appliers:
+        t.start()
+    try:
+        for i in range(300):
+            taken = raw.ResourceAccumulatorTakeGradient(
+                handle=h, num_required=3, dtype=tfa.float32, timeout=WAIT
+            )
+            if i % 3 == 0:
+                held.append(taken)
+            else:
+                np.testing.assert_array_equal(taken, ones)
+            del taken
+            if i % 50 == 0:
+                gc.collect()
+    finally:
+        stop.set()
+        for t in appliers:
+            t.join(WAIT)
+    assert not errors
+    for array in held:
+        np.testing.assert_array_equal(array, ones)
+    raw.DestroyResourceOp(resource=h)
