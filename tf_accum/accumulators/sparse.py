@@ -111,31 +111,44 @@ def _text(shape: tuple[int, ...]) -> str:
 
 
 def _divide_rows(rows: Array, counts: Array) -> None:
-    """Divide each row by its count, in place. Rows touched once are left alone:
-    dividing by 1 changes nothing, and with scattered updates most rows are."""
+    """Divide each row by its count, in place. Rows touched once are left as they
+    are (with scattered updates most rows are)."""
     several = counts > 1
-    picked_count = np.count_nonzero(several)
+    picked = np.flatnonzero(several)
+    picked_count = picked.shape[0]
     if not picked_count:
         return
     tail = (1,) * (rows.ndim - 1)
     if picked_count == counts.shape[0]:
         divide_in_place(rows, counts.reshape((-1, *tail)))
         return
-    picked = np.flatnonzero(several)
+    if picked_count * 2 > counts.shape[0]:
+        # mostly rows touched several times: one pass over all rows, then the
+        # others put back as they were, costs less than gathering the many
+        kept = np.flatnonzero(~several)
+        saved = np.take(rows, kept, axis=0)
+        divide_in_place(rows, counts.reshape((-1, *tail)))
+        if saved.size:
+            np.put(_rows_as_items(rows), kept, _rows_as_items(saved))
+        return
     part = np.take(rows, picked, axis=0)
     divide_in_place(part, counts[picked].reshape((-1, *tail)))
-    if part.size:
-        np.put(_rows_as_items(rows), picked, _rows_as_items(part))
+    rows[picked] = part
 
 
-def normalize(indices: Array, values: Array) -> tuple[Array, Array, bool]:
+def normalize(
+    indices: Array, values: Array, increasing: bool | None = None
+) -> tuple[Array, Array, bool]:
     """Sort a gradient's rows by index and sum duplicate indices (docs/departures.md T5).
 
-    Returns (unique sorted indices, their rows, whether the rows are the
-    caller's own array, unchanged). Already sorted unique indices cost one
-    O(k) comparison.
+    ``increasing``: whether the indices are known to be strictly increasing
+    (None: not known yet). Returns (unique sorted indices, their rows, whether
+    the rows are the caller's own array, unchanged). Already sorted unique
+    indices cost one O(k) comparison, or nothing when known.
     """
-    if indices.size < 2 or bool(np.all(indices[1:] > indices[:-1])):
+    if increasing is None:
+        increasing = indices.size < 2 or bool(np.all(indices[1:] > indices[:-1]))
+    if increasing:
         return indices, values, True
     order = np.argsort(indices, kind="stable")
     ordered = indices[order]
@@ -200,8 +213,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     def check_gradient(
         self, indices: Array, values: Array, gradient_shape: Array | None
-    ) -> errors.InvalidArgumentError | None:
-        """Raise for a malformed gradient; return (not raise) a declared-values error.
+    ) -> tuple[errors.InvalidArgumentError | None, bool]:
+        """Raise for a malformed gradient; return (not raise) a declared-values error,
+        and whether the indices are strictly increasing (see :func:`normalize`).
 
         The values-against-declared-shape error is returned so that, for a
         gradient that is not stale, a mismatch with the round's own values
@@ -234,16 +248,23 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
                         f"Shape mismatch: expected shape dim {i} to be {size}, got "
                         f"{int(gradient_shape[i])}"
                     )
-        self._check_index_range(indices)
-        return self._check_declared_values(values)
+        increasing = self._check_index_range(indices)
+        return self._check_declared_values(values), increasing
 
-    def _check_index_range(self, indices: Array) -> None:
-        if not indices.size:
-            return
+    def _check_index_range(self, indices: Array) -> bool:
+        """Raise for an index out of range; say whether the indices strictly increase."""
+        if indices.size < 2:
+            increasing = True
+            if not indices.size:
+                return increasing
+        else:
+            increasing = bool(np.all(indices[1:] > indices[:-1]))
         limit = self.shape[0] if self.shape else None
-        # two reductions clear the common case without temporary arrays
-        if indices.min() >= 0 and (limit is None or indices.max() < limit):
-            return
+        # increasing indices have their extremes at the ends; otherwise two
+        # reductions clear the common case without temporary arrays
+        low, high = (indices[0], indices[-1]) if increasing else (indices.min(), indices.max())
+        if low >= 0 and (limit is None or high < limit):
+            return increasing
         bad = indices < 0
         if limit is not None:
             bad |= indices >= limit
@@ -297,8 +318,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         and, for a gradient that is not stale, for values whose shape differs
         from the round's. Nothing changes on error.
         """
-        declared_error = self.check_gradient(indices, values, gradient_shape)
-        index, rows, borrowed = normalize(indices, values)
+        declared_error, increasing = self.check_gradient(indices, values, gradient_shape)
+        index, rows, borrowed = normalize(indices, values, increasing)
         with self._lock:
             if self._closed:
                 raise missing_resource_error(self.label)
