@@ -253,12 +253,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     def _check_index_range(self, indices: Array) -> bool:
         """Raise for an index out of range; say whether the indices strictly increase."""
-        if indices.size < 2:
-            increasing = True
-            if not indices.size:
-                return increasing
-        else:
-            increasing = bool(np.all(indices[1:] > indices[:-1]))
+        if not indices.size:
+            return True
+        increasing = indices.size < 2 or bool(np.all(indices[1:] > indices[:-1]))
         limit = self.shape[0] if self.shape else None
         # increasing indices have their extremes at the ends; otherwise two
         # reductions clear the common case without temporary arrays
@@ -269,7 +266,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         if limit is not None:
             bad |= indices >= limit
         if not bad.any():
-            return
+            return increasing
         position = int(np.argmax(bad))
         value = int(indices[position])
         if value < 0:
