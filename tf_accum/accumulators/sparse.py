@@ -544,15 +544,15 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
         The rows ``fresh_at`` (free slots) are set to ``hit``'s rows instead.
         """
-        held = np.take(state.rows, slots, axis=0)
-        self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
-        if held.size:
-            held_items = _rows_as_items(held)
-            if fresh_at is not None:
-                np.put(held_items, fresh_at, _rows_as_items(np.take(hit, fresh_at, axis=0)))
+        if hit.size:
             items = state.items
             if items is None:
                 items = state.items = _rows_as_items(state.rows)
+            held_items = np.take(items, slots)
+            held = held_items.view(state.rows.dtype).reshape(hit.shape)
+            self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
+            if fresh_at is not None:
+                np.put(held_items, fresh_at, _rows_as_items(np.take(hit, fresh_at, axis=0)))
             np.put(items, slots, held_items)
         state.counts[slots] += 1
 
