@@ -54,8 +54,8 @@ GROWTH = 1.25  # spare capacity when the row buffer grows
 SLOT_BITS = 32  # keys: the row index above, its slot below
 INDEX_LIMIT = 1 << 31  # largest first dimension for keys (and int32 slot maps)
 SLOT_MASK = (1 << SLOT_BITS) - 1
-# A round gets a slot map (4 bytes per row of the first dimension) once its
-# row buffer is at least this many times as large: below, the keys are searched.
+# A round has a slot map (4 bytes per row index up to the largest seen) while
+# its row buffer is at least this many times as large; otherwise keys are searched.
 MAP_MIN_FILL = 1.0
 MERGE_PARALLEL_MIN_KEYS = 32_768
 # A gradient with at most 1/MOSTLY_HELD new rows is added in one piece.
@@ -81,10 +81,10 @@ class SparseTakeResult(NamedTuple):
 
 @dataclass
 class SparseRound:
-    index: Array | None  # without a slot map
-    slot: Array | None  # without a slot map
-    keys: Array | None  # with a slot map
-    places: Array | None  # the slot map
+    index: Array | None  # first dimension unknown (or 2**31 and above)
+    slot: Array | None  # as index
+    keys: Array | None  # first dimension known: replaces index and slot
+    places: Array | None  # with keys: the slot map, when the round has one
     rows: Array
     counts: Array
     used: int
