@@ -310,14 +310,14 @@ def test_a_failing_worker_stops_the_run_with_its_error(monkeypatch) -> None:
         run(JobConfig(workers=2, replicas_to_aggregate=2, steps=20, compute_ms=0))
 
 
-def test_without_the_demo_extra(monkeypatch, capsys) -> None:
+def test_without_the_demo_and_ray_extras(monkeypatch, capsys) -> None:
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: None if name in ("tqdm", "matplotlib") else real(name, *a),
+        lambda name, *a: None if name in ("tqdm", "matplotlib", "ray") else real(name, *a),
     )
 
     class Terminal(io.StringIO):
@@ -330,5 +330,9 @@ def test_without_the_demo_extra(monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--steps", "2", *FAST])
     assert "--plot needs matplotlib: install the demo extra" in capsys.readouterr().err
+    # worker processes without Ray: refused before anything starts, with the way out
+    with pytest.raises(SystemExit):
+        main(["--processes", "2", "--steps", "2", "--no-plot", *FAST])
+    assert "--processes needs Ray: install the ray extra" in capsys.readouterr().err
     _, printed = run_main(["--steps", "2", "--no-plot", *FAST])
     assert "steps" in printed and "figure:" not in printed

@@ -462,14 +462,15 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> Run
         config.check()
     except ValueError as exc:
         parser.error(str(exc))
-    if config.plot is not None:
-        import importlib.util
+    import importlib.util
 
-        if importlib.util.find_spec("matplotlib") is None:
-            parser.error(
-                "--plot needs matplotlib: install the demo extra (pip install 'tf-accum[demo]') "
-                "or pass --no-plot"
-            )
+    if config.plot is not None and importlib.util.find_spec("matplotlib") is None:
+        parser.error(
+            "--plot needs matplotlib: install the demo extra (pip install 'tf-accum[demo]') "
+            "or pass --no-plot"
+        )
+    if config.processes and importlib.util.find_spec("ray") is None:
+        parser.error("--processes needs Ray: install the ray extra (pip install 'tf-accum[ray]')")
     result = run(config, make_progress(config.steps, config.quiet))
     print(summary(result), file=out)
     if config.plot is not None:
