@@ -44,7 +44,6 @@ from tf_accum.accumulators.arithmetic import (
     COPY_PARALLEL_MIN_ELEMENTS,
     divide_in_place,
     in_place_adder,
-    run_split,
     split_elementwise,
 )
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
@@ -57,7 +56,6 @@ SLOT_MASK = (1 << SLOT_BITS) - 1
 # A round has a slot map (4 bytes per row index up to the largest seen) while
 # its row buffer is at least this many times as large; otherwise keys are searched.
 MAP_MIN_FILL = 1.0
-MERGE_PARALLEL_MIN_KEYS = 32_768
 # A gradient with at most 1/MOSTLY_HELD new rows is added in one piece.
 MOSTLY_HELD = 4
 
@@ -489,29 +487,21 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         keys = np.concatenate((state.keys, new_keys))
         in_order = state.in_order and not (state.keys.shape[0] and new_keys[0] < state.keys[-1])
         if added == k:
-            parts = [lambda: self._append_rows(state, rows, fresh_at)]
+            self._append_rows(state, rows, fresh_at)
         elif added * MOSTLY_HELD <= k:
             # mostly rows the round holds: one gather, add and scatter over all
             # the gradient's rows (new rows get their slots, and their values
             # rather than a sum) costs less than splitting the gradient in two
             np.put(slots, fresh_at, new_slots)
             state.counts[used : used + added] = 0
-            parts = [lambda: self._add_to_held_rows(state, slots, rows, fresh_at)]
+            self._add_to_held_rows(state, slots, rows, fresh_at)
         else:
             hit_at = np.flatnonzero(~fresh)
             self._add_to_held_rows(state, np.take(slots, hit_at), np.take(rows, hit_at, axis=0))
-            parts = [lambda: self._append_rows(state, rows, fresh_at)]
+            self._append_rows(state, rows, fresh_at)
         if not in_order:
-
-            def merge() -> None:
-                # two sorted runs: the stable sort (a merge sort) merges them in one pass
-                keys.sort(kind="stable")
-
-            if keys.shape[0] >= MERGE_PARALLEL_MIN_KEYS:
-                parts.append(merge)  # on another thread while the rows are copied
-            else:
-                merge()
-        run_split(parts)
+            # two sorted runs: the stable sort (a merge sort) merges them in one pass
+            keys.sort(kind="stable")
         if state.places is not None:
             state.places[new_index] = new_slots + 1
         state.keys = keys
