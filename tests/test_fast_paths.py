@@ -282,17 +282,25 @@ sparse_gradient = st.tuples(
     dtype=st.sampled_from([tfa.float32, tfa.int16, tfa.float16, tfa.complex64]),
     reduction=st.sampled_from(["MEAN", "SUM"]),
     growth=st.sampled_from([1.25, 1.0001]),
+    map_min_fill=st.sampled_from([None, 0.0, 1.0, 1e9]),
 )
-def test_sparse_rounds_match_a_dense_reference(rounds, dtype, reduction, growth) -> None:
+def test_sparse_rounds_match_a_dense_reference(
+    rounds, dtype, reduction, growth, map_min_fill
+) -> None:
     """Several rounds on one accumulator (so buffers are recycled, grown and
     handed over), with row widths changing between rounds, and the gather split
-    over threads: each take equals the simple dense computation."""
+    over threads: each take equals the simple dense computation, whichever way
+    rows are found (first dimension unknown: a sorted index; known: sorted
+    keys, searched, or through a slot map from the start or from when the round
+    has grown)."""
     np_dtype = dtype.numpy_dtype
     sparse_module = sys.modules["tf_accum.accumulators.sparse"]
     with small_thresholds(parallel_min=4), mock.patch.object(sparse_module, "GROWTH", growth):
         mock.patch.object(sparse_module, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
+        mock.patch.object(sparse_module, "MAP_MIN_FILL", map_min_fill or 1.0).start()
+        shape = None if map_min_fill is None else [12, None]
         try:
-            h = raw.SparseConditionalAccumulator(dtype=dtype, shape=None, reduction_type=reduction)
+            h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)
             for grads, width in rounds:
                 total = np.zeros((12, width), np_dtype)
                 counts = np.zeros(12, np.int64)

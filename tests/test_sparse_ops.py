@@ -163,6 +163,25 @@ class TestMerge:
         assert result.values[0, 0] == expected == np.float16(0.1998291015625)
         assert result.values[1, 0] == 1.0
 
+    @pytest.mark.parametrize("twice", [1, 3])  # rows touched twice: few, or most
+    def test_mean_leaves_rows_touched_once_bit_for_bit(self, twice) -> None:
+        """Dividing by 1 is not always the identity (a complex -0 real part
+        becomes +0, an infinite imaginary part makes NaN; a signaling NaN gets
+        quieted): rows touched once keep their exact bits, whichever way the
+        take divides the others."""
+        once = [complex(-0.0, np.inf), complex(np.nan, -0.0)]
+        h = make([5, 2], dtype=tfa.complex128)
+        apply(h, [0, 1, 2, 3], [once, once, once, once], dtype=np.complex128)
+        apply(h, list(range(twice)), [[2 + 4j, 6j]] * twice, dtype=np.complex128)
+        result = take(h, 2, dtype=tfa.complex128)
+        np.testing.assert_array_equal(result.indices, [0, 1, 2, 3])
+        kept = np.array([once] * (4 - twice), np.complex128)
+        assert result.values[twice:].tobytes() == kept.tobytes()
+        with np.errstate(all="ignore"):
+            summed = np.array([once], np.complex128) + np.array([[2 + 4j, 6j]])
+            divided = summed / np.complex128(2)
+        assert result.values[:twice].tobytes() == np.repeat(divided, twice, axis=0).tobytes()
+
     def test_take_result_does_not_alias_input_or_state(self) -> None:
         h = make([3, 1])
         values = np.array([[1.0], [2.0]], np.float32)
@@ -200,6 +219,10 @@ class TestValidation:
             ([3, 2], [0], [[1, 2]], [], "Shape mismatch: expected shape rank at least 2, got 0"),
             ([3, 1], [0, -1], [[5], [5]], None, "index of slice 1 is -1, which is negative"),  # docs/departures.md T6
             ([None, 1], [-3], [[5]], None, "index of slice 0 is -3, which is negative"),  # docs/departures.md T6
+            # increasing indices are range-checked at their ends, others by reductions
+            ([3, 1], [-2, 0, 1], [[5], [5], [5]], None, "index of slice 0 is -2, which is negative"),
+            ([3, 1], [7, 0], [[5], [5]], None,
+             "index of slice 0 exceeded limits of shape; index is 7 exceeded 3"),
         ],
     )  # fmt: skip
     @pytest.mark.parametrize("stale", [False, True])

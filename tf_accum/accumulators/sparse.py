@@ -2,8 +2,21 @@
 
 State of a round (all guarded by the base's lock):
 
-- ``index``: the touched row indices, sorted and unique (int64, length m);
-- ``slot``: for each entry of ``index``, the number of the row holding its sum;
+- ``keys``, when the declared first dimension is known (and below 2**31): one
+  int64 per touched row, ``index << SLOT_BITS | slot``, sorted (so by index),
+  where ``slot`` is the number of the row holding its sum. New rows are merged
+  in as a second sorted run (numpy's stable sort merges two runs in one linear
+  pass, several times cheaper than inserting into two arrays). Rows are found
+  through ``places`` when the round has it: an int32 array over the row
+  indices seen (up to the largest, not the whole first dimension), holding
+  ``slot + 1`` for touched rows and 0 elsewhere, so finding a gradient's rows
+  is one gather. It exists only while it takes no more memory than the row
+  buffer (``MAP_MIN_FILL``); without it the keys are binary-searched. It is
+  kept with the spare buffer and zeroed lazily, by a scatter over the rows the
+  last round touched, when the next round starts;
+- otherwise ``index``: the touched row indices, sorted and unique (int64,
+  length m), and ``slot``: for each entry of ``index``, the number of the row
+  holding its sum;
 - ``rows``: the row sums, in order of arrival: each apply appends its new rows
   at ``used`` (TensorFlow's kernel rebuilds all rows in index order on every
   apply instead); the buffer has spare capacity and grows by a quarter when
@@ -37,6 +50,14 @@ from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
+SLOT_BITS = 32  # keys: the row index above, its slot below
+INDEX_LIMIT = 1 << 31  # largest first dimension for keys (and int32 slot maps)
+SLOT_MASK = (1 << SLOT_BITS) - 1
+# A round has a slot map (4 bytes per row index up to the largest seen) while
+# its row buffer is at least this many times as large; otherwise keys are searched.
+MAP_MIN_FILL = 1.0
+# A gradient with at most 1/MOSTLY_HELD new rows is added in one piece.
+MOSTLY_HELD = 4
 
 
 class SparseTakeResult(NamedTuple):
@@ -58,12 +79,25 @@ class SparseTakeResult(NamedTuple):
 
 @dataclass
 class SparseRound:
-    index: Array
-    slot: Array
+    index: Array | None  # first dimension unknown (or 2**31 and above)
+    slot: Array | None  # as index
+    keys: Array | None  # first dimension known: replaces index and slot
+    places: Array | None  # with keys: the slot map, when the round has one
     rows: Array
     counts: Array
     used: int
-    in_order: bool  # slot is arange(used): rows are in index order
+    in_order: bool  # slots ascend with the index: rows are in index order
+    items: Array | None = None  # ``rows`` as opaque items (see _rows_as_items), once made
+
+
+@dataclass
+class _Spare:
+    """The last round's buffers, kept for the next round."""
+
+    rows: Array
+    counts: Array
+    places: Array | None
+    dirty: Array | None  # the keys whose entries of ``places`` are still set
 
 
 def _invalid(message: str) -> errors.InvalidArgumentError:
@@ -75,29 +109,44 @@ def _text(shape: tuple[int, ...]) -> str:
 
 
 def _divide_rows(rows: Array, counts: Array) -> None:
-    """Divide each row by its count, in place. Rows touched once are left alone:
-    dividing by 1 changes nothing, and with scattered updates most rows are."""
+    """Divide each row by its count, in place. Rows touched once are left as they
+    are (with scattered updates most rows are)."""
     several = counts > 1
-    if not several.any():
+    picked = np.flatnonzero(several)
+    picked_count = picked.shape[0]
+    if not picked_count:
         return
     tail = (1,) * (rows.ndim - 1)
-    if several.all():
+    if picked_count == counts.shape[0]:
         divide_in_place(rows, counts.reshape((-1, *tail)))
         return
-    picked = np.flatnonzero(several)
+    if picked_count * 2 > counts.shape[0]:
+        # mostly rows touched several times: one pass over all rows, then the
+        # others put back as they were, costs less than gathering the many
+        kept = np.flatnonzero(~several)
+        saved = np.take(rows, kept, axis=0)
+        divide_in_place(rows, counts.reshape((-1, *tail)))
+        if saved.size:
+            np.put(_rows_as_items(rows), kept, _rows_as_items(saved))
+        return
     part = np.take(rows, picked, axis=0)
     divide_in_place(part, counts[picked].reshape((-1, *tail)))
     rows[picked] = part
 
 
-def normalize(indices: Array, values: Array) -> tuple[Array, Array, bool]:
+def normalize(
+    indices: Array, values: Array, increasing: bool | None = None
+) -> tuple[Array, Array, bool]:
     """Sort a gradient's rows by index and sum duplicate indices (docs/departures.md T5).
 
-    Returns (unique sorted indices, their rows, whether the rows are the
-    caller's own array, unchanged). Already sorted unique indices cost one
-    O(k) comparison.
+    ``increasing``: whether the indices are known to be strictly increasing
+    (None: not known yet). Returns (unique sorted indices, their rows, whether
+    the rows are the caller's own array, unchanged). Already sorted unique
+    indices cost one O(k) comparison, or nothing when known.
     """
-    if indices.size < 2 or bool(np.all(indices[1:] > indices[:-1])):
+    if increasing is None:
+        increasing = indices.size < 2 or bool(np.all(indices[1:] > indices[:-1]))
+    if increasing:
         return indices, values, True
     order = np.argsort(indices, kind="stable")
     ordered = indices[order]
@@ -143,8 +192,11 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         super().__init__(spec, label)
         self._add = in_place_adder(self.numpy_dtype)
         self._round: SparseRound | None = None
-        # the last round's row buffer (and counts), kept for the next round
-        self._spare: tuple[Array, Array] | None = None
+        # the last round's buffers, kept for the next round
+        self._spare: _Spare | None = None
+        first = spec.shape[0] if spec.shape else None
+        # row indices and slots packed into one int64 need a first dimension below 2**31
+        self._first = first if first is not None and first < INDEX_LIMIT else None
 
     def _detach_round_locked(self) -> SparseRound | None:
         state, self._round = self._round, None
@@ -159,8 +211,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     def check_gradient(
         self, indices: Array, values: Array, gradient_shape: Array | None
-    ) -> errors.InvalidArgumentError | None:
-        """Raise for a malformed gradient; return (not raise) a declared-values error.
+    ) -> tuple[errors.InvalidArgumentError | None, bool]:
+        """Raise for a malformed gradient; return (not raise) a declared-values error,
+        and whether the indices are strictly increasing (see :func:`normalize`).
 
         The values-against-declared-shape error is returned so that, for a
         gradient that is not stale, a mismatch with the round's own values
@@ -193,21 +246,25 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
                         f"Shape mismatch: expected shape dim {i} to be {size}, got "
                         f"{int(gradient_shape[i])}"
                     )
-        self._check_index_range(indices)
-        return self._check_declared_values(values)
+        increasing = self._check_index_range(indices)
+        return self._check_declared_values(values), increasing
 
-    def _check_index_range(self, indices: Array) -> None:
+    def _check_index_range(self, indices: Array) -> bool:
+        """Raise for an index out of range; say whether the indices strictly increase."""
         if not indices.size:
-            return
+            return True
+        increasing = indices.size < 2 or bool(np.all(indices[1:] > indices[:-1]))
         limit = self.shape[0] if self.shape else None
-        # two reductions clear the common case without temporary arrays
-        if indices.min() >= 0 and (limit is None or indices.max() < limit):
-            return
+        # increasing indices have their extremes at the ends; otherwise two
+        # reductions clear the common case without temporary arrays
+        low, high = (indices[0], indices[-1]) if increasing else (indices.min(), indices.max())
+        if low >= 0 and (limit is None or high < limit):
+            return increasing
         bad = indices < 0
         if limit is not None:
             bad |= indices >= limit
         if not bad.any():
-            return
+            return increasing
         position = int(np.argmax(bad))
         value = int(indices[position])
         if value < 0:
@@ -256,8 +313,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         and, for a gradient that is not stale, for values whose shape differs
         from the round's. Nothing changes on error.
         """
-        declared_error = self.check_gradient(indices, values, gradient_shape)
-        index, rows, borrowed = normalize(indices, values)
+        declared_error, increasing = self.check_gradient(indices, values, gradient_shape)
+        index, rows, borrowed = normalize(indices, values, increasing)
         with self._lock:
             if self._closed:
                 raise missing_resource_error(self.label)
@@ -292,8 +349,12 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     ) -> SparseRound:
         k = index.shape[0]
         spare, self._spare = self._spare, None
-        if spare is not None and spare[0].shape[0] >= k and spare[0].shape[1:] == rows.shape[1:]:
-            buffer, counts = spare
+        if (
+            spare is not None
+            and spare.rows.shape[0] >= k
+            and spare.rows.shape[1:] == rows.shape[1:]
+        ):
+            buffer, counts = spare.rows, spare.counts
             np.copyto(buffer[:k], rows)
             counts[:k] = 1
         else:
@@ -302,16 +363,59 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             own = np.array if borrowed and not rows_owned else np.ascontiguousarray
             buffer = own(rows, self.numpy_dtype)
             counts = np.ones(k, np.int64)
-        return SparseRound(
-            index=np.array(index, np.int64) if borrowed else index,
-            slot=np.arange(k, dtype=np.int64),
-            rows=buffer,
-            counts=counts,
-            used=k,
-            in_order=True,
-        )
+        slot = np.arange(k, dtype=np.int64)
+        if self._first is None:
+            return SparseRound(
+                index=np.array(index, np.int64) if borrowed else index,
+                slot=slot, keys=None, places=None,
+                rows=buffer, counts=counts, used=k, in_order=True,
+            )  # fmt: skip
+        keys = np.left_shift(index, SLOT_BITS, dtype=np.int64)
+        keys |= slot
+        state = SparseRound(
+            index=None, slot=None, keys=keys, places=None,
+            rows=buffer, counts=counts, used=k, in_order=True,
+        )  # fmt: skip
+        if spare is not None and spare.places is not None and spare.dirty is not None:
+            # zero what the last round set (a scatter over its rows, not the map)
+            spare.places[np.right_shift(spare.dirty, SLOT_BITS)] = 0
+            state.places = spare.places
+        if k:
+            self._map_covering(state, int(index[-1]))
+            if state.places is not None:
+                state.places[index] = slot + 1
+        return state
+
+    def _map_covering(self, state: SparseRound, top: int) -> None:
+        """Make sure the round's slot map reaches row ``top``, or that it has none.
+
+        A map is made (or enlarged) only while it takes no more memory than the
+        round's row buffer (see ``MAP_MIN_FILL``); it reaches the largest row
+        index seen, with some room, not the whole first dimension.
+        """
+        assert self._first is not None and state.keys is not None
+        places = state.places
+        if places is not None and top < places.shape[0]:
+            return
+        state.places = None
+        keys = state.keys
+        if keys.shape[0]:
+            top = max(top, int(keys[-1]) >> SLOT_BITS)
+        size = min(self._first, top + 1 + top // 4)
+        if state.rows.nbytes < size * 4 * MAP_MIN_FILL:
+            return
+        # np.zeros is calloc'd: pages are committed only where rows are touched
+        state.places = np.zeros(size, np.int32)
+        if places is not None:
+            state.places[: places.shape[0]] = places
+        else:
+            state.places[np.right_shift(keys, SLOT_BITS)] = np.bitwise_and(keys, SLOT_MASK) + 1
 
     def _merge(self, state: SparseRound, index: Array, rows: Array) -> None:
+        if state.keys is not None:
+            self._merge_keyed(state, index, rows)
+            return
+        assert state.index is not None and state.slot is not None
         # np.take / np.compress gather whole rows several times faster than
         # fancy or boolean indexing on 2-D arrays.
         m = state.index.shape[0]
@@ -336,15 +440,83 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         used = state.used
         if used + added > state.rows.shape[0]:
             self._grow(state, used + added)
+        self._append_rows(state, rows, fresh_at)
+        state.in_order = state.in_order and bool(insert_at[0] == m)
+        state.index = np.insert(state.index, insert_at, new_index)
+        state.slot = np.insert(state.slot, insert_at, np.arange(used, used + added))
+        state.used = used + added
+
+    @staticmethod
+    def _find(state: SparseRound, index: Array) -> tuple[Array, Array]:
+        """(a slot per entry of ``index``, which entries are not in the round).
+
+        The slots of entries not in the round are meaningless.
+        """
+        assert state.keys is not None
+        if state.places is not None:
+            held = np.take(state.places, index)  # a row's slot plus one; 0: not held
+            # numpy indexes with intp several times faster than with int32
+            return np.subtract(held, 1, dtype=np.intp), held == 0
+        keys = state.keys
+        if not keys.shape[0]:  # a round started by a gradient without rows
+            return np.zeros_like(index), np.ones(index.shape[0], bool)
+        # an index past the last held one lands past the end: "clip" compares it
+        # with the last (smaller) one instead, which never matches
+        position = np.searchsorted(keys, np.left_shift(index, SLOT_BITS, dtype=np.int64))
+        near = np.take(keys, position, mode="clip")
+        return np.bitwise_and(near, SLOT_MASK), np.right_shift(near, SLOT_BITS) != index
+
+    def _merge_keyed(self, state: SparseRound, index: Array, rows: Array) -> None:
+        assert state.keys is not None
+        k = index.shape[0]
+        if k:
+            self._map_covering(state, int(index[-1]))
+        slots, fresh = self._find(state, index)
+        fresh_at = np.flatnonzero(fresh)
+        added = fresh_at.shape[0]
+        if not added:
+            self._add_to_held_rows(state, slots, rows)
+            return
+        used = state.used
+        if used + added > state.rows.shape[0]:
+            self._grow(state, used + added)
+        new_index = index if added == k else np.take(index, fresh_at)
+        new_slots = np.arange(used, used + added, dtype=np.int64)
+        new_keys = np.left_shift(new_index, SLOT_BITS, dtype=np.int64)
+        new_keys |= new_slots
+        keys = np.concatenate((state.keys, new_keys))
+        in_order = state.in_order and not (state.keys.shape[0] and new_keys[0] < state.keys[-1])
+        if added == k:
+            self._append_rows(state, rows, fresh_at)
+        elif added * MOSTLY_HELD <= k:
+            # mostly rows the round holds: one gather, add and scatter over all
+            # the gradient's rows (new rows get their slots, and their values
+            # rather than a sum) costs less than splitting the gradient in two
+            np.put(slots, fresh_at, new_slots)
+            state.counts[used : used + added] = 0
+            self._add_to_held_rows(state, slots, rows, fresh_at)
+        else:
+            hit_at = np.flatnonzero(~fresh)
+            self._add_to_held_rows(state, np.take(slots, hit_at), np.take(rows, hit_at, axis=0))
+            self._append_rows(state, rows, fresh_at)
+        if not in_order:
+            # two sorted runs: the stable sort (a merge sort) merges them in one pass
+            keys.sort(kind="stable")
+        if state.places is not None:
+            state.places[new_index] = new_slots + 1
+        state.keys = keys
+        state.in_order = in_order
+        state.used = used + added
+
+    def _append_rows(self, state: SparseRound, rows: Array, fresh_at: Array) -> None:
+        """Put ``rows[fresh_at]`` in the next free slots, counted once (``used`` stays)."""
+        used = state.used
+        added = fresh_at.shape[0]
         # np.take writes into `out` directly with mode="clip" (np.compress with
         # `out` is several times slower); the positions are valid by construction
         np.take(rows, fresh_at, axis=0, out=state.rows[used : used + added],
                 mode="clip")  # fmt: skip
         state.counts[used : used + added] = 1
-        state.in_order = state.in_order and bool(insert_at[0] == m)
-        state.index = np.insert(state.index, insert_at, new_index)
-        state.slot = np.insert(state.slot, insert_at, np.arange(used, used + added))
-        state.used = used + added
 
     @staticmethod
     def _grow(state: SparseRound, needed: int) -> None:
@@ -353,14 +525,25 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         np.copyto(rows[: state.used], state.rows[: state.used])
         counts = np.empty(capacity, np.int64)
         counts[: state.used] = state.counts[: state.used]
-        state.rows, state.counts = rows, counts
+        state.rows, state.counts, state.items = rows, counts, None
 
-    def _add_to_held_rows(self, state: SparseRound, slots: Array, hit: Array) -> None:
-        """Add ``hit[i]`` to the row of ``slots[i]``; the slots are distinct."""
-        held = np.take(state.rows, slots, axis=0)
-        self._add(held, hit)
-        if held.size:
-            _rows_as_items(state.rows)[slots] = _rows_as_items(held)
+    def _add_to_held_rows(
+        self, state: SparseRound, slots: Array, hit: Array, fresh_at: Array | None = None
+    ) -> None:
+        """Add ``hit[i]`` to the row of ``slots[i]``; the slots are distinct.
+
+        The rows ``fresh_at`` (free slots) are set to ``hit``'s rows instead.
+        """
+        if hit.size:
+            items = state.items
+            if items is None:
+                items = state.items = _rows_as_items(state.rows)
+            held_items = np.take(items, slots)
+            held = held_items.view(state.rows.dtype).reshape(hit.shape)
+            self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
+            if fresh_at is not None:
+                np.put(held_items, fresh_at, _rows_as_items(np.take(hit, fresh_at, axis=0)))
+            np.put(items, slots, held_items)
         state.counts[slots] += 1
 
     # --- take ------------------------------------------------------------------
@@ -371,16 +554,25 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         assert state is not None
         used = state.used
         rows = state.rows[:used]
+        if state.keys is not None:
+            index = np.right_shift(state.keys, SLOT_BITS)
+            order = None if state.in_order else np.bitwise_and(state.keys, SLOT_MASK)
+        else:
+            assert state.index is not None
+            index, order = state.index, state.slot
         if self.reduction_type == "MEAN":
             _divide_rows(rows, state.counts[:used])
-        if state.in_order and used == state.rows.shape[0]:
+        handed_over = state.in_order and used == state.rows.shape[0]
+        if handed_over:
             values = state.rows  # already in index order and exactly full: handed over
         else:
-            values = _gather(rows, state.slot) if not state.in_order else rows.copy()
-            with self._lock:
-                if self._spare is None and not self._closed:
-                    self._spare = (state.rows, state.counts)
-        return SparseTakeResult(state.index, values, self._dense_shape(values.shape))
+            values = rows.copy() if order is None or state.in_order else _gather(rows, order)
+        with self._lock:
+            if self._spare is None and not self._closed:
+                # a handed-over buffer is the caller's now; the slot map stays ours
+                kept = values[:0].copy() if handed_over else state.rows
+                self._spare = _Spare(kept, state.counts, state.places, state.keys)
+        return SparseTakeResult(index, values, self._dense_shape(values.shape))
 
     def _dense_shape(self, values_shape: tuple[int, ...]) -> Array:
         declared = self.shape
