@@ -104,6 +104,37 @@ def test_a_take_whose_result_fails_leaves_its_round(kind: str, monkeypatch: Any)
     raw.DestroyResourceOp(resource=h)
 
 
+def test_a_sparse_mean_take_failing_at_its_result_puts_back_the_rows_undivided(
+    monkeypatch,
+) -> None:
+    from tf_accum.accumulators import sparse
+
+    h = raw.SparseConditionalAccumulator(dtype=F32, shape=[8, 2], reduction_type="MEAN")
+    # row 6 twice; row 1 arrives after rows 5 and 6 (the take reorders)
+    for indices, value in (([5, 6], 2.0), ([1, 6], 4.0)):
+        raw.SparseAccumulatorApplyGradient(
+            handle=h,
+            local_step=0,
+            gradient_indices=indices,
+            gradient_values=np.full((2, 2), value, np.float32),
+            gradient_shape=[],
+            has_known_shape=False,
+        )
+
+    def no_room(rows: Any, order: Any) -> Any:
+        raise MemoryError("no room for the result")
+
+    monkeypatch.setattr(sparse, "_gather", no_room)
+    with pytest.raises(MemoryError):
+        raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
+    monkeypatch.undo()
+    result = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
+    assert result.indices.tolist() == [1, 5, 6]
+    # row 6 is the mean of its two gradients, divided once, not twice
+    assert result.values.tolist() == [[4.0, 4.0], [2.0, 2.0], [3.0, 3.0]]
+    raw.DestroyResourceOp(resource=h)
+
+
 # --- item 3: string attributes ----------------------------------------------------
 
 

@@ -560,13 +560,20 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         else:
             assert state.index is not None
             index, order = state.index, state.slot
-        if self.reduction_type == "MEAN":
-            _divide_rows(rows, state.counts[:used])
         handed_over = state.in_order and used == state.rows.shape[0]
+        if state.in_order:
+            order = None  # the rows are in index order already
         if handed_over:
             values = state.rows  # already in index order and exactly full: handed over
+        elif order is not None:
+            values = _gather(rows, order)
         else:
-            values = rows.copy() if order is None or state.in_order else _gather(rows, order)
+            values = rows.copy()
+        if self.reduction_type == "MEAN":
+            # after the copy: a take that fails before it (no memory for the
+            # result) puts back the round's rows as they were, undivided
+            counts = state.counts[:used]
+            _divide_rows(values, counts if order is None else counts[order])
         with self._lock:
             if self._spare is None and not self._closed:
                 # a handed-over buffer is the caller's now; the slot map stays ours
