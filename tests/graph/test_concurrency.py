@@ -12,7 +12,7 @@ import pytest
 
 import tf_accum.compat.v1 as tf
 from tests.graph.support import BOUNDED, DenseOps, SparseOps, wait_for_waiting, waiting
-from tests.helpers import WAIT, Background
+from tests.helpers import WAIT, Background, wait_until
 from tf_accum import errors
 
 pytestmark = pytest.mark.usefixtures("graph")
@@ -127,6 +127,54 @@ def test_close_cancels_waiting_takes(kind: str) -> None:  # D29, S32
     assert sess.table.live_handles() == []  # the session's accumulators are freed
     with pytest.raises(RuntimeError, match="Attempted to use a closed Session."):
         acc.count(sess)
+
+
+def test_a_run_whose_accumulator_a_close_freed_is_cancelled(monkeypatch) -> None:
+    # The close lands after the run has its handle and before the apply looks
+    # it up: TensorFlow cancels such a run ("Session has been closed.")
+    acc = DenseOps(shape=[1])
+    sess = tf.Session()
+    acc.put(sess, [1])
+    made = tf.Session.resource_for
+
+    def then_closed(self: tf.Session, op: Any, create: Any) -> int:
+        handle = made(self, op, create)
+        self.close()
+        return handle
+
+    monkeypatch.setattr(tf.Session, "resource_for", then_closed)
+    with pytest.raises(errors.CancelledError, match=r"^Session has been closed\.$"):
+        acc.put(sess, [2])
+
+
+def test_threads_running_while_the_session_closes_see_only_cancellation() -> None:
+    """Real threads, real closes: each run either completes, is cancelled by
+    the close, or finds the session closed; never a freed accumulator."""
+    acc = DenseOps(shape=[256])
+    gradient = np.ones(256, np.float32)
+    seen: list[str] = []
+    for _ in range(10):
+        sess = tf.Session()
+        acc.put(sess, gradient)  # the accumulator exists before the threads start
+
+        def work(sess: tf.Session = sess) -> None:
+            while True:
+                try:
+                    acc.put(sess, gradient)
+                except errors.CancelledError:
+                    seen.append("cancelled")
+                    return
+                except RuntimeError as error:
+                    assert "closed Session" in str(error)
+                    seen.append("closed")
+                    return
+
+        workers = [Background(work) for _ in range(2)]
+        wait_until(lambda sess=sess: acc.count(sess) > 20)
+        sess.close()
+        for worker in workers:
+            worker.result()
+    assert len(seen) == 20 and set(seen) <= {"cancelled", "closed"}
 
 
 def test_closing_one_session_leaves_another_alone() -> None:  # D29, D45

@@ -134,7 +134,9 @@ class Session:
             TypeError, ValueError: a bad fetch or feed.
             DeadlineExceededError: the run took longer than ``timeout_in_ms``; a
                 take it was waiting in is withdrawn and consumes nothing.
-            CancelledError: the session was closed during the run.
+            CancelledError: the session was closed during the run (a waiting
+                take: "TakeGrad operation was cancelled"; anything else the
+                close took away: "Session has been closed.").
             The error of a failing op (InvalidArgumentError, ...).
         """
         self._check_open()
@@ -147,22 +149,30 @@ class Session:
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
             self._plans[key] = plan
-        if not plan.blocking:
-            # Nothing in it can wait, so there is nothing for a deadline or
-            # close() to cancel.
-            values = execute(self, plan, fed, None, _NEVER_CANCELLED)
-        else:
-            timeout_ms = getattr(options, "timeout_in_ms", 0) or 0
-            deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
-            cancellation = Cancellation()
-            with self._lock:
-                self._check_open()
-                self._runs.add(cancellation)
-            try:
-                values = execute(self, plan, fed, deadline, cancellation)
-            finally:
+        try:
+            if not plan.blocking:
+                # Nothing in it can wait, so there is nothing for a deadline or
+                # close() to cancel.
+                values = execute(self, plan, fed, None, _NEVER_CANCELLED)
+            else:
+                timeout_ms = getattr(options, "timeout_in_ms", 0) or 0
+                deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
+                cancellation = Cancellation()
                 with self._lock:
-                    self._runs.discard(cancellation)
+                    self._check_open()
+                    self._runs.add(cancellation)
+                try:
+                    values = execute(self, plan, fed, deadline, cancellation)
+                finally:
+                    with self._lock:
+                        self._runs.discard(cancellation)
+        except (errors.NotFoundError, errors.FailedPreconditionError):
+            # close() on another thread freed what this run was using (an
+            # accumulator, a variable's value): as in TensorFlow, the run was
+            # cancelled by the close, whatever op noticed it first
+            if self._closed:
+                raise errors.CancelledError(None, None, "Session has been closed.") from None
+            raise
         # As in TensorFlow, a fed tensor fetches as the value fed (after conversion).
         return rebuild([_result(e, values, fed) for e in elements])
 
