@@ -169,8 +169,11 @@ def test_threads_running_while_the_session_closes_see_only_cancellation() -> Non
                     seen.append("closed")
                     return
 
+        def applied(sess: tf.Session = sess) -> bool:
+            return int(acc.count(sess)) > 20
+
         workers = [Background(work) for _ in range(2)]
-        wait_until(lambda sess=sess: acc.count(sess) > 20)
+        wait_until(applied)
         sess.close()
         for worker in workers:
             worker.result()
