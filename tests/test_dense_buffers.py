@@ -227,3 +227,80 @@ def test_threads_never_see_a_held_result_change(small_recycling: None) -> None:
     for array in held:
         np.testing.assert_array_equal(array, ones)
     raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize("kind", ["array.array", "memoryview"])
+def test_a_gradient_in_the_callers_own_buffer_is_never_written(
+    small_recycling: None, kind: str
+) -> None:
+    """The compat class reads buffer objects without a copy: they stay the
+    caller's, in the round that added them and in every later round."""
+    import array
+
+    import tf_accum.compat.v1 as tf
+
+    ones = np.ones(SIZE, np.float32)
+    mine: Any
+    if kind == "array.array":
+        mine = array.array("f", ones.tobytes())
+    else:  # the user's bytearray, as a typed view
+        mine = memoryview(bytearray(ones.tobytes())).cast("f")
+    acc = tf.ConditionalAccumulator(tf.float32, shape=[SIZE])
+    acc.apply_grad(mine, local_step=0)
+    acc.apply_grad(np.full(SIZE, 3.0, np.float32), local_step=0)  # added in the same round
+    np.testing.assert_array_equal(acc.take_grad(2), np.full(SIZE, 2.0, np.float32))
+    acc.apply_grad(mine, local_step=1)  # a round of one gradient, its result dropped
+    acc.take_grad(1)
+    for step in (2, 3):
+        acc.apply_grad(np.full(SIZE, 7.0, np.float32), local_step=step)
+        acc.apply_grad(np.full(SIZE, 7.0, np.float32), local_step=step)
+        np.testing.assert_array_equal(acc.take_grad(2), np.full(SIZE, 7.0, np.float32))
+    assert list(memoryview(mine).cast("B").cast("f")) == [1.0] * SIZE
+    sparse = tf.SparseConditionalAccumulator(tf.float32, shape=[SIZE, 1])
+    rows = memoryview(bytearray(np.ones((3, 1), np.float32).tobytes())).cast("f", (3, 1))
+    sparse.apply_grad(grad_indices=[0, 1, 2], grad_values=rows, local_step=0)
+    sparse.apply_grad(
+        grad_indices=[0, 1, 2], grad_values=np.full((3, 1), 5.0, np.float32), local_step=0
+    )
+    assert np.asarray(rows).tolist() == [[1.0], [1.0], [1.0]]
+    acc.close()
+    sparse.close()
+
+
+def test_dropped_results_are_let_go_when_the_next_round_cannot_use_them(
+    small_recycling: None,
+) -> None:
+    """Rounds that start without a copy into a dropped buffer (a small
+    gradient; a converted one, which is kept as it is) keep no earlier round's
+    buffer alive."""
+    import tf_accum.compat.v1 as tf
+
+    h = _accumulator([None])
+    acc = current_table().lookup(h)
+    results = [_round(h, [1.0]) for _ in range(2)]
+    results.clear()  # both dropped: idle until the next round starts
+    assert len(acc._watched) == 2  # type: ignore[attr-defined]
+    small = np.ones(2, np.float32)
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=small)
+    assert acc._watched == []  # type: ignore[attr-defined]
+    raw.DestroyResourceOp(resource=h)
+
+    compat = tf.ConditionalAccumulator(tf.float32, shape=[SIZE])
+    kept = current_table().lookup(compat.accumulator_ref)
+    for step in range(2):
+        compat.apply_grad(np.ones(SIZE, np.float32), local_step=step)  # copied: recyclable
+        results.append(compat.take_grad(1))
+    results.clear()
+    assert len(kept._watched) == 2  # type: ignore[attr-defined]
+    compat.apply_grad(np.ones(SIZE), local_step=2)  # float64: converted, kept as it is
+    assert kept._watched == []  # type: ignore[attr-defined]
+    compat.close()
+
+
+def test_a_one_element_result_is_an_array_of_its_own() -> None:
+    h = _accumulator([1])
+    taken = _round(h, [2.0, 4.0], size=1)
+    assert taken.flags.owndata and taken.base is None
+    taken.resize((3,), refcheck=False)  # as for any array of its own
+    np.testing.assert_array_equal(taken, [3.0, 0.0, 0.0])
+    raw.DestroyResourceOp(resource=h)

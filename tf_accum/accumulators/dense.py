@@ -75,7 +75,11 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def _detach_round_locked(self) -> _Sum:
         total, self._sum = self._sum, None
-        if type(total) is np.ndarray and total.nbytes >= RECYCLE_MIN_BYTES:
+        if (
+            type(total) is np.ndarray
+            and total.nbytes >= RECYCLE_MIN_BYTES
+            and total.flags.owndata  # not a view of memory somebody else owns
+        ):
             # the taker owns it; once it lets go, a later round may reuse it
             watched = self._watched
             watched.append(total)
@@ -93,11 +97,13 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             self._watched = []
 
     def _dropped_buffer_locked(
-        self, gradient: np.ndarray[Any, Any]
+        self,
+        gradient: Optional[np.ndarray[Any, Any]],  # noqa: UP045 - as _Sum
     ) -> Optional[np.ndarray[Any, Any]]:  # noqa: UP045 - as _Sum
         """A watched buffer no one else references any more, shaped for
-        ``gradient``, or None. Forgets the other dropped ones: once a round has
-        started, the accumulator keeps no idle buffer besides the round's own."""
+        ``gradient`` (None: wanted for none), or None. Forgets the other dropped
+        ones: once a round has started, the accumulator keeps no idle buffer
+        besides the round's own."""
         watched, self._watched = self._watched, []
         found = None
         while watched:
@@ -108,16 +114,20 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 pass  # writing into it would show through the weak reference: let it go
             elif (
                 found is None
+                and gradient is not None
                 and spare.shape == gradient.shape
                 and spare.dtype == self.numpy_dtype
+                # memory of its own: not a view of somebody's buffer
+                and spare.flags.owndata
                 and spare.flags.writeable
             ):
                 found = spare
         return found
 
     def _start_round_locked(self, gradient: np.ndarray[Any, Any], owned: bool) -> _Sum:
-        if self._watched and not owned and gradient.nbytes >= RECYCLE_MIN_BYTES:
-            spare = self._dropped_buffer_locked(gradient)
+        if self._watched:
+            wanted = not owned and gradient.nbytes >= RECYCLE_MIN_BYTES
+            spare = self._dropped_buffer_locked(gradient if wanted else None)
             if spare is not None:
                 return parallel_copy(gradient, self.numpy_dtype, spare)
         return start_sum(gradient, self.numpy_dtype, owned)
@@ -177,6 +187,10 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:
         assert state is not None
         total = sum_result(state)
+        if total.size == 1:
+            # a one-element sum is a view of a scratch pair (see arithmetic.start_sum):
+            # the caller gets an array of its own, as for every other size
+            total = total.copy()
         if self.reduction_type == "MEAN":
             divide_in_place(total, count)
         return total

@@ -205,6 +205,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         return state
 
     def _attach_round_locked(self, state: SparseRound | None) -> None:
+        # a round put back may be what the spare was made from: never both
+        self._spare = None
         self._round = state
 
     # --- validation that needs no state (docs/departures.md T7: stale gradients too) ----

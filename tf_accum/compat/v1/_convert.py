@@ -65,7 +65,9 @@ def convert_to_dtype_owned(value: Any, dtype: DType) -> tuple[np.ndarray[Any, An
             array = np.asarray(value)
         except ValueError:
             raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
-        fresh = True
+        # new for numbers and sequences; a view of the caller's memory for
+        # buffer objects (bytearray, array.array, memoryview), which stay theirs
+        fresh = array.base is None
     target = dtype.numpy_dtype
     if array.dtype == target:
         return array, fresh
