@@ -11,7 +11,6 @@ Run: ``python -m benchmarks.bench_dense`` (TensorFlow columns need the
 
 from __future__ import annotations
 
-import argparse
 import tracemalloc
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 
 import tf_accum as tfa
 from benchmarks.harness import (
+    command_line,
     fmt_ratio,
     fmt_time,
     load_tensorflow,
@@ -187,10 +187,7 @@ def run(repeat: int, with_tensorflow: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--no-tensorflow", action="store_true")
-    args = parser.parse_args()
+    args = command_line(__doc__, repeat=15).parse_args()
     run(args.repeat, not args.no_tensorflow)
 
 

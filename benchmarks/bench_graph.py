@@ -13,7 +13,6 @@ buffer an apply does, the new array of the mean a take makes). Targets (issue: T
 
 from __future__ import annotations
 
-import argparse
 import functools
 import statistics
 import threading
@@ -25,7 +24,14 @@ import numpy as np
 
 import tf_accum as tfa
 import tf_accum.compat.v1 as tfa_v1
-from benchmarks.harness import fmt_ratio, fmt_time, load_tensorflow, median_seconds, print_table
+from benchmarks.harness import (
+    command_line,
+    fmt_ratio,
+    fmt_time,
+    load_tensorflow,
+    median_seconds,
+    print_table,
+)
 
 SIZES = (1, 1_000, 1_000_000)
 # Every apply carries a step far ahead of the global step, so that takes (which
@@ -219,10 +225,7 @@ def run(repeat: int, with_tensorflow: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--no-tensorflow", action="store_true")
-    args = parser.parse_args()
+    args = command_line(__doc__, repeat=15).parse_args()
     run(args.repeat, not args.no_tensorflow)
 
 

@@ -11,7 +11,6 @@ the touched rows.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 import tracemalloc
@@ -21,7 +20,14 @@ from typing import Any
 import numpy as np
 
 import tf_accum as tfa
-from benchmarks.harness import fmt_ratio, fmt_time, load_tensorflow, median_seconds, print_table
+from benchmarks.harness import (
+    command_line,
+    fmt_ratio,
+    fmt_time,
+    load_tensorflow,
+    median_seconds,
+    print_table,
+)
 
 raw = tfa.raw_ops
 ROWS, WIDTH = 1_000_000, 64
@@ -183,10 +189,7 @@ def run(repeat: int, with_tensorflow: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--no-tensorflow", action="store_true")
-    args = parser.parse_args()
+    args = command_line(__doc__, repeat=9).parse_args()
     run(args.repeat, not args.no_tensorflow)
 
 

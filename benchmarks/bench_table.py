@@ -15,7 +15,6 @@ handles are references, which eager execution refuses).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import threading
 import time
@@ -27,7 +26,7 @@ import ml_dtypes
 import numpy as np
 
 import tf_accum as tfa
-from benchmarks.harness import fmt_time, load_tensorflow, print_table
+from benchmarks.harness import command_line, fmt_time, load_tensorflow, print_table
 
 raw = tfa.raw_ops
 AHEAD = 2**40  # a local step no take ever catches up with: no gradient is stale
@@ -433,9 +432,7 @@ def run(repeat: int, with_tensorflow: bool, only: str | None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=11)
-    parser.add_argument("--no-tensorflow", action="store_true")
+    parser = command_line(__doc__, repeat=11)
     parser.add_argument("--only", help="run only the rows whose name contains this text")
     args = parser.parse_args()
     run(args.repeat, not args.no_tensorflow, args.only)

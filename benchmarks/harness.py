@@ -7,6 +7,7 @@ ratios measured in the same run.
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -62,3 +63,11 @@ def print_table(title: str, header: list[str], rows: list[list[str]]) -> None:
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def command_line(doc: str | None, repeat: int) -> argparse.ArgumentParser:
+    """The options every TensorFlow-comparing benchmark takes: ``--repeat``, ``--no-tensorflow``."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=repeat)
+    parser.add_argument("--no-tensorflow", action="store_true")
+    return parser

@@ -534,6 +534,14 @@ def _add_single(total: Array, gradient: Array) -> None:
     np.add(pair, gradient.reshape(()), pair)
 
 
+def _add_small(total: Array, gradient: Array) -> None:
+    """``total += gradient`` on the calling thread, for a sum below the threads' size."""
+    if total.size == 1:
+        _add_single(total, gradient)
+    else:
+        np.add(total, gradient, total)
+
+
 def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
     """``adder(total, gradient)`` adds ``gradient`` into a running sum of ``dtype``
     made by :func:`start_sum`, whatever its size."""
@@ -549,10 +557,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
 
         def add_integers(total: Any, gradient: Array) -> None:
             if type(total) is np.ndarray and total.size < limit:
-                if total.size == 1:
-                    _add_single(total, gradient)
-                else:
-                    np.add(total, gradient, total)
+                _add_small(total, gradient)
             else:
                 add_large(total, gradient)
 
@@ -562,10 +567,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
         def add_floats(total: Any, gradient: Array) -> None:
             if type(total) is np.ndarray and total.size < limit:
                 with np.errstate(all="ignore"):
-                    if total.size == 1:
-                        _add_single(total, gradient)
-                    else:
-                        np.add(total, gradient, total)
+                    _add_small(total, gradient)
             else:
                 add_large(total, gradient)
 
@@ -573,7 +575,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
     quiet, set_state, reset_state = _QUIET, _QUIET[0].set, _QUIET[0].reset
 
     def add_floats_quietly(total: Any, gradient: Array) -> None:
-        # the small case inline: this is most of a 1-element apply's own time
+        # _add_small written out: this is most of a 1-element apply's own time
         if type(total) is np.ndarray and total.size < limit:
             token = set_state(quiet[1])
             try:
