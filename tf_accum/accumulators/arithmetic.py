@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+
+from tf_accum.context_blocks import ContextBlock
 
 Array = np.ndarray[Any, Any]
 
@@ -40,13 +41,8 @@ try:
     _IGNORE = _make_extobj(all="ignore")
     _QUIET: tuple[Any, Any] | None = (_extobj_contextvar, _IGNORE)
 
-    @contextmanager
-    def quiet_float_errors() -> Iterator[None]:
-        token = _extobj_contextvar.set(_IGNORE)
-        try:
-            yield
-        finally:
-            _extobj_contextvar.reset(token)
+    def quiet_float_errors() -> Any:
+        return ContextBlock(_extobj_contextvar, _IGNORE)
 
     def _add_quietly(total: Array, gradient: Any) -> None:
         token = _extobj_contextvar.set(_IGNORE)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from tf_accum import errors
+from tf_accum.context_blocks import ContextBlock
 
 Callback = Callable[[errors.OpError], None]
 
@@ -75,11 +75,6 @@ def current_cancellation() -> Cancellation | None:
     return _current.get()
 
 
-@contextmanager
-def cancelled_by(cancellation: Cancellation) -> Iterator[Cancellation]:
+def cancelled_by(cancellation: Cancellation) -> ContextBlock[Cancellation]:
     """Takes started in the block (and in threads started with its context) join ``cancellation``."""
-    token = _current.set(cancellation)
-    try:
-        yield cancellation
-    finally:
-        _current.reset(token)
+    return ContextBlock(_current, cancellation)

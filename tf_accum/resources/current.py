@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
+from tf_accum.context_blocks import ContextBlock
 from tf_accum.resources.table import ResourceTable
 
 # The environment variable that turns the distributed table on without code changes.
@@ -73,11 +72,6 @@ def _fresh_lock_after_fork() -> None:
 os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
-@contextmanager
-def using_table(table: ResourceTable) -> Iterator[ResourceTable]:
+def using_table(table: ResourceTable) -> ContextBlock[ResourceTable]:
     """Run the block (and the threads it starts with its context) against ``table``."""
-    token = _context_table.set(table)
-    try:
-        yield table
-    finally:
-        _context_table.reset(token)
+    return ContextBlock(_context_table, table)
