@@ -68,7 +68,8 @@ def test_import_never_loads_tensorflow() -> None:
     code = (
         "import sys, tf_accum, tf_accum.compat.v1, tf_accum.raw_ops, tf_accum.distributed;"
         "import tf_accum.examples.sync_replicas, tf_accum.__main__;"
-        "heavy = ('tensorflow', 'keras', 'torch', 'jax', 'ray', 'scipy', 'matplotlib', 'tqdm');"
+        "heavy = ('tensorflow', 'keras', 'torch', 'jax', 'ray', 'scipy', 'matplotlib', 'tqdm',"
+        " 'numba', 'llvmlite');"
         "bad = [m for m in sys.modules if m.split('.')[0] in heavy];"
         "assert not bad, bad"
     )

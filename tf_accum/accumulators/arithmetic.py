@@ -13,7 +13,9 @@ numpy operation it replaces (tests/test_fast_paths.py holds them to it):
   loops (and ml_dtypes' bfloat16 loops) are scalar code, many times slower
   than float32 vector code. One add of two halves done in float32 and rounded
   to half gives the correctly rounded half sum (24 >= 2 * 11 + 2 bits), which
-  is what numpy, ml_dtypes and TensorFlow's kernels compute.
+  is what numpy, ml_dtypes and TensorFlow's kernels compute. With numba
+  installed (the ``fast`` extra), large sums run the hot part of each add as
+  one compiled loop instead (tf_accum/accumulators/half_kernel.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from tf_accum.accumulators import half_kernel
 from tf_accum.context_blocks import ContextBlock
 
 Array = np.ndarray[Any, Any]
@@ -263,9 +266,15 @@ class _NarrowSum:
     exactly numpy's. Subclasses define the image and the checks. Besides the
     shadow (twice the narrow sum's size) a round holds a fixed scratch of
     ``CHUNK`` elements per thread, so an apply allocates nothing.
+
+    With numba there, a sum scans and adds contiguous gradients with the
+    compiled loops of :mod:`half_kernel` (``_kernels``): the same operations on
+    the same state, in one pass per thread instead of ten numpy calls per
+    chunk. A sum of ``half_kernel.MIN_ELEMENTS`` or more loads them; a smaller
+    one uses them only if they are loaded already.
     """
 
-    __slots__ = ("shadow", "exact", "dtype", "_scratch", "_bound")
+    __slots__ = ("shadow", "exact", "dtype", "_scratch", "_bound", "_kernels")
     # largest magnitude field (bits & 0x7fff) of a finite value
     _LARGEST_FINITE: int
 
@@ -273,6 +282,9 @@ class _NarrowSum:
         self.dtype = dtype
         self.exact: Array | None = None
         self._bound = 0.0
+        self._kernels = (
+            half_kernel.load() if first.size >= half_kernel.MIN_ELEMENTS else half_kernel.loaded()
+        )
         parts = WORKERS if first.size >= NARROW_PARALLEL_MIN_ELEMENTS else 1
         self._scratch = np.empty((parts, min(CHUNK, first.size)), np.uint32)
         self.shadow = np.empty(first.shape, np.float32)
@@ -289,17 +301,19 @@ class _NarrowSum:
     def shape(self) -> tuple[int, ...]:
         return self.shadow.shape
 
-    def _split(self, work: Callable[[int, int, Array], Any]) -> list[Any]:
-        """``work(lo, hi, scratch)`` over the flat elements, in chunks, one range per
-        thread; returns what each chunk's call returned."""
+    def _split(self, work: Callable[[int, int, Array], Any], whole: bool = False) -> list[Any]:
+        """``work(lo, hi, scratch)`` over the flat elements, in chunks (``whole``:
+        one per thread, for the compiled loops, which need no scratch), one range
+        per thread; returns what each chunk's call returned."""
         size = self.shadow.size
         scratch = self._scratch
+        chunk = max(size, 1) if whole else CHUNK
         found: list[Any] = []
 
         def part(index: int, lo: int, hi: int) -> Callable[[], None]:
             def run() -> None:
-                for start in range(lo, hi, CHUNK):
-                    stop = min(start + CHUNK, hi)
+                for start in range(lo, hi, chunk):
+                    stop = min(start + chunk, hi)
                     found.append(work(start, stop, scratch[index, : stop - start]))
 
             return run
@@ -312,6 +326,10 @@ class _NarrowSum:
         if gradient.size == 0:
             return 0
         bits = gradient.view(np.uint16)
+        kernels = self._kernels_for(gradient)
+        if kernels is not None:
+            scan = kernels.largest_magnitude
+            return int(max(self._split(lambda lo, hi, _: scan(bits[lo:hi]), whole=True)))
 
         def chunk(lo: int, hi: int, scratch: Array) -> int:
             field = scratch.view(np.uint16)[: hi - lo]
@@ -320,6 +338,14 @@ class _NarrowSum:
 
         largest: int = max(self._split(chunk))
         return largest
+
+    def _kernels_for(self, gradient: Array) -> half_kernel.Kernels | None:
+        """The compiled loops if this sum uses them and they take ``gradient``
+        (flat; the loops take contiguous, aligned arrays only)."""
+        if self._kernels is None:
+            return None
+        flags = gradient.flags
+        return self._kernels if flags.c_contiguous and flags.aligned else None
 
     def result(self) -> Array:
         if self.exact is not None:
@@ -371,9 +397,18 @@ class HalfSum(_NarrowSum):
             _add_quietly(self.exact, gradient)
             return
         flat = self.shadow.reshape(-1)
-        self._split(
-            lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], flat_gradient[lo:hi], scratch)
-        )
+        kernels = self._kernels_for(flat_gradient)
+        if kernels is not None:
+            add, bits, gradient_bits = (
+                kernels.add_half,
+                flat.view(np.uint32),
+                flat_gradient.view(np.uint16),
+            )
+            self._split(lambda lo, hi, _: add(bits[lo:hi], gradient_bits[lo:hi]), whole=True)
+        else:
+            self._split(
+                lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], flat_gradient[lo:hi], scratch)
+            )
         self._bound += self._value(largest)
         if self._bound >= 65504.0:
             self._check_overflow()
@@ -452,10 +487,22 @@ class BFloat16Sum(_NarrowSum):
             return
         flat_gradient = _flat(gradient)
         flat = self.shadow.reshape(-1)
-        found = self._split(
-            lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], flat_gradient[lo:hi], scratch)
-        )
-        if any(value != value for value in found):
+        kernels = self._kernels_for(flat_gradient)
+        if kernels is not None:
+            add, bits, gradient_bits = (
+                kernels.add_bfloat16,
+                flat.view(np.uint32),
+                flat_gradient.view(np.uint16),
+            )
+            found_nan = any(
+                self._split(lambda lo, hi, _: add(bits[lo:hi], gradient_bits[lo:hi]), whole=True)
+            )
+        else:
+            found = self._split(
+                lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], flat_gradient[lo:hi], scratch)
+            )
+            found_nan = any(value != value for value in found)
+        if found_nan:
             bits = flat.view(np.uint32)
             nan = np.isnan(flat)
             bits[nan] = (bits[nan] & np.uint32(0x80000000)) | np.uint32(0x7FC00000)

@@ -1,0 +1,358 @@
+"""The compiled float16/bfloat16 loops (tf_accum/accumulators/half_kernel.py)
+give the bits of the numpy path they replace, and are optional.
+
+The side-by-side tests run one round twice, with the compiled loops and with
+numpy only, and compare the bits after every add (and with numpy's own narrow
+arithmetic). They need numba (the ``fast`` extra) and skip without it; the
+fallback tests run either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import WAIT, Background
+from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
+from tf_accum.accumulators import arithmetic, half_kernel
+
+Array = np.ndarray[Any, Any]
+HAS_NUMBA = importlib.util.find_spec("numba") is not None
+needs_numba = pytest.mark.skipif(not HAS_NUMBA, reason="numba (the fast extra) is not installed")
+
+
+def compiled() -> half_kernel.Kernels:
+    kernels = half_kernel.load()
+    assert kernels is not None, "numba is installed but the loops did not compile"
+    return kernels
+
+
+@contextlib.contextmanager
+def kernels_from(min_elements: int) -> Iterator[None]:
+    """Sums of at least ``min_elements`` load the compiled loops."""
+    with small_thresholds(), mock.patch.object(half_kernel, "MIN_ELEMENTS", min_elements):
+        yield
+
+
+@contextlib.contextmanager
+def numpy_only() -> Iterator[None]:
+    """As if numba were missing: every sum on the numpy path."""
+    with (
+        small_thresholds(),
+        mock.patch.object(half_kernel, "_tried", True),
+        mock.patch.object(half_kernel, "_kernels", None),
+    ):
+        yield
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def fresh_loader() -> Iterator[None]:
+    """half_kernel as if nothing had been loaded yet (restored afterwards)."""
+    with (
+        mock.patch.object(half_kernel, "_tried", False),
+        mock.patch.object(half_kernel, "_kernels", None),
+    ):
+        yield
+
+
+LAYOUTS = ["contiguous", "read-only", "strided", "transposed", "unaligned"]
+
+
+def laid_out(bits: Array, shape: tuple[int, ...], np_dtype: Any, layout: str) -> Array:
+    """The narrow values ``bits`` (flat, uint16) as an array of ``shape`` in ``layout``."""
+    values: Array = bits.view(np_dtype)
+    out: Array
+    if layout == "contiguous":
+        out = values.reshape(shape)
+    elif layout == "read-only":
+        out = values.reshape(shape).copy()
+        out.flags.writeable = False
+    elif layout == "strided":  # every other element of a longer array
+        longer: Array = np.zeros(values.size * 2, np_dtype)
+        longer[::2] = values
+        out = longer[::2].reshape(shape)
+    elif layout == "transposed":
+        out = values.reshape(shape[::-1]).T
+    else:
+        assert layout == "unaligned"
+        raw = bytes(1) + values.tobytes()
+        out = np.frombuffer(raw, np_dtype, count=values.size, offset=1).reshape(shape)
+    return out
+
+
+def round_bits(gradients: list[Array], np_dtype: Any, loops: bool) -> list[Array]:
+    """The running sum's bits after each gradient, with the compiled loops or without."""
+    with kernels_from(1) if loops else numpy_only():
+        total = arithmetic.start_sum(gradients[0], np.dtype(np_dtype))
+        assert isinstance(total, arithmetic.HalfSum | arithmetic.BFloat16Sum)
+        assert (total._kernels is not None) == loops
+        add = arithmetic.sum_adder(np.dtype(np_dtype))
+        seen = [arithmetic.sum_result(total).view(np.uint16).copy()]
+        for gradient in gradients[1:]:
+            add(total, gradient)
+            seen.append(arithmetic.sum_result(total).view(np.uint16).copy())
+    return seen
+
+
+@needs_numba
+@settings(max_examples=150, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(NARROW)),
+    shape=st.sampled_from([(8,), (9,), (10,), (11,), (17,), (64,), (3, 5), (4, 16), (1000,)]),
+    terms=st.lists(
+        st.tuples(
+            st.sampled_from(["any bits", "edges", "ordinary", "large", "tiny"]),
+            st.sampled_from(LAYOUTS),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_compiled_and_numpy_rounds_give_the_same_bits(kind, shape, terms, seed) -> None:
+    compiled()
+    np_dtype = NARROW[kind][1]
+    size = int(np.prod(shape))
+    gradients = [
+        laid_out(narrow_bits(kind, size, seed + i, mode), shape, np_dtype, layout)
+        for i, (mode, layout) in enumerate(terms)
+    ]
+    with_loops = round_bits(gradients, np_dtype, loops=True)
+    without = round_bits(gradients, np_dtype, loops=False)
+    for step, (fast, slow) in enumerate(zip(with_loops, without, strict=True)):
+        np.testing.assert_array_equal(fast, slow, err_msg=f"after gradient {step}")
+        reference = simple_sum(gradients[: step + 1]).view(np.uint16)
+        np.testing.assert_array_equal(fast.reshape(-1), reference.reshape(-1))
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", sorted(NARROW))
+def test_only_a_large_round_loads_the_loops_then_every_round_uses_them(kind: str) -> None:
+    kernels = compiled()
+    compile_ = mock.Mock(return_value=kernels)
+
+    def start(size: int) -> Any:
+        np_dtype = NARROW[kind][1]
+        total = arithmetic.start_sum(np.ones(size, np_dtype), np.dtype(np_dtype))
+        assert isinstance(total, arithmetic.HalfSum | arithmetic.BFloat16Sum)
+        return total._kernels
+
+    with fresh_loader(), kernels_from(10), mock.patch.object(half_kernel, "_compile", compile_):
+        assert start(9) is None and compile_.call_count == 0
+        assert start(10) is kernels and compile_.call_count == 1
+        assert start(9) is kernels and start(11) is kernels
+    assert compile_.call_count == 1
+
+
+class Spy:
+    """The compiled loops, counting their calls."""
+
+    def __init__(self, kernels: half_kernel.Kernels) -> None:
+        self.calls: list[str] = []
+
+        def counted(name: str) -> Any:
+            fn = getattr(kernels, name)
+
+            def call(*args: Any) -> Any:
+                self.calls.append(name)
+                return fn(*args)
+
+            return call
+
+        self.kernels = half_kernel.Kernels(*(counted(name) for name in half_kernel.Kernels._fields))
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", sorted(NARROW))
+@pytest.mark.parametrize(
+    "layout, compiled_add",
+    [("contiguous", True), ("read-only", True), ("transposed", True),
+     ("strided", False), ("unaligned", False)],
+)  # fmt: skip
+def test_which_gradients_take_the_loops(kind: str, layout: str, compiled_add: bool) -> None:
+    np_dtype = NARROW[kind][1]
+    spy = Spy(compiled())
+    bits = narrow_bits(kind, 40, 3, "ordinary")
+    with kernels_from(1), mock.patch.object(half_kernel, "load", return_value=spy.kernels):
+        total = arithmetic.start_sum(np.zeros((5, 8), np_dtype), np.dtype(np_dtype))
+        spy.calls.clear()
+        arithmetic.sum_adder(np.dtype(np_dtype))(total, laid_out(bits, (5, 8), np_dtype, layout))
+        got = arithmetic.sum_result(total)
+    add = "add_half" if kind == "float16" else "add_bfloat16"
+    assert (add in spy.calls) == compiled_add
+    # the two threads of small_thresholds: one call per thread, not per chunk
+    assert spy.calls.count(add) in ((2,) if compiled_add else (0,))
+    assert (
+        got.view(np.uint16).reshape(-1).tolist()
+        == (bits.reshape((8, 5)).T.reshape(-1) if layout == "transposed" else bits).tolist()
+    )
+
+
+def finite_half_bits() -> Array:
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    return every[(every & 0x7FFF) <= 0x7BFF]
+
+
+@needs_numba
+def test_half_add_matches_numpy_for_every_finite_gradient() -> None:
+    """Every finite half as a gradient, against shadows holding edges, random
+    halves and large ones (whose sums pass the largest half)."""
+    kernels = compiled()
+    numpy_sum = arithmetic.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
+    gradients = finite_half_bits()
+    rng = np.random.default_rng(11)
+    edges = np.array([b for b in HALF_EDGES if (b & 0x7FFF) <= 0x7BFF], np.uint16)
+    for trial in range(12):
+        shadow_halves = (
+            rng.choice(edges, gradients.size) if trial < 3 else rng.permutation(gradients)
+        )
+        shadow = np.empty(gradients.size, np.float32)
+        numpy_sum._widen(shadow_halves.view(np.float16), shadow)
+        fast, slow = shadow.view(np.uint32).copy(), shadow.view(np.uint32).copy()
+        order = rng.permutation(gradients)
+        kernels.add_half(fast, order)
+        numpy_sum._add_chunk(
+            slow.view(np.float32), order.view(np.float16), np.empty(order.size, np.uint32)
+        )
+        np.testing.assert_array_equal(fast, slow)
+
+
+@needs_numba
+def test_bfloat16_add_matches_numpy_for_every_pattern() -> None:
+    """Every bfloat16 pattern (infinities and NaNs too) as a gradient, against
+    shadows of every pattern but NaNs in random pairings; the NaN answer is
+    numpy's maximum's. A round's shadow never holds a NaN (the round goes on in
+    ml_dtypes' arithmetic once one shows), and it had better not: which NaN
+    operand's payload a float add returns is up to the compiler."""
+    kernels = compiled()
+    numpy_sum = arithmetic.BFloat16Sum(
+        np.zeros(4, ml_dtypes.bfloat16), np.dtype(ml_dtypes.bfloat16)
+    )
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    not_nan = every[(every & 0x7FFF) <= 0x7F80].astype(np.uint32) << 16
+    rng = np.random.default_rng(12)
+    for _ in range(8):
+        shadow = rng.choice(not_nan, every.size)
+        fast, slow = shadow.copy(), shadow.copy()
+        order = rng.permutation(every)
+        for lo, hi in ((0, 5), (5, 2**16)):  # a NaN-free piece and the rest
+            part = order[lo:hi]
+            nan = kernels.add_bfloat16(fast[lo:hi], part)
+            top = numpy_sum._add_chunk(
+                slow[lo:hi].view(np.float32),
+                part.view(ml_dtypes.bfloat16),
+                np.empty(part.size, np.uint32),
+            )
+            assert nan == bool(np.isnan(top))
+        np.testing.assert_array_equal(fast, slow)
+    # infinities, given or by overflow, are no NaN; opposite ones make one
+    inf, largest, one = 0x7F800000, 0x7F7F0000, 0x3F800000
+    shadow = np.array([one, largest, inf, inf], np.uint32)
+    gradient = np.array([0x7F80, 0x7F7F, 0x3F80, 0x7F80], np.uint16)
+    assert kernels.add_bfloat16(shadow, gradient) is False
+    assert shadow.tolist() == [inf] * 4
+    assert kernels.add_bfloat16(shadow[:2], np.array([0x3F80, 0xFF80], np.uint16)) is True
+
+
+@needs_numba
+def test_largest_magnitude_of_every_pattern() -> None:
+    kernels = compiled()
+    every = (
+        np.random.default_rng(13).permutation(np.arange(2**16, dtype=np.uint32)).astype(np.uint16)
+    )
+    for piece in (every, every[:1], every[:0], every[every & 0x7FFF < 0x7C00]):
+        expected = int((piece & 0x7FFF).max()) if piece.size else 0
+        assert kernels.largest_magnitude(piece) == expected
+
+
+# --- optional, lazy, compiled once ---------------------------------------------
+
+
+def large_round_without_loops(kind: str) -> None:
+    np_dtype = NARROW[kind][1]
+    gradients = [narrow_bits(kind, 64, seed, "ordinary").view(np_dtype) for seed in (1, 2, 3)]
+    with kernels_from(1):
+        total = arithmetic.start_sum(gradients[0], np.dtype(np_dtype))
+        assert isinstance(total, arithmetic.HalfSum | arithmetic.BFloat16Sum)
+        assert total._kernels is None
+        for gradient in gradients[1:]:
+            arithmetic.sum_adder(np.dtype(np_dtype))(total, gradient)
+        got = arithmetic.sum_result(total)
+    np.testing.assert_array_equal(got.view(np.uint16), simple_sum(gradients).view(np.uint16))
+
+
+@pytest.mark.parametrize("kind", sorted(NARROW))
+def test_without_numba_numpy_does_the_sum(kind: str) -> None:
+    with fresh_loader(), mock.patch.dict(sys.modules, {"numba": None}):  # import fails
+        assert half_kernel.load() is None
+        large_round_without_loops(kind)
+
+
+def test_a_failed_compilation_falls_back_for_good() -> None:
+    failing = mock.Mock(side_effect=RuntimeError("no compiler"))
+    with fresh_loader(), mock.patch.object(half_kernel, "_compile", failing):
+        assert half_kernel.load() is None
+        assert half_kernel.load() is None
+        large_round_without_loops("float16")
+    assert failing.call_count == 1  # not retried per round
+
+
+def test_threads_starting_at_once_compile_once() -> None:
+    made: list[int] = []
+    sentinel = half_kernel.Kernels(None, None, None)
+
+    def slow_compile() -> half_kernel.Kernels:
+        made.append(threading.get_ident())
+        time.sleep(0.05)
+        return sentinel
+
+    with fresh_loader(), mock.patch.object(half_kernel, "_compile", slow_compile):
+        calls = [Background(half_kernel.load) for _ in range(8)]
+        results = [call.result(WAIT) for call in calls]
+    assert len(made) == 1
+    assert all(result is sentinel for result in results)
+
+
+def test_numba_is_imported_only_by_a_large_narrow_round() -> None:
+    code = (
+        "import sys, numpy as np, tf_accum as tfa\n"
+        "from tf_accum.accumulators import half_kernel\n"
+        "def round_of(size):\n"
+        "    h = tfa.raw_ops.ConditionalAccumulator(dtype=tfa.float16, shape=[size])\n"
+        "    for _ in range(2):\n"
+        "        tfa.raw_ops.AccumulatorApplyGradient(handle=h, local_step=0,\n"
+        "                                             gradient=np.ones(size, np.float16))\n"
+        "    taken = tfa.raw_ops.AccumulatorTakeGradient(handle=h, num_required=2,\n"
+        "                                                dtype=tfa.float16)\n"
+        "    assert taken.dtype == np.float16 and bool((taken == 1).all())\n"
+        "round_of(half_kernel.MIN_ELEMENTS - 1)\n"
+        "assert 'numba' not in sys.modules\n"
+        "round_of(half_kernel.MIN_ELEMENTS)\n"
+        "print('numba' in sys.modules, half_kernel.load() is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+    )
+    assert done.stdout.split() == ([str(HAS_NUMBA)] * 2), done.stderr

@@ -1,0 +1,174 @@
+"""Compiled loops for float16 and bfloat16 running sums (optional: needs numba).
+
+Why: a float16/bfloat16 running sum (arithmetic.HalfSum, BFloat16Sum) is a
+float32 "image" rounded to the narrow precision after every add. In numpy that
+is about ten passes over the array per apply (widen, add, four or five for the
+rounding, a scan for infinities and NaNs), each a separate loop over memory.
+Fused into one loop compiled by numba, an apply of 1e6 elements reads the
+gradient and the sum once (plus one read of the gradient for the scan): several
+times faster, and faster than TensorFlow's own float16 kernel on this machine.
+
+The loops do exactly the integer and float32 operations the numpy path does,
+element by element, so the bits are the same (tests/test_half_kernel.py runs
+both side by side). They cover only the hot part of an apply: the scan of the
+gradient and the add with rounding. Everything rarer (the first gradient's
+widening, the overflow check, the result's narrowing, and any round that met an
+infinity or a NaN) stays on the numpy path, which shares the same state.
+
+numba is imported, and the loops compiled, only by :func:`load`, at the first
+large enough float16/bfloat16 round of a process (compiling takes about a
+second; ``import tf_accum`` never imports numba). If numba is missing, or
+fails to import or compile, :func:`load` returns None and the numpy path is
+used: same results, slower.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, NamedTuple
+
+import numpy as np
+
+Array = np.ndarray[Any, Any]
+
+# Rounds of this many elements load the loops (importing numba and compiling:
+# about 1.1 s, once per process). Measured with benchmarks/bench_half_kernel.py:
+# from 256k elements an add saves 0.14 ms or more, repaying that within about
+# 8000 adds; at 64k it would take 36000. Smaller rounds use the loops only when
+# a large one has loaded them already (see :func:`loaded`): they are faster
+# there too (2-4x from 4096 elements), but not worth a second of compiling.
+MIN_ELEMENTS = 262_144
+
+# Constants as numpy scalars, so that numba keeps the arithmetic in uint32
+# (a Python int would widen it to int64).
+_U16_MAGNITUDE = np.uint16(0x7FFF)
+_SIGN16 = np.uint32(0x8000)
+_MAGNITUDE16 = np.uint32(0x7FFF)
+_SHIFT16 = np.uint32(16)
+_SHIFT13 = np.uint32(13)
+_ONE = np.uint32(1)
+_HALF_HALFWAY = np.uint32(0x0FFF)
+_HALF_KEEP = np.uint32(0xFFFFE000)
+_BF16_HALFWAY = np.uint32(0x7FFF)
+_BF16_KEEP = np.uint32(0xFFFF0000)
+_MAGNITUDE32 = np.uint32(0x7FFFFFFF)
+_INF32 = np.uint32(0x7F800000)  # magnitudes above it are NaNs
+
+
+# The loops below are plain Python over numpy scalars (they run uncompiled too,
+# slowly); :func:`load` compiles them. Loops run over whole arrays (slices made
+# by the caller): numba vectorises ``range(n)`` loops over contiguous arrays.
+
+
+def largest_magnitude(bits: Array) -> int:
+    """The largest ``bits & 0x7fff`` of uint16 patterns (0 for none): above
+    the largest finite value, an infinity or NaN is among them."""
+    largest = np.uint16(0)
+    for i in range(bits.size):
+        largest = max(largest, bits[i] & _U16_MAGNITUDE)
+    return int(largest)
+
+
+def add_half(shadow: Array, gradient: Array) -> None:
+    """``shadow`` (uint32 bits of float32 images of halves, see
+    arithmetic.HalfSum) plus the half bit patterns ``gradient`` (finite),
+    rounded to nearest-even at bit 13, in place."""
+    total = shadow.view(np.float32)
+    for i in range(shadow.size):
+        h = np.uint32(gradient[i])
+        image = np.uint32(((h & _SIGN16) << _SHIFT16) | ((h & _MAGNITUDE16) << _SHIFT13))
+        bits = np.float32(total[i] + image.view(np.float32)).view(np.uint32)
+        shadow[i] = (bits + _HALF_HALFWAY + ((bits >> _SHIFT13) & _ONE)) & _HALF_KEEP
+
+
+def add_bfloat16(shadow: Array, gradient: Array) -> bool:
+    """``shadow`` (uint32 bits of float32 values of bfloat16s) plus the
+    bfloat16 bit patterns ``gradient``, rounded to nearest-even at bit 16, in
+    place. Returns whether a sum is NaN."""
+    total = shadow.view(np.float32)
+    largest = np.uint32(0)
+    for i in range(shadow.size):
+        widened = np.uint32(np.uint32(gradient[i]) << _SHIFT16)
+        bits = np.float32(total[i] + widened.view(np.float32)).view(np.uint32)
+        bits = np.uint32((bits + _BF16_HALFWAY + ((bits >> _SHIFT16) & _ONE)) & _BF16_KEEP)
+        shadow[i] = bits
+        largest = max(largest, np.uint32(bits & _MAGNITUDE32))
+    return bool(largest > _INF32)
+
+
+class Kernels(NamedTuple):
+    """The compiled loops: each takes C-contiguous, aligned 1-D arrays
+    (``gradient`` may be read-only)."""
+
+    largest_magnitude: Any
+    add_half: Any
+    add_bfloat16: Any
+
+
+_lock = threading.Lock()
+_kernels: Kernels | None = None
+_tried = False
+
+
+def _forget_lock() -> None:
+    # a child forked while another thread compiled would find the lock held forever
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_lock)
+
+
+def _compile() -> Kernels:
+    import numba
+    from numba import types
+
+    def bits(dtype: Any, readonly: bool = False) -> Any:
+        return types.Array(dtype, 1, "C", readonly=readonly)
+
+    # a read-only array type accepts writable arrays too: one compilation each
+    gradient = bits(types.uint16, readonly=True)
+    shadow = bits(types.uint32)
+
+    def jit(fn: Any, signatures: list[Any]) -> Any:
+        # nogil: arithmetic's thread pool runs the parts of a large sum at once
+        return numba.njit(signatures, nogil=True)(fn)
+
+    return Kernels(
+        largest_magnitude=jit(largest_magnitude, [types.int64(gradient)]),
+        add_half=jit(add_half, [types.void(shadow, gradient)]),
+        add_bfloat16=jit(add_bfloat16, [types.boolean(shadow, gradient)]),
+    )
+
+
+def load() -> Kernels | None:
+    """The compiled loops, or None when numba is not available.
+
+    The first call imports numba and compiles (once per process; concurrent
+    first calls wait for one compilation); later calls return at once. Any
+    failure (numba missing, an incompatible numba or numpy, a compiler error)
+    gives None, for good: the callers then use numpy.
+    """
+    if _tried:
+        return _kernels
+    return _load_locked()
+
+
+def loaded() -> Kernels | None:
+    """The compiled loops if an earlier :func:`load` made them, else None
+    (never imports or compiles)."""
+    return _kernels
+
+
+def _load_locked() -> Kernels | None:
+    global _kernels, _tried
+    with _lock:
+        if not _tried:
+            try:
+                _kernels = _compile()
+            except Exception:  # whatever goes wrong, numpy still gives the same bits
+                _kernels = None
+            _tried = True
+    return _kernels
