@@ -83,7 +83,9 @@ WORKERS = max(1, min(os.cpu_count() or 1, 4))
 # parallel); adds and divisions of warm float32 are bound by memory and gain
 # only when the other core is idle; float16/bfloat16 sums (~10 passes of
 # numpy calls, each handing the GIL over) gain from about 4e6 elements and were
-# unsteady at 1e6 next to TensorFlow's spinning threads. Copies start at 2e6, not
+# unsteady at 1e6 next to TensorFlow's spinning threads; with the compiled loops
+# (half_kernel) they lose below 4e6 (1e6: 0.68x) and gain 0.94-1.2x at 4e6 and
+# 1.04-1.2x at 1e7, bound by memory. Copies start at 2e6, not
 # 1e6 (where they gained alone), as threads already applying in parallel lost.
 PARALLEL_MIN_ELEMENTS = 4_000_000
 COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
