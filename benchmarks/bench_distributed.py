@@ -228,6 +228,46 @@ def alternate(fns: dict[str, Any], number: int, repeat: int, setup: Any = None) 
     return {k: statistics.median(v) for k, v in trials.items()}
 
 
+class RayFloor:
+    """Ray's own cost of a call: a no-op method on an async and on a sync actor.
+
+    Each is called as the accumulator host is, with one packed argument and a
+    wait; no tf_accum code runs on either side. What tf_accum adds to a tiny
+    call is its time minus the async floor (its host is an async actor, so
+    that waiting takes hold no threads).
+    """
+
+    def __init__(self) -> None:
+        import ray
+
+        class AsyncNoOp:
+            async def run(self, request: Any) -> None:
+                return None
+
+        class SyncNoOp:
+            def run(self, request: Any) -> None:
+                return None
+
+        self.actors = {
+            "async": ray.remote(num_cpus=0, max_concurrency=1000)(AsyncNoOp).remote(),
+            "sync": ray.remote(num_cpus=0)(SyncNoOp).remote(),
+        }
+        self.request = ("num_accumulated", "0" * 32, 1)
+        for kind in self.actors:
+            self.call(kind)
+
+    def call(self, kind: str) -> None:
+        import ray
+
+        ray.get(self.actors[kind].run.remote(self.request))
+
+    def close(self) -> None:
+        import ray
+
+        for actor in self.actors.values():
+            ray.kill(actor)
+
+
 def take_times(side: Any, repeat: int) -> float:
     """Median time of a take whose 4 MB mean is ready (the apply is not timed)."""
     gradient = np.ones(N, np.float32)
@@ -335,8 +375,32 @@ def run(repeat: int) -> None:
             {"o": lambda: ours.tiny_apply(tiny), "t": lambda: theirs.tiny_apply(tiny)}, 50, repeat
         )
         row("tiny apply", m["o"], m["t"], "<= 0.75x", m["o"] <= 0.75 * m["t"])
-        m = alternate({"o": ours.num, "t": theirs.num}, 50, repeat)
+        floor = RayFloor()
+        try:
+            m = alternate(
+                {
+                    "o": ours.num,
+                    "t": theirs.num,
+                    "async": lambda: floor.call("async"),
+                    "sync": lambda: floor.call("sync"),
+                },
+                50,
+                repeat,
+            )
+        finally:
+            floor.close()
         row("num_accumulated", m["o"], m["t"], "<= 0.75x", m["o"] <= 0.75 * m["t"])
+        for kind in ("async", "sync"):
+            rows.append(
+                [
+                    f"(Ray alone: a no-op call, {kind} actor)",
+                    fmt_time(m[kind]),
+                    "(vs num_accumulated)",
+                    fmt_ratio(m[kind] / m["t"]),
+                    "-",
+                    "-",
+                ]
+            )
         m = alternate(
             {"o": lambda: ours.big_apply(big), "t": lambda: theirs.big_apply(big)}, 10, repeat
         )

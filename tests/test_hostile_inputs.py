@@ -135,6 +135,105 @@ def test_a_sparse_mean_take_failing_at_its_result_puts_back_the_rows_undivided(
     raw.DestroyResourceOp(resource=h)
 
 
+class _NumpyFailingAt:
+    """numpy as a module sees it, except that its ``fail_at``-th call raises
+    MemoryError (``fail_at=None``: calls are only counted)."""
+
+    def __init__(self, fail_at: int | None) -> None:
+        self.fail_at = fail_at
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(np, name)
+        if isinstance(found, type) or not callable(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == self.fail_at:
+                raise MemoryError(f"no room (numpy.{name})")
+            return found(*args, **kwargs)
+
+        return call
+
+
+def _sparse_apply(h: Any, indices: list[int], width: int, value: float) -> None:
+    raw.SparseAccumulatorApplyGradient(
+        handle=h,
+        local_step=0,
+        gradient_indices=indices,
+        gradient_values=np.full((len(indices), width), value, np.float64),
+        gradient_shape=[],
+        has_known_shape=False,
+    )
+
+
+# (declared shape, earlier gradients' indices, the failing gradient's indices):
+# with and without a declared first dimension (packed keys or an index array),
+# with and without a slot map (wide rows vs a huge first dimension), new rows
+# only (in order and not), mostly held rows, a mix (these grow the row
+# buffer), and held rows only.
+_MERGES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
+    "keyed, map, new rows after": ([64, 16], [[3, 9], [1, 9]], [20, 30]),
+    "keyed, map, new rows between": ([64, 16], [[3, 40]], [2, 7, 50]),
+    "keyed, map, mostly held": ([64, 16], [list(range(9))], [*range(8), 63]),
+    "keyed, map, mixed": ([64, 16], [[3, 9], [4]], [1, 3, 9, 12]),
+    "keyed, no map, mixed": ([10**9, 2], [[3, 9], [4]], [1, 3, 9, 12]),
+    "keyed, no map, held only": ([10**9, 2], [[3, 9]], [9, 3]),
+    "index array, mixed": ([None, 3], [[3, 9], [4]], [1, 3, 9, 12]),
+    "index array, new rows after": ([None, 3], [[3, 9]], [10, 11]),
+    "index array, held only": ([None, 3], [[3, 9]], [3]),
+}
+
+
+@pytest.mark.parametrize("case", list(_MERGES))
+def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
+    case: str, monkeypatch: Any
+) -> None:
+    """A MemoryError at any numpy function call of an apply leaves the round
+    exactly as it was: the same gradient applied again afterwards is counted
+    once. (The round is written last by in-place array methods, which allocate
+    nothing.)"""
+    from tf_accum.accumulators import sparse
+
+    shape, earlier, failing = _MERGES[case]
+    width = shape[1]
+    expected: dict[int, list[float]] = {}
+    for value, indices in enumerate([*earlier, failing], start=1):
+        for i in indices:
+            expected.setdefault(i, []).append(float(value))
+
+    def attempt(fail_at: int | None) -> int:
+        h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
+        for value, indices in enumerate(earlier, start=1):
+            _sparse_apply(h, indices, width, value)
+        numpy = _NumpyFailingAt(fail_at)
+        monkeypatch.setattr(sparse, "np", numpy)
+        try:
+            _sparse_apply(h, failing, width, len(earlier) + 1)
+            assert fail_at is None, f"call {fail_at} did not fail"
+        except MemoryError:
+            assert numpy.calls == fail_at
+        finally:
+            monkeypatch.undo()
+        if fail_at is not None:
+            assert tfa.accumulator_stats(h)["num_accumulated"] == len(earlier)
+            _sparse_apply(h, failing, width, len(earlier) + 1)
+        result = raw.SparseAccumulatorTakeGradient(
+            handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
+        )
+        raw.DestroyResourceOp(resource=h)
+        assert result.indices.tolist() == sorted(expected)
+        means = [sum(v) / len(v) for _, v in sorted(expected.items())]
+        np.testing.assert_array_equal(result.values, np.repeat([means], width, axis=0).T)
+        return numpy.calls
+
+    calls = attempt(None)
+    assert calls >= 3  # the apply does reach numpy
+    for fail_at in range(1, calls + 1):
+        attempt(fail_at)
+
+
 # --- item 3: string attributes ----------------------------------------------------
 
 

@@ -203,3 +203,24 @@ def test_a_process_with_the_wrong_token_is_refused(ray_cluster) -> None:
     assert done.stdout.startswith(
         f"Unauthenticated: The Ray cluster at {ray_cluster.address!r} refused this process's token"
     ), done.stdout + done.stderr[-2000:]
+
+
+def test_the_host_runs_only_accumulator_operations(ray_table) -> None:
+    import ray
+
+    from tf_accum.distributed.wire import NAMESPACE, Failure, host_name
+
+    h = shared(unique("operations"))
+    apply(h, [1, 2])
+    host = ray.get_actor(host_name("localhost"), namespace=NAMESPACE)
+    # a method that is not an operation (here the life token, which never returns)
+    refused = ray.get(host.run.remote(("hold", "someone")), timeout=PROCESS_WAIT)
+    assert type(refused) is Failure and refused.kind == "InternalError"
+    assert "'hold'" in refused.message
+    accumulator = ray_table.lookup(h)
+    link = accumulator.link
+    count = ray.get(
+        host.run.remote(("num_accumulated", link.instance, accumulator.entry_id)),
+        timeout=PROCESS_WAIT,
+    )
+    assert count == num(h) == 1

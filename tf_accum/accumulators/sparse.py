@@ -414,6 +414,13 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             state.places[np.right_shift(keys, SLOT_BITS)] = np.bitwise_and(keys, SLOT_MASK) + 1
 
     def _merge(self, state: SparseRound, index: Array, rows: Array) -> None:
+        """Merge a gradient's rows into the round.
+
+        Everything that allocates comes first: a MemoryError leaves the round
+        as it was (a grown buffer holds the same rows). Then the gradient's new
+        rows go to free slots, which no one reads, and the held rows are added
+        to last, with no allocation between that and publishing the new index.
+        """
         if state.keys is not None:
             self._merge_keyed(state, index, rows)
             return
@@ -429,12 +436,13 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         else:  # a round started by a gradient without rows
             found = np.zeros(index.shape[0], bool)
         all_found = bool(found.all())
-        if all_found or found.any():
-            slots = np.take(state.slot, position if all_found else position[found])
-            hit = rows if all_found else np.compress(found, rows, axis=0)
-            self._add_to_held_rows(state, slots, hit)
         if all_found:
+            self._add_to_held_rows(state, np.take(state.slot, position), rows)
             return
+        some_found = bool(found.any())
+        if some_found:
+            slots = np.take(state.slot, position[found])
+            hit = np.compress(found, rows, axis=0)
         fresh_at = np.flatnonzero(~found)
         new_index = np.take(index, fresh_at)
         added = new_index.shape[0]
@@ -442,10 +450,15 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         used = state.used
         if used + added > state.rows.shape[0]:
             self._grow(state, used + added)
+        merged_index = np.insert(state.index, insert_at, new_index)
+        merged_slot = np.insert(state.slot, insert_at, np.arange(used, used + added))
+        in_order = state.in_order and bool(insert_at[0] == m)
         self._append_rows(state, rows, fresh_at)
-        state.in_order = state.in_order and bool(insert_at[0] == m)
-        state.index = np.insert(state.index, insert_at, new_index)
-        state.slot = np.insert(state.slot, insert_at, np.arange(used, used + added))
+        if some_found:
+            self._add_to_held_rows(state, slots, hit)
+        state.in_order = in_order
+        state.index = merged_index
+        state.slot = merged_slot
         state.used = used + added
 
     @staticmethod
@@ -469,6 +482,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         return np.bitwise_and(near, SLOT_MASK), np.right_shift(near, SLOT_BITS) != index
 
     def _merge_keyed(self, state: SparseRound, index: Array, rows: Array) -> None:
+        # allocations first, as in _merge
         assert state.keys is not None
         k = index.shape[0]
         if k:
@@ -488,6 +502,10 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         new_keys |= new_slots
         keys = np.concatenate((state.keys, new_keys))
         in_order = state.in_order and not (state.keys.shape[0] and new_keys[0] < state.keys[-1])
+        if not in_order:
+            # two sorted runs: the stable sort (a merge sort) merges them in one pass
+            keys.sort(kind="stable")
+        places, marks = state.places, new_slots + 1
         if added == k:
             self._append_rows(state, rows, fresh_at)
         elif added * MOSTLY_HELD <= k:
@@ -499,13 +517,11 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             self._add_to_held_rows(state, slots, rows, fresh_at)
         else:
             hit_at = np.flatnonzero(~fresh)
-            self._add_to_held_rows(state, np.take(slots, hit_at), np.take(rows, hit_at, axis=0))
+            hit_slots, hit = np.take(slots, hit_at), np.take(rows, hit_at, axis=0)
             self._append_rows(state, rows, fresh_at)
-        if not in_order:
-            # two sorted runs: the stable sort (a merge sort) merges them in one pass
-            keys.sort(kind="stable")
-        if state.places is not None:
-            state.places[new_index] = new_slots + 1
+            self._add_to_held_rows(state, hit_slots, hit)
+        if places is not None:
+            places.put(new_index, marks)
         state.keys = keys
         state.in_order = in_order
         state.used = used + added
@@ -535,7 +551,12 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         """Add ``hit[i]`` to the row of ``slots[i]``; the slots are distinct.
 
         The rows ``fresh_at`` (free slots) are set to ``hit``'s rows instead.
+        The new rows and counts are made aside and written back last by
+        in-place array methods, which allocate nothing: a MemoryError changes
+        nothing.
         """
+        counts = np.take(state.counts, slots)
+        counts += 1
         if hit.size:
             items = state.items
             if items is None:
@@ -545,8 +566,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
             if fresh_at is not None:
                 np.put(held_items, fresh_at, _rows_as_items(np.take(hit, fresh_at, axis=0)))
-            np.put(items, slots, held_items)
-        state.counts[slots] += 1
+            items.put(slots, held_items)
+        state.counts.put(slots, counts)
 
     # --- take ------------------------------------------------------------------
 

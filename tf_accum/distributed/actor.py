@@ -44,6 +44,25 @@ REMEMBERED_WITHDRAWALS = 10_000
 TIMED_OUT_REASON, CANCELLED_REASON, INTERRUPTED_REASON = "timed_out", "cancelled", "interrupted"
 WITHDRAWAL_REASONS = (TIMED_OUT_REASON, CANCELLED_REASON, INTERRUPTED_REASON)
 
+# What a caller may ask of a host through ``AccumulatorHost.run``.
+OPERATIONS = frozenset(
+    {
+        "create",
+        "attach_buffer",
+        "release_buffer",
+        "apply_dense",
+        "apply_sparse",
+        "take",
+        "withdraw",
+        "num_accumulated",
+        "set_global_step",
+        "global_step",
+        "stats",
+        "num_waiting",
+        "destroy",
+    }
+)
+
 
 class _Waiter:
     __slots__ = ("num_required", "future", "caller", "attempt", "timer")
@@ -100,6 +119,20 @@ class AccumulatorHost:
         self._watched: dict[str, asyncio.Task[None]] = {}
         self._holds: dict[str, asyncio.Future[None]] = {}
         self._mappings = HostMappings()
+
+    # --- the one entry point for operations ---------------------------------------
+
+    async def run(self, request: tuple[Any, ...]) -> Any:
+        """Run one operation: ``request`` is (operation name, *its arguments).
+
+        Ray serialises each argument of a call on its own, so one packed
+        argument makes a tiny call about a fifth cheaper than four separate
+        ones. Names outside ``OPERATIONS`` are refused as a Failure.
+        """
+        operation = request[0]
+        if operation not in OPERATIONS:
+            return Failure("InternalError", f"no accumulator host operation {operation!r}")
+        return await getattr(self, operation)(*request[1:])
 
     # --- liveness of callers ---------------------------------------------------
 

@@ -79,7 +79,7 @@ class HostLink:
         self.life = [actor.hold.remote(caller)]
         self.stale = False
         self._attempts = itertools.count()
-        self._methods: dict[str, Any] = {}
+        self._run = actor.run
         self._same_machine = same_machine and bulk.available()
         self._buffers = threading.local()
 
@@ -91,7 +91,7 @@ class HostLink:
         if found is not None and found.size >= nbytes:
             return found
         if found is not None:
-            self.actor.release_buffer.remote(found.name)
+            self.submit("release_buffer", found.name)
             found.close()
         try:
             fresh = bulk.CallerBuffer(nbytes, self.caller)
@@ -115,11 +115,8 @@ class HostLink:
         """Call the host without waiting; returns the call's ObjectRef for :meth:`result`."""
         import ray
 
-        remote = self._methods.get(method)
-        if remote is None:
-            remote = self._methods[method] = getattr(self.actor, method)
         try:
-            return remote.remote(*args)
+            return self._run.remote((method, *args))
         except ray.exceptions.RayError as exc:
             raise self._ray_error(exc) from None
 
@@ -144,7 +141,7 @@ class HostLink:
 
     def withdraw(self, attempt: str, reason: str) -> None:
         # Not waited for: the take's own call returns once it is withdrawn.
-        self.actor.withdraw.remote(self.instance, attempt, reason)
+        self.submit("withdraw", self.instance, attempt, reason)
 
 
 class RemoteAccumulator:
