@@ -341,6 +341,22 @@ class _NarrowSum:
         largest: int = max(self._split(chunk))
         return largest
 
+    def _add_all(
+        self, gradient: Array, compiled: Callable[[Array, Array], Any] | None
+    ) -> list[Any]:
+        """Add the flat ``gradient`` into the shadow, over the threads: with the
+        compiled loop ``compiled`` (a field of half_kernel.Kernels) if given,
+        else in numpy chunks (``_add_chunk``). Returns what each call returned."""
+        flat = self.shadow.reshape(-1)
+        if compiled is not None:
+            bits, gradient_bits = flat.view(np.uint32), gradient.view(np.uint16)
+            return self._split(
+                lambda lo, hi, _: compiled(bits[lo:hi], gradient_bits[lo:hi]), whole=True
+            )
+        return self._split(
+            lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], gradient[lo:hi], scratch)
+        )
+
     def _kernels_for(self, gradient: Array) -> half_kernel.Kernels | None:
         """The compiled loops if this sum uses them and they take ``gradient``
         (flat; the loops take contiguous, aligned arrays only)."""
@@ -398,19 +414,8 @@ class HalfSum(_NarrowSum):
             self.exact = self._narrow()
             _add_quietly(self.exact, gradient)
             return
-        flat = self.shadow.reshape(-1)
         kernels = self._kernels_for(flat_gradient)
-        if kernels is not None:
-            add, bits, gradient_bits = (
-                kernels.add_half,
-                flat.view(np.uint32),
-                flat_gradient.view(np.uint16),
-            )
-            self._split(lambda lo, hi, _: add(bits[lo:hi], gradient_bits[lo:hi]), whole=True)
-        else:
-            self._split(
-                lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], flat_gradient[lo:hi], scratch)
-            )
+        self._add_all(flat_gradient, None if kernels is None else kernels.add_half)
         self._bound += self._value(largest)
         if self._bound >= 65504.0:
             self._check_overflow()
@@ -480,31 +485,18 @@ class BFloat16Sum(_NarrowSum):
 
     def add(self, gradient: Array) -> None:
         # No scan first: infinities add in float32 as they do in bfloat16, and a
-        # NaN (from the gradient, or infinities of opposite signs) shows in the
-        # chunk maxima. Rounding leaves NaNs NaNs (their low 16 bits are zero);
+        # NaN (from the gradient, or infinities of opposite signs) shows in each
+        # chunk's maximum (or the compiled loop's answer). Rounding leaves NaNs NaNs (their low 16 bits are zero);
         # ml_dtypes returns them canonical, keeping the sign. The round then
         # continues with ml_dtypes' arithmetic, where NaN meets NaN.
         if self.exact is not None:
             _add_quietly(self.exact, gradient)
             return
         flat_gradient = _flat(gradient)
-        flat = self.shadow.reshape(-1)
         kernels = self._kernels_for(flat_gradient)
-        if kernels is not None:
-            add, bits, gradient_bits = (
-                kernels.add_bfloat16,
-                flat.view(np.uint32),
-                flat_gradient.view(np.uint16),
-            )
-            found_nan = any(
-                self._split(lambda lo, hi, _: add(bits[lo:hi], gradient_bits[lo:hi]), whole=True)
-            )
-        else:
-            found = self._split(
-                lambda lo, hi, scratch: self._add_chunk(flat[lo:hi], flat_gradient[lo:hi], scratch)
-            )
-            found_nan = any(value != value for value in found)
-        if found_nan:
+        found_nan = self._add_all(flat_gradient, None if kernels is None else kernels.add_bfloat16)
+        if any(found_nan):
+            flat = self.shadow.reshape(-1)
             bits = flat.view(np.uint32)
             nan = np.isnan(flat)
             bits[nan] = (bits[nan] & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
@@ -519,7 +511,8 @@ class BFloat16Sum(_NarrowSum):
         with quiet_float_errors():
             np.add(shadow, widened, out=shadow)
         _round_bits(shadow.view(np.uint32), scratch, 16, _BF16_KEEP, _BF16_HALFWAY)
-        return np.maximum.reduce(shadow)  # NaN when one is there
+        largest = np.maximum.reduce(shadow)  # NaN when one is there
+        return largest != largest
 
     def _narrow(self) -> Array:
         """The sum as bfloat16 (the top half of each float32): allocates only the result."""
