@@ -356,3 +356,38 @@ def test_numba_is_imported_only_by_a_large_narrow_round() -> None:
         cwd=ROOT,
     )
     assert done.stdout.split() == ([str(HAS_NUMBA)] * 2), done.stderr
+
+
+def test_the_accumulator_answers_while_its_first_large_narrow_round_compiles() -> None:
+    import tf_accum as tfa
+
+    raw = tfa.raw_ops
+    compiling, finish = threading.Event(), threading.Event()
+
+    def slow_compile() -> half_kernel.Kernels:
+        compiling.set()
+        assert finish.wait(WAIT)
+        raise RuntimeError("no compiler")  # then the numpy path does the sum
+
+    size = half_kernel.MIN_ELEMENTS
+    h = raw.ResourceConditionalAccumulator(dtype=tfa.float16, shape=[size])
+    with fresh_loader(), mock.patch.object(half_kernel, "_compile", slow_compile):
+        first = Background(
+            raw.ResourceAccumulatorApplyGradient,
+            handle=h,
+            local_step=0,
+            gradient=np.ones(size, np.float16),
+        )
+        try:
+            assert compiling.wait(WAIT)
+            # the compilation does not hold the accumulator's lock
+            answer = Background(raw.ResourceAccumulatorNumAccumulated, handle=h)
+            assert answer.result(WAIT) == 0
+            assert not first.done()
+        finally:
+            finish.set()  # never leave the loader half-way for later tests
+            first.result(WAIT)
+    assert raw.ResourceAccumulatorNumAccumulated(handle=h) == 1
+    taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float16)
+    assert taken.dtype == np.float16 and bool((taken == 1).all())
+    raw.DestroyResourceOp(resource=h)

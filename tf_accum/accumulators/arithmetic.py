@@ -486,9 +486,10 @@ class BFloat16Sum(_NarrowSum):
     def add(self, gradient: Array) -> None:
         # No scan first: infinities add in float32 as they do in bfloat16, and a
         # NaN (from the gradient, or infinities of opposite signs) shows in each
-        # chunk's maximum (or the compiled loop's answer). Rounding leaves NaNs NaNs (their low 16 bits are zero);
-        # ml_dtypes returns them canonical, keeping the sign. The round then
-        # continues with ml_dtypes' arithmetic, where NaN meets NaN.
+        # chunk's maximum (or the compiled loop's answer). Rounding leaves NaNs
+        # NaNs (their low 16 bits are zero); ml_dtypes returns them canonical,
+        # keeping the sign. The round then continues with ml_dtypes'
+        # arithmetic, where NaN meets NaN.
         if self.exact is not None:
             _add_quietly(self.exact, gradient)
             return
