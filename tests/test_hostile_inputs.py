@@ -234,6 +234,63 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
         attempt(fail_at)
 
 
+class _ConvertingPutFails(np.ndarray):  # type: ignore[type-arg]
+    """A slot map whose ``put`` fails for want of memory whenever numpy would
+    first convert the indices or values into a new array (as it does for any
+    other dtype than the map's and intp); once only."""
+
+    failed = False
+
+    def put(self, indices: Any, values: Any, mode: Any = "raise") -> None:
+        converts = np.asarray(values).dtype != self.dtype or np.asarray(indices).dtype != np.intp
+        if converts and not _ConvertingPutFails.failed:
+            _ConvertingPutFails.failed = True
+            raise MemoryError("no room to convert what is put")
+        np.asarray(self).put(indices, values, mode)
+
+
+# (earlier gradients' indices, the applied gradient's): row 60 makes the slot
+# map cover every row of the 64 (the apply does not replace the map)
+_MAPPED_MERGES = {
+    "new rows after": ([[3, 9, 60]], [61, 63]),
+    "new rows between": ([[3, 60]], [2, 7, 50]),
+    "mostly held": ([[*range(9), 60]], [*range(9), 63]),
+    "mixed": ([[3, 9, 60], [4]], [1, 3, 9, 12]),
+}
+
+
+@pytest.mark.parametrize("case", list(_MAPPED_MERGES))
+def test_a_sparse_apply_writes_the_slot_map_without_converting(case: str) -> None:
+    """The slot map is written after the rows: a put that had to convert its
+    operands (allocating) could fail there and leave rows added but not
+    indexed; if it fails anyway, the round is as it was."""
+    earlier, failing = _MAPPED_MERGES[case]
+    shape, width = [64, 16], 16
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
+    for value, indices in enumerate(earlier, start=1):
+        _sparse_apply(h, indices, width, value)
+    state = current_table().lookup(h)._round
+    assert state.places is not None and max(failing) < state.places.shape[0]
+    state.places = state.places.view(_ConvertingPutFails)
+    _ConvertingPutFails.failed = False
+    try:
+        _sparse_apply(h, failing, width, len(earlier) + 1)
+    except MemoryError:
+        assert tfa.accumulator_stats(h)["num_accumulated"] == len(earlier)
+        _sparse_apply(h, failing, width, len(earlier) + 1)
+    result = raw.SparseAccumulatorTakeGradient(
+        handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
+    )
+    raw.DestroyResourceOp(resource=h)
+    expected: dict[int, list[float]] = {}
+    for value, indices in enumerate([*earlier, failing], start=1):
+        for i in indices:
+            expected.setdefault(i, []).append(float(value))
+    assert result.indices.tolist() == sorted(expected)
+    means = [sum(v) / len(v) for _, v in sorted(expected.items())]
+    np.testing.assert_array_equal(result.values, np.repeat([means], width, axis=0).T)
+
+
 # --- item 3: string attributes ----------------------------------------------------
 
 

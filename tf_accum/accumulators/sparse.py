@@ -505,7 +505,10 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         if not in_order:
             # two sorted runs: the stable sort (a merge sort) merges them in one pass
             keys.sort(kind="stable")
-        places, marks = state.places, new_slots + 1
+        places = state.places
+        # int32, the map's dtype: a put that had to convert them would allocate
+        # after the rows are written
+        marks = np.add(new_slots, 1, dtype=np.int32)
         if added == k:
             self._append_rows(state, rows, fresh_at)
         elif added * MOSTLY_HELD <= k:
