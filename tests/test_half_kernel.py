@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import subprocess
 import sys
 import threading
@@ -26,7 +27,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import WAIT, Background
+from tests.helpers import WAIT, Background, in_forked_child
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
 from tf_accum.accumulators import arithmetic, half_kernel
 
@@ -328,6 +329,38 @@ def test_threads_starting_at_once_compile_once() -> None:
         results = [call.result(WAIT) for call in calls]
     assert len(made) == 1
     assert all(result is sentinel for result in results)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_a_child_forked_while_the_loops_compile_uses_numpy() -> None:
+    """The compiling thread is not in the child, and numba's own compiler lock
+    stays held there: compiling again would wait forever."""
+    compiling, finish = threading.Event(), threading.Event()
+    compiles: list[int] = []
+
+    def slow_compile() -> half_kernel.Kernels:
+        compiles.append(os.getpid())
+        compiling.set()
+        assert finish.wait(WAIT)  # in the child: a compile that never ends
+        raise RuntimeError("no compiler")
+
+    def load_in_child() -> str:
+        found: list[Any] = []
+        loader = threading.Thread(target=lambda: found.append(half_kernel.load()), daemon=True)
+        loader.start()
+        loader.join(WAIT / 2)
+        return "hung" if not found else repr(found[0])
+
+    with fresh_loader(), mock.patch.object(half_kernel, "_compile", slow_compile):
+        first = Background(half_kernel.load)
+        try:
+            assert compiling.wait(WAIT)
+            assert in_forked_child(load_in_child) == "None"
+        finally:
+            finish.set()
+            first.result(WAIT)
+    assert compiles == [os.getpid()]
 
 
 def test_numba_is_imported_only_by_a_large_narrow_round() -> None:

@@ -112,8 +112,13 @@ _tried = False
 
 
 def _forget_lock() -> None:
-    # a child forked while another thread compiled would find the lock held forever
-    global _lock
+    # A child forked while another thread compiled would find the lock held
+    # forever, and compiling again would wait forever too, on numba's own
+    # compiler lock (held by that thread, which the child does not have): such
+    # a child uses numpy for good.
+    global _lock, _tried
+    if _lock.locked() and not _tried:
+        _tried = True
     _lock = threading.Lock()
 
 
