@@ -224,3 +224,39 @@ def test_the_host_runs_only_accumulator_operations(ray_table) -> None:
         timeout=PROCESS_WAIT,
     )
     assert count == num(h) == 1
+
+
+class _UnreachableHost:
+    """An actor handle whose calls Ray refuses at once (as for a dead actor)."""
+
+    class _Method:
+        def __init__(self, refuse: bool) -> None:
+            self.refuse = refuse
+
+        def remote(self, *args: object) -> object:
+            import ray
+
+            if self.refuse:
+                raise ray.exceptions.RayActorError()
+            return "life token"
+
+    hold = _Method(refuse=False)
+    run = _Method(refuse=True)
+
+
+def test_withdrawing_from_an_unreachable_host_cancels_the_other_takes() -> None:
+    """A withdrawal is a cancellation callback (and runs while an interrupt is
+    handled): a host that cannot be called must not stop the other callbacks."""
+    from tf_accum.accumulators.cancellation import Cancellation
+    from tf_accum.distributed.proxy import HostLink
+
+    link = HostLink("c", _UnreachableHost(), "instance", "caller", same_machine=False)
+    cancellation = Cancellation()
+    seen: list[str] = []
+    cancellation.register(lambda _error: link.withdraw(link.new_attempt(), "cancelled"))
+    cancellation.register(lambda error: seen.append(error.message))
+    assert cancellation.cancel(errors.CancelledError(None, None, "closed"))
+    assert seen == ["closed"]
+    assert link.stale  # the next call finds the host anew
+    with pytest.raises(errors.UnavailableError, match="host process died"):
+        link.submit("num_accumulated", "instance", 1)

@@ -10,6 +10,7 @@ UnavailableError or InternalError.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -141,7 +142,12 @@ class HostLink:
 
     def withdraw(self, attempt: str, reason: str) -> None:
         # Not waited for: the take's own call returns once it is withdrawn.
-        self.submit("withdraw", self.instance, attempt, reason)
+        # Never raises: it runs while an interrupt is handled (which an error
+        # would replace) and as a cancellation callback (where it would stop
+        # the run's other takes being cancelled). A host that cannot be called
+        # fails the take's own call instead.
+        with contextlib.suppress(errors.OpError):
+            self.submit("withdraw", self.instance, attempt, reason)
 
 
 class RemoteAccumulator:
