@@ -234,7 +234,7 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
         attempt(fail_at)
 
 
-class _ConvertingPutFails(np.ndarray):  # type: ignore[type-arg]
+class _ConvertingPutFails(np.ndarray):
     """A slot map whose ``put`` fails for want of memory whenever numpy would
     first convert the indices or values into a new array (as it does for any
     other dtype than the map's and intp); once only."""
@@ -269,7 +269,7 @@ def test_a_sparse_apply_writes_the_slot_map_without_converting(case: str) -> Non
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
     for value, indices in enumerate(earlier, start=1):
         _sparse_apply(h, indices, width, value)
-    state = current_table().lookup(h)._round
+    state = current_table().lookup(h)._round  # type: ignore[attr-defined]
     assert state.places is not None and max(failing) < state.places.shape[0]
     state.places = state.places.view(_ConvertingPutFails)
     _ConvertingPutFails.failed = False
