@@ -7,7 +7,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Optional
 
-import ml_dtypes
 import numpy as np
 
 from tf_accum import errors
@@ -140,8 +139,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         self._add: Callable[[Any, np.ndarray[Any, Any]], None] = sum_adder(self.numpy_dtype)
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
-        # float16/bfloat16: the compiled loops (optional) are loaded before the lock
-        self._narrow = self.numpy_dtype in (np.float16, ml_dtypes.bfloat16)
+        # float16/bfloat16: the optional compiled loops are loaded before the lock
+        self._narrow = self.numpy_dtype in half_kernel.NARROW_DTYPES
 
     def _fits_declared(self, shape: tuple[int, ...]) -> bool:
         if self._exact_shape is not None:
@@ -159,7 +158,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         buffer without another copy.
         """
         shape = gradient.shape
-        if self._narrow and gradient.size >= half_kernel.MIN_ELEMENTS:
+        if self._narrow and half_kernel.load_pending(gradient.dtype, gradient.size):
             # the first load compiles for about a second: not while holding the lock
             half_kernel.load()
         with self._lock:

@@ -28,9 +28,13 @@ import os
 import threading
 from typing import Any, NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 Array = np.ndarray[Any, Any]
+
+# The dtypes whose sums use the loops.
+NARROW_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 # Rounds of this many elements load the loops (importing numba and compiling:
 # about 1.1 s, once per process). Measured with benchmarks/bench_half_kernel.py:
@@ -159,6 +163,13 @@ def load() -> Kernels | None:
     if _tried:
         return _kernels
     return _load_locked()
+
+
+def load_pending(dtype: np.dtype[Any], size: int) -> bool:
+    """Whether a round of ``size`` elements of ``dtype`` would call :func:`load`
+    before it has been tried: callers that must not block (a lock holder, an
+    event loop) load first, elsewhere."""
+    return not _tried and size >= MIN_ELEMENTS and dtype in NARROW_DTYPES
 
 
 def loaded() -> Kernels | None:

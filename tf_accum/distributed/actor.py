@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings
@@ -238,6 +239,13 @@ class AccumulatorHost:
     async def apply_dense(
         self, instance: str, entry_id: int, local_step: int, gradient: Any
     ) -> Failure | None:
+        size = math.prod(gradient.shape)
+        if half_kernel.load_pending(np.dtype(gradient.dtype), size):
+            # Compiling the float16/bfloat16 loops takes about a second: on a
+            # thread of its own, not on the event loop that serves every
+            # accumulator of the container.
+            await asyncio.get_running_loop().run_in_executor(None, half_kernel.load)
+
         def merge(accumulator: AccumulatorBase[Any]) -> None:
             array = self._mappings.array(gradient) if type(gradient) is Bulk else gradient
             accumulator.apply_dense(local_step, array)
