@@ -30,8 +30,8 @@ def running_sum(gradient: Any, loops: bool) -> Any:
             total = arithmetic.start_sum(gradient, gradient.dtype)
     else:  # as if numba were missing
         with (
-            mock.patch.object(half_kernel, "_tried", True),
-            mock.patch.object(half_kernel, "_kernels", None),
+            mock.patch.object(half_kernel.LOADER, "tried", True),
+            mock.patch.object(half_kernel.LOADER, "kernels", None),
         ):
             total = arithmetic.start_sum(gradient, gradient.dtype)
     assert (total._kernels is not None) == loops

@@ -54,8 +54,8 @@ def numpy_only() -> Iterator[None]:
     """As if numba were missing: every sum on the numpy path."""
     with (
         small_thresholds(),
-        mock.patch.object(half_kernel, "_tried", True),
-        mock.patch.object(half_kernel, "_kernels", None),
+        mock.patch.object(half_kernel.LOADER, "tried", True),
+        mock.patch.object(half_kernel.LOADER, "kernels", None),
     ):
         yield
 
@@ -67,8 +67,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def fresh_loader() -> Iterator[None]:
     """half_kernel as if nothing had been loaded yet (restored afterwards)."""
     with (
-        mock.patch.object(half_kernel, "_tried", False),
-        mock.patch.object(half_kernel, "_kernels", None),
+        mock.patch.object(half_kernel.LOADER, "tried", False),
+        mock.patch.object(half_kernel.LOADER, "kernels", None),
     ):
         yield
 

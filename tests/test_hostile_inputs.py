@@ -3,9 +3,12 @@ creation, argument types, timeouts, counter limits, and error classes."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import threading
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,6 +16,7 @@ import pytest
 import tf_accum as tfa
 from tests.helpers import Background, wait_for_waiting
 from tf_accum import errors
+from tf_accum.accumulators import sparse_kernel
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -168,6 +172,22 @@ def _sparse_apply(h: Any, indices: list[int], width: int, value: float) -> None:
     )
 
 
+def _assert_took_means(h: Any, earlier: list[list[int]], last: list[int], width: int) -> None:
+    """A take (then destroy) of ``h`` gives each row the mean of the values
+    ``_sparse_apply`` gave it: 1, 2, ... for the gradients ``earlier``, then ``last``."""
+    result = raw.SparseAccumulatorTakeGradient(
+        handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
+    )
+    raw.DestroyResourceOp(resource=h)
+    expected: dict[int, list[float]] = {}
+    for value, indices in enumerate([*earlier, last], start=1):
+        for i in indices:
+            expected.setdefault(i, []).append(float(value))
+    assert result.indices.tolist() == sorted(expected)
+    means = [sum(v) / len(v) for _, v in sorted(expected.items())]
+    np.testing.assert_array_equal(result.values, np.repeat([means], width, axis=0).T)
+
+
 # (declared shape, earlier gradients' indices, the failing gradient's indices):
 # with and without a declared first dimension (packed keys or an index array),
 # with and without a slot map (wide rows vs a huge first dimension), new rows
@@ -186,9 +206,25 @@ _MERGES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
 }
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def row_adds(request: Any) -> Iterator[str]:
+    """Held rows added by numpy, then by the compiled loop (sparse_kernel)."""
+    kernels = None
+    if request.param == "compiled":
+        if importlib.util.find_spec("numba") is None:
+            pytest.skip("numba (the fast extra) is not installed")
+        kernels = sparse_kernel.load()
+        assert kernels is not None
+    with (
+        mock.patch.object(sparse_kernel.LOADER, "tried", True),
+        mock.patch.object(sparse_kernel.LOADER, "kernels", kernels),
+    ):
+        yield request.param
+
+
 @pytest.mark.parametrize("case", list(_MERGES))
 def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
-    case: str, monkeypatch: Any
+    case: str, monkeypatch: Any, row_adds: str
 ) -> None:
     """A MemoryError at any numpy function call of an apply leaves the round
     exactly as it was: the same gradient applied again afterwards is counted
@@ -229,9 +265,36 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
         return numpy.calls
 
     calls = attempt(None)
+    assert row_adds
     assert calls >= 3  # the apply does reach numpy
     for fail_at in range(1, calls + 1):
         attempt(fail_at)
+
+
+@pytest.mark.parametrize(
+    "case",  # those with held rows (new rows only are copied, with no loop)
+    [name for name, (_, earlier, last) in _MERGES.items() if set(last) & set(sum(earlier, []))],
+)
+def test_a_compiled_row_add_failing_for_want_of_memory_changes_nothing(case: str) -> None:
+    """The compiled loop is the apply's last write to the rows: if calling it
+    fails (numba converting its arguments, say), the round is as it was."""
+    shape, earlier, failing = _MERGES[case]
+    width = shape[1]
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
+    for value, indices in enumerate(earlier, start=1):
+        _sparse_apply(h, indices, width, value)
+    no_room = mock.Mock(side_effect=MemoryError("no room to call the loop"))
+    broken = sparse_kernel.Kernels(add_rows=no_room, add_or_set_rows=no_room)
+    with (
+        mock.patch.object(sparse_kernel.LOADER, "tried", True),
+        mock.patch.object(sparse_kernel.LOADER, "kernels", broken),
+        pytest.raises(MemoryError),
+    ):
+        _sparse_apply(h, failing, width, len(earlier) + 1)
+    assert no_room.call_count == 1
+    assert tfa.accumulator_stats(h)["num_accumulated"] == len(earlier)
+    _sparse_apply(h, failing, width, len(earlier) + 1)
+    _assert_took_means(h, earlier, failing, width)
 
 
 class _ConvertingPutFails(np.ndarray):
@@ -260,7 +323,7 @@ _MAPPED_MERGES = {
 
 
 @pytest.mark.parametrize("case", list(_MAPPED_MERGES))
-def test_a_sparse_apply_writes_the_slot_map_without_converting(case: str) -> None:
+def test_a_sparse_apply_writes_the_slot_map_without_converting(case: str, row_adds: str) -> None:
     """The slot map is written after the rows: a put that had to convert its
     operands (allocating) could fail there and leave rows added but not
     indexed; if it fails anyway, the round is as it was."""
@@ -278,17 +341,7 @@ def test_a_sparse_apply_writes_the_slot_map_without_converting(case: str) -> Non
     except MemoryError:
         assert tfa.accumulator_stats(h)["num_accumulated"] == len(earlier)
         _sparse_apply(h, failing, width, len(earlier) + 1)
-    result = raw.SparseAccumulatorTakeGradient(
-        handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
-    )
-    raw.DestroyResourceOp(resource=h)
-    expected: dict[int, list[float]] = {}
-    for value, indices in enumerate([*earlier, failing], start=1):
-        for i in indices:
-            expected.setdefault(i, []).append(float(value))
-    assert result.indices.tolist() == sorted(expected)
-    means = [sum(v) / len(v) for _, v in sorted(expected.items())]
-    np.testing.assert_array_equal(result.values, np.repeat([means], width, axis=0).T)
+    _assert_took_means(h, earlier, failing, width)
 
 
 # --- item 3: string attributes ----------------------------------------------------

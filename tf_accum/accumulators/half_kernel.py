@@ -24,12 +24,12 @@ used: same results, slower.
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
+
+from tf_accum.accumulators.compiled_loader import Loader
 
 Array = np.ndarray[Any, Any]
 
@@ -110,26 +110,6 @@ class Kernels(NamedTuple):
     add_bfloat16: Any
 
 
-_lock = threading.Lock()
-_kernels: Kernels | None = None
-_tried = False
-
-
-def _forget_lock() -> None:
-    # A child forked while another thread compiled would find the lock held
-    # forever, and compiling again would wait forever too, on numba's own
-    # compiler lock (held by that thread, which the child does not have): such
-    # a child uses numpy for good.
-    global _lock, _tried
-    if _lock.locked() and not _tried:
-        _tried = True
-    _lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_lock)
-
-
 def _compile() -> Kernels:
     import numba
     from numba import types
@@ -152,39 +132,24 @@ def _compile() -> Kernels:
     )
 
 
-def load() -> Kernels | None:
-    """The compiled loops, or None when numba is not available.
+# _compile is looked up at each load: tests replace it
+LOADER: Loader[Kernels] = Loader(lambda: _compile())
 
-    The first call imports numba and compiles (once per process; concurrent
-    first calls wait for one compilation); later calls return at once. Any
-    failure (numba missing, an incompatible numba or numpy, a compiler error)
-    gives None, for good: the callers then use numpy.
-    """
-    if _tried:
-        return _kernels
-    return _load_locked()
+
+def load() -> Kernels | None:
+    """The compiled loops, or None when numba is not available (see
+    :meth:`compiled_loader.Loader.load`: compiled once per process)."""
+    return LOADER.load()
 
 
 def load_pending(dtype: np.dtype[Any], size: int) -> bool:
     """Whether a round of ``size`` elements of ``dtype`` would call :func:`load`
     before it has been tried: callers that must not block (a lock holder, an
     event loop) load first, elsewhere."""
-    return not _tried and size >= MIN_ELEMENTS and dtype in NARROW_DTYPES
+    return not LOADER.tried and size >= MIN_ELEMENTS and dtype in NARROW_DTYPES
 
 
 def loaded() -> Kernels | None:
     """The compiled loops if an earlier :func:`load` made them, else None
     (never imports or compiles)."""
-    return _kernels
-
-
-def _load_locked() -> Kernels | None:
-    global _kernels, _tried
-    with _lock:
-        if not _tried:
-            try:
-                _kernels = _compile()
-            except Exception:  # whatever goes wrong, numpy still gives the same bits
-                _kernels = None
-            _tried = True
-    return _kernels
+    return LOADER.kernels

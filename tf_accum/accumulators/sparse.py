@@ -34,12 +34,14 @@ over instead.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Optional
 
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.arithmetic import (
     COPY_PARALLEL_MIN_ELEMENTS,
     divide_in_place,
@@ -191,6 +193,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
         self._add = in_place_adder(self.numpy_dtype)
+        # float32/float64: the optional compiled row adds are loaded before the lock
+        self._compiled_dtype = self.numpy_dtype in sparse_kernel.KERNEL_DTYPES
         self._round: SparseRound | None = None
         # the last round's buffers, kept for the next round
         self._spare: _Spare | None = None
@@ -317,6 +321,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         """
         declared_error, increasing = self.check_gradient(indices, values, gradient_shape)
         index, rows, borrowed = normalize(indices, values, increasing)
+        if self._compiled_dtype and sparse_kernel.load_pending(self.numpy_dtype, values.size):
+            # the first load compiles for about half a second: not while holding the lock
+            sparse_kernel.load()
         with self._lock:
             if self._closed:
                 raise missing_resource_error(self.label)
@@ -511,13 +518,14 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         marks = np.add(new_slots, 1, dtype=np.int32)
         if added == k:
             self._append_rows(state, rows, fresh_at)
-        elif added * MOSTLY_HELD <= k:
+        elif added * MOSTLY_HELD <= k or self._loops_for(state, slots, rows) is not None:
             # mostly rows the round holds: one gather, add and scatter over all
             # the gradient's rows (new rows get their slots, and their values
-            # rather than a sum) costs less than splitting the gradient in two
+            # rather than a sum) costs less than splitting the gradient in two;
+            # the compiled loop does any mix in one pass, with no gather
             np.put(slots, fresh_at, new_slots)
             state.counts[used : used + added] = 0
-            self._add_to_held_rows(state, slots, rows, fresh_at)
+            self._add_to_held_rows(state, slots, rows, fresh_at, fresh)
         else:
             hit_at = np.flatnonzero(~fresh)
             hit_slots, hit = np.take(slots, hit_at), np.take(rows, hit_at, axis=0)
@@ -548,16 +556,49 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         counts[: state.used] = state.counts[: state.used]
         state.rows, state.counts, state.items = rows, counts, None
 
+    def _loops_for(
+        self, state: SparseRound, slots: Array, hit: Array
+    ) -> sparse_kernel.Kernels | None:
+        """The compiled loops if they are loaded and take these arrays, else None."""
+        kernels = sparse_kernel.loaded()
+        if (
+            kernels is not None
+            and self._compiled_dtype
+            and hit.dtype == state.rows.dtype
+            and slots.dtype == np.int64
+            and hit.flags.c_contiguous
+            and hit.flags.aligned
+            and state.rows.flags.c_contiguous
+        ):
+            return kernels
+        return None
+
     def _add_to_held_rows(
-        self, state: SparseRound, slots: Array, hit: Array, fresh_at: Array | None = None
+        self,
+        state: SparseRound,
+        slots: Array,
+        hit: Array,
+        fresh_at: Array | None = None,
+        fresh: Array | None = None,
     ) -> None:
         """Add ``hit[i]`` to the row of ``slots[i]``; the slots are distinct.
 
-        The rows ``fresh_at`` (free slots) are set to ``hit``'s rows instead.
-        The new rows and counts are made aside and written back last by
-        in-place array methods, which allocate nothing: a MemoryError changes
-        nothing.
+        The rows ``fresh_at`` (free slots; ``fresh`` marks them) are set to
+        ``hit``'s rows instead. The new rows and counts are made aside and
+        written back last by in-place array methods, which allocate nothing
+        (or by the compiled loop, which allocates nothing either): a
+        MemoryError changes nothing.
         """
+        kernels = self._loops_for(state, slots, hit)
+        if kernels is not None:
+            width = math.prod(state.rows.shape[1:])
+            rows = state.rows.reshape(state.rows.shape[0], width)
+            hit = hit.reshape(hit.shape[0], width)
+            if fresh is None:
+                kernels.add_rows(rows, state.counts, slots, hit)
+            else:
+                kernels.add_or_set_rows(rows, state.counts, slots, hit, fresh)
+            return
         counts = np.take(state.counts, slots)
         counts += 1
         if hit.size:

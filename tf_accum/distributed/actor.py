@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators import half_kernel
+from tf_accum.accumulators import half_kernel, sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings
@@ -261,6 +261,10 @@ class AccumulatorHost:
         values: Any,
         gradient_shape: Any,
     ) -> Failure | None:
+        dtype = getattr(values, "dtype", None)
+        if dtype is not None and sparse_kernel.load_pending(np.dtype(dtype), values.size):
+            # the compiled row adds: off the event loop, as for apply_dense
+            await asyncio.get_running_loop().run_in_executor(None, sparse_kernel.load)
         return self._apply(
             instance,
             entry_id,

@@ -1,0 +1,366 @@
+"""The compiled scatter-add of the sparse accumulator
+(tf_accum/accumulators/sparse_kernel.py) gives the bits of the numpy path it
+replaces, and is optional.
+
+The side-by-side tests run the same applies twice, with the compiled loops
+and with numpy only, and compare the bits of the takes. They need numba (the
+``fast`` extra) and skip without it; the fallback tests run either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tf_accum as tfa
+from tests.helpers import WAIT, Background
+from tf_accum.accumulators import sparse_kernel
+
+raw = tfa.raw_ops
+Array = np.ndarray[Any, Any]
+HAS_NUMBA = importlib.util.find_spec("numba") is not None
+needs_numba = pytest.mark.skipif(not HAS_NUMBA, reason="numba (the fast extra) is not installed")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def compiled() -> sparse_kernel.Kernels:
+    kernels = sparse_kernel.load()
+    assert kernels is not None, "numba is installed but the loops did not compile"
+    return kernels
+
+
+class Spy:
+    """The compiled loops, counting their calls by name."""
+
+    def __init__(self, kernels: sparse_kernel.Kernels) -> None:
+        self.calls: list[str] = []
+
+        def counted(name: str) -> Any:
+            fn = getattr(kernels, name)
+
+            def call(*args: Any) -> Any:
+                self.calls.append(name)
+                return fn(*args)
+
+            return call
+
+        self.kernels = sparse_kernel.Kernels(
+            *(counted(name) for name in sparse_kernel.Kernels._fields)
+        )
+
+
+@contextlib.contextmanager
+def using(kernels: sparse_kernel.Kernels | None) -> Iterator[None]:
+    """Every sparse apply with ``kernels`` (None: numpy only, as without numba)."""
+    with (
+        mock.patch.object(sparse_kernel.LOADER, "tried", True),
+        mock.patch.object(sparse_kernel.LOADER, "kernels", kernels),
+    ):
+        yield
+
+
+@contextlib.contextmanager
+def fresh_loader() -> Iterator[None]:
+    """sparse_kernel as if nothing had been loaded yet (restored afterwards)."""
+    with (
+        mock.patch.object(sparse_kernel.LOADER, "tried", False),
+        mock.patch.object(sparse_kernel.LOADER, "kernels", None),
+    ):
+        yield
+
+
+# declared shape per index layout (the width is appended): packed keys with a
+# slot map, packed keys searched (a huge first dimension), an index array
+LAYOUTS: dict[str, list[int | None]] = {
+    "keys, map": [64],
+    "keys, no map": [10**9],
+    "index array": [None],
+}
+
+
+def apply_all(
+    layout: str,
+    dtype: Any,
+    reduction: str,
+    width: tuple[int, ...],
+    gradients: list[tuple[list[int], Array]],
+) -> Any:
+    shape = [*LAYOUTS[layout], *width]
+    known = layout != "index array"
+    h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)
+    try:
+        for indices, values in gradients:
+            raw.SparseAccumulatorApplyGradient(
+                handle=h,
+                local_step=0,
+                gradient_indices=np.array(indices, np.int64),
+                gradient_values=values,
+                gradient_shape=shape if known else [],
+                has_known_shape=known,
+            )
+        return raw.SparseAccumulatorTakeGradient(handle=h, num_required=len(gradients), dtype=dtype)
+    finally:
+        raw.DestroyResourceOp(resource=h)
+
+
+def bits(values: Array) -> Array:
+    return values.view(np.uint32 if values.dtype == np.float32 else np.uint64)
+
+
+DTYPES: dict[str, tuple[Any, Any]] = {
+    "float32": (tfa.float32, np.float32),
+    "float64": (tfa.float64, np.float64),
+}
+
+
+@st.composite
+def rounds(draw: Any) -> tuple[tuple[int, ...], list[tuple[list[int], Array]], str]:
+    width = draw(st.sampled_from([(), (0,), (1,), (3,), (2, 5), (17,)]))
+    np_dtype = DTYPES[draw(st.sampled_from(sorted(DTYPES)))][1]
+    pool = draw(st.sampled_from([4, 12, 64]))
+    # finite, and small enough that normalize() summing up to 24 duplicates
+    # stays finite (it warns on overflow); special values: see below
+    bound = float(np_dtype(1e37 if np_dtype == np.float32 else 1e306))
+    elements = st.floats(-bound, bound, width=32 if np_dtype == np.float32 else 64)
+    gradients = []
+    for _ in range(draw(st.integers(1, 6))):
+        # duplicates and unsorted indices: summed by normalize() first
+        indices = draw(st.lists(st.integers(0, pool - 1), min_size=0, max_size=24))
+        values = np.array(
+            draw(st.lists(elements, min_size=len(indices) * int(np.prod(width)),
+                          max_size=len(indices) * int(np.prod(width)))),
+            np_dtype,
+        ).reshape((len(indices), *width))  # fmt: skip
+        gradients.append((indices, values))
+    return width, gradients, "float32" if np_dtype == np.float32 else "float64"
+
+
+@needs_numba
+@settings(max_examples=200, deadline=None)
+@given(
+    layout=st.sampled_from(sorted(LAYOUTS)),
+    reduction=st.sampled_from(["MEAN", "SUM"]),
+    case=rounds(),
+)
+def test_compiled_and_numpy_applies_give_the_same_bits(layout, reduction, case) -> None:
+    width, gradients, kind = case
+    dtype = DTYPES[kind][0]
+    with using(compiled()):
+        fast = apply_all(layout, dtype, reduction, width, gradients)
+    with using(None):
+        slow = apply_all(layout, dtype, reduction, width, gradients)
+    np.testing.assert_array_equal(fast.indices, slow.indices)
+    np.testing.assert_array_equal(fast.shape, slow.shape)
+    assert fast.values.dtype == slow.values.dtype == DTYPES[kind][1]
+    assert fast.values.shape == slow.values.shape
+    np.testing.assert_array_equal(bits(fast.values), bits(slow.values))
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", sorted(DTYPES))
+def test_special_values_add_to_the_same_bits(kind: str) -> None:
+    """Infinities, NaNs (with payloads), signed zeros, subnormals, overflow."""
+    dtype, np_dtype = DTYPES[kind]
+    info = np.finfo(np_dtype)
+    uint = np.uint32 if np_dtype == np.float32 else np.uint64
+    nan_payload = (np.array([np.nan], np_dtype).view(uint) | uint(5)).view(np_dtype)[0]
+    special = np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, nan_payload, info.max, -info.max,
+         info.tiny, info.smallest_subnormal, -info.smallest_subnormal, 1.0, -1.0],
+        np_dtype,
+    )  # fmt: skip
+    n = special.size
+    held = special.repeat(n)  # every pair (held, added)
+    added = np.tile(special, n)
+    indices = list(range(n * n))
+    for layout in ("keys, map", "index array"):
+        results = []
+        for kernels in (compiled(), None):
+            with using(kernels), mock.patch.dict(LAYOUTS, {"keys, map": [n * n]}):
+                results.append(
+                    apply_all(layout, dtype, "SUM", (), [(indices, held), (indices, added)])
+                )
+        fast, slow = results
+        np.testing.assert_array_equal(bits(fast.values), bits(slow.values))
+        # and what numpy's own add gives, NaNs as NaNs
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.testing.assert_array_equal(fast.values, held + added)
+
+
+@needs_numba
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize(
+    "gradients, loop",
+    [
+        # held rows only; mostly held (a new row among many held ones); a mix
+        ([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]], "add_rows"),
+        ([[*range(9)], [*range(8), 63]], "add_or_set_rows"),
+        ([[3, 9], [1, 3, 9, 12]], "add_or_set_rows"),
+    ],
+)
+def test_held_rows_take_the_loops(layout: str, gradients: list[list[int]], loop: str) -> None:
+    spy = Spy(compiled())
+    pairs = [(g, np.full((len(g), 4), float(n), np.float32)) for n, g in enumerate(gradients, 1)]
+    with using(spy.kernels):
+        fast = apply_all(layout, tfa.float32, "SUM", (4,), pairs)
+    # the index array layout splits a mix in two (new rows appended, held ones added)
+    expected = "add_rows" if layout == "index array" else loop
+    assert spy.calls == [expected]
+    with using(None):
+        slow = apply_all(layout, tfa.float32, "SUM", (4,), pairs)
+    np.testing.assert_array_equal(bits(fast.values), bits(slow.values))
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    "dtype, np_dtype",
+    [(tfa.float16, np.float16), (tfa.bfloat16, ml_dtypes.bfloat16), (tfa.int32, np.int32),
+     (tfa.int64, np.int64), (tfa.complex64, np.complex64)],
+)  # fmt: skip
+def test_other_dtypes_stay_on_numpy(dtype: Any, np_dtype: Any) -> None:
+    spy = Spy(compiled())
+    gradients = [([1, 2], np.ones((2, 3), np_dtype)), ([2, 1], np.ones((2, 3), np_dtype))]
+    with using(spy.kernels):
+        taken = apply_all("keys, map", dtype, "SUM", (3,), gradients)
+    assert spy.calls == []
+    assert taken.values.dtype == np_dtype
+    np.testing.assert_array_equal(taken.values, np.full((2, 3), 2, np_dtype))
+
+
+@needs_numba
+@pytest.mark.parametrize("layout", ["strided", "transposed", "unaligned"])
+def test_gradients_not_contiguous_and_aligned_stay_on_numpy(layout: str) -> None:
+    spy = Spy(compiled())
+    base = np.arange(12, dtype=np.float64).reshape(4, 3)
+    values: Array
+    if layout == "strided":
+        values = np.repeat(base, 2, axis=1)[:, ::2]
+    elif layout == "transposed":
+        values = np.asfortranarray(base)
+    else:
+        values = np.frombuffer(bytes(1) + base.tobytes(), np.float64, 12, 1).reshape(4, 3)
+    gradients = [([0, 1, 2, 3], base), ([0, 1, 2, 3], values)]
+    with using(spy.kernels):
+        taken = apply_all("keys, map", tfa.float64, "SUM", (3,), gradients)
+    assert spy.calls == []
+    np.testing.assert_array_equal(taken.values, base * 2)
+
+
+# --- optional, lazy, loaded before the lock ------------------------------------
+
+
+def sparse_round(size: int, rows: int = 4) -> None:
+    """Two applies of ``rows`` rows of ``size // rows`` float32 onto the same rows."""
+    width = size // rows
+    gradients = [(list(range(rows)), np.ones((rows, width), np.float32))] * 2
+    taken = apply_all("keys, map", tfa.float32, "MEAN", (width,), gradients)
+    np.testing.assert_array_equal(taken.values, np.ones((rows, width), np.float32))
+
+
+@needs_numba
+def test_only_a_large_gradient_loads_the_loops() -> None:
+    kernels = compiled()
+    compile_ = mock.Mock(return_value=kernels)
+    with (
+        fresh_loader(),
+        mock.patch.object(sparse_kernel, "MIN_ELEMENTS", 40),
+        mock.patch.object(sparse_kernel, "_compile", compile_),
+    ):
+        sparse_round(36)
+        assert compile_.call_count == 0 and sparse_kernel.loaded() is None
+        sparse_round(40)
+        assert sparse_kernel.loaded() is kernels
+        sparse_round(8)
+    assert compile_.call_count == 1
+
+
+@pytest.mark.parametrize("failure", ["numba missing", "compiler error"])
+def test_without_the_loops_numpy_does_the_adds(failure: str) -> None:
+    failing = mock.Mock(side_effect=RuntimeError("no compiler"))
+    patch = (
+        mock.patch.dict(sys.modules, {"numba": None})  # import fails
+        if failure == "numba missing"
+        else mock.patch.object(sparse_kernel, "_compile", failing)
+    )
+    with fresh_loader(), patch, mock.patch.object(sparse_kernel, "MIN_ELEMENTS", 8):
+        sparse_round(8)
+        sparse_round(8)
+        assert sparse_kernel.LOADER.tried and sparse_kernel.loaded() is None
+    assert failing.call_count == (1 if failure == "compiler error" else 0)
+
+
+def test_numba_is_imported_only_by_a_large_sparse_gradient() -> None:
+    code = (
+        "import sys, numpy as np, tf_accum as tfa\n"
+        "from tf_accum.accumulators import sparse_kernel\n"
+        "raw = tfa.raw_ops\n"
+        "def round_of(size):\n"
+        "    h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=[4, size // 4])\n"
+        "    for _ in range(2):\n"
+        "        raw.SparseAccumulatorApplyGradient(handle=h, local_step=0,\n"
+        "            gradient_indices=np.arange(4), gradient_values=np.ones((4, size // 4),\n"
+        "            np.float32), gradient_shape=[4, size // 4], has_known_shape=True)\n"
+        "    taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2,\n"
+        "                                              dtype=tfa.float32)\n"
+        "    assert bool((taken.values == 1).all())\n"
+        "round_of(sparse_kernel.MIN_ELEMENTS - 4)\n"
+        "assert 'numba' not in sys.modules\n"
+        "round_of(sparse_kernel.MIN_ELEMENTS)\n"
+        "print('numba' in sys.modules, sparse_kernel.loaded() is not None)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        cwd=ROOT,
+    )
+    assert done.stdout.split() == ([str(HAS_NUMBA)] * 2), done.stderr
+
+
+def test_the_accumulator_answers_while_its_first_large_sparse_gradient_compiles() -> None:
+    compiling, finish = threading.Event(), threading.Event()
+
+    def slow_compile() -> sparse_kernel.Kernels:
+        compiling.set()
+        assert finish.wait(WAIT)
+        raise RuntimeError("no compiler")  # then numpy does the adds
+
+    size = sparse_kernel.MIN_ELEMENTS
+    shape = [4, size // 4]
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=shape)
+    with fresh_loader(), mock.patch.object(sparse_kernel, "_compile", slow_compile):
+        first = Background(
+            raw.SparseAccumulatorApplyGradient,
+            handle=h,
+            local_step=0,
+            gradient_indices=np.arange(4),
+            gradient_values=np.ones(shape, np.float32),
+            gradient_shape=shape,
+            has_known_shape=True,
+        )
+        try:
+            assert compiling.wait(WAIT)
+            # the compilation does not hold the accumulator's lock
+            answer = Background(raw.AccumulatorNumAccumulated, handle=h)
+            assert answer.result(WAIT) == 0
+            assert not first.done()
+        finally:
+            finish.set()  # never leave the loader half-way for later tests
+            first.result(WAIT)
+    assert raw.AccumulatorNumAccumulated(handle=h) == 1
+    raw.DestroyResourceOp(resource=h)
