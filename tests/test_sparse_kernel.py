@@ -259,6 +259,19 @@ def test_gradients_not_contiguous_and_aligned_stay_on_numpy(layout: str) -> None
     np.testing.assert_array_equal(taken.values, base * 2)
 
 
+@needs_numba
+def test_read_only_gradients_take_the_loops() -> None:
+    spy = Spy(compiled())
+    base = np.arange(12, dtype=np.float32).reshape(4, 3)
+    values = base.copy()
+    values.flags.writeable = False
+    gradients = [([0, 1, 2, 3], base), ([0, 1, 2, 3], values)]
+    with using(spy.kernels):
+        taken = apply_all("keys, map", tfa.float32, "SUM", (3,), gradients)
+    assert spy.calls == ["add_rows"]
+    np.testing.assert_array_equal(taken.values, base * 2)
+
+
 # --- optional, lazy, loaded before the lock ------------------------------------
 
 

@@ -4,7 +4,10 @@ Why: adding a gradient's rows to the rows a round already holds is, in numpy,
 a gather of the held rows into a temporary, the add, and a scatter back (plus
 a gather and a scatter of their counts): three passes over the rows and a
 temporary. One compiled loop adds each gradient row into its held row in
-place and counts it: about 3x faster for 1e3 rows of 64 float32, 2x for 1e4.
+place and counts it: an apply of 1e4 held rows of 64 float32 is about 3x
+faster, of 1e3 about 2x. A second loop also sets the gradient's new rows
+(free slots) in the same pass, so a gradient mixing held and new rows needs
+no gather of either part (with a declared first dimension).
 
 The loop does the same single add per element as numpy (``held + gradient``,
 in that order, in the rows' own dtype), so the bits are the same
@@ -32,13 +35,15 @@ Array = np.ndarray[Any, Any]
 # The dtypes whose rows use the loop: numba adds them exactly as numpy does.
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
-# Gradients of this many elements load the loop (importing numba and
-# compiling: about 0.5 s, once per process). Measured with
-# benchmarks/bench_sparse_kernel.py: adding 1e4 held rows of 64 float32
-# (640k elements) saves about 120 us, repaying the compilation within about
-# 4000 applies; 1e3 rows (64k elements) save about 15 us, 30000 applies.
-# Smaller gradients use the loop only when a large one has loaded it (see
-# :func:`loaded`): it is faster there too (4 us against 0.4 us for one row).
+# Gradients of this many elements load the loops (importing numba and
+# compiling: about 1.2 s, once per process; 0.5 s of it compiling when
+# numba is imported already). Measured with benchmarks/bench_sparse_kernel.py,
+# one apply of k held rows of 64 float32: from 4096 rows (262,144 elements)
+# it saves about 120 us (188 -> 69 us), repaying the one-off cost within about
+# 10,000 applies, as half_kernel's threshold does; 1e4 rows save 330 us (3700
+# applies); 1e3 rows only 18 us (67,000). Smaller gradients use the loops
+# only when a large one has loaded them (see :func:`loaded`): they are faster
+# there too (1.9x at 1e3 rows, 1.2x at 16).
 MIN_ELEMENTS = 262_144
 
 
