@@ -100,3 +100,89 @@ def in_forked_child(work: Callable[[], str]) -> str:
         outcome = pipe.read()
     assert code == 0, f"the forked child exited with {code}: {outcome}"
     return outcome
+
+
+class BlockedCompile:
+    """A stand-in for a kernel module's ``_compile``: it says it has started
+    (``compiling``), waits until ``finish`` is set, then fails, so that numpy
+    does the work (as when numba cannot compile)."""
+
+    def __init__(self) -> None:
+        self.compiling, self.finish = threading.Event(), threading.Event()
+
+    def __call__(self) -> Any:
+        self.compiling.set()
+        assert self.finish.wait(WAIT)
+        raise RuntimeError("no compiler")
+
+
+def fresh_kernels(module: Any, compile: Callable[[], Any] | None = None) -> Any:
+    """A context in which a kernel module (half_kernel, sparse_kernel) has
+    loaded nothing yet, optionally with ``compile`` as its ``_compile``."""
+    from contextlib import ExitStack
+    from unittest import mock
+
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(module.LOADER, "tried", False))
+    stack.enter_context(mock.patch.object(module.LOADER, "kernels", None))
+    if compile is not None:
+        stack.enter_context(mock.patch.object(module, "_compile", compile))
+    return stack
+
+
+def python_output(code: str) -> str:
+    """What ``code`` prints, run by this Python in a new process from the
+    project's root (it must succeed within two minutes)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def assert_answers_while_compiling(
+    module: Any, apply: Callable[[], Any], count: Callable[[], Any]
+) -> None:
+    """``apply`` (an accumulator's first large apply) compiles ``module``'s
+    loops without holding the accumulator's lock: ``count`` (its number of
+    gradients) answers meanwhile. The compilation then fails and numpy
+    applies the gradient."""
+    blocked = BlockedCompile()
+    with fresh_kernels(module, blocked):
+        first = Background(apply)
+        try:
+            assert blocked.compiling.wait(WAIT)
+            assert Background(count).result(WAIT) == 0
+            assert not first.done()
+        finally:
+            blocked.finish.set()  # never leave the loader half-way for later tests
+            first.result(WAIT)
+    assert count() == 1
+
+
+class Spy:
+    """A kernel module's compiled loops (a NamedTuple of functions) as
+    ``kernels``, the same loops counting their calls by name in ``calls``."""
+
+    def __init__(self, kernels: Any) -> None:
+        self.calls: list[str] = []
+
+        def counted(name: str) -> Any:
+            fn = getattr(kernels, name)
+
+            def call(*args: Any) -> Any:
+                self.calls.append(name)
+                return fn(*args)
+
+            return call
+
+        self.kernels = type(kernels)(*(counted(name) for name in kernels._fields))

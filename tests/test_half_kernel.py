@@ -12,12 +12,10 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -27,7 +25,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import WAIT, Background, in_forked_child
+from tests.helpers import (
+    WAIT,
+    Background,
+    Spy,
+    assert_answers_while_compiling,
+    fresh_kernels,
+    in_forked_child,
+    python_output,
+)
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
 from tf_accum.accumulators import arithmetic, half_kernel
 
@@ -60,17 +66,9 @@ def numpy_only() -> Iterator[None]:
         yield
 
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@contextlib.contextmanager
-def fresh_loader() -> Iterator[None]:
+def fresh_loader() -> Any:
     """half_kernel as if nothing had been loaded yet (restored afterwards)."""
-    with (
-        mock.patch.object(half_kernel.LOADER, "tried", False),
-        mock.patch.object(half_kernel.LOADER, "kernels", None),
-    ):
-        yield
+    return fresh_kernels(half_kernel)
 
 
 LAYOUTS = ["contiguous", "read-only", "strided", "transposed", "unaligned"]
@@ -160,24 +158,6 @@ def test_only_a_large_round_loads_the_loops_then_every_round_uses_them(kind: str
         assert start(10) is kernels and compile_.call_count == 1
         assert start(9) is kernels and start(11) is kernels
     assert compile_.call_count == 1
-
-
-class Spy:
-    """The compiled loops, counting their calls."""
-
-    def __init__(self, kernels: half_kernel.Kernels) -> None:
-        self.calls: list[str] = []
-
-        def counted(name: str) -> Any:
-            fn = getattr(kernels, name)
-
-            def call(*args: Any) -> Any:
-                self.calls.append(name)
-                return fn(*args)
-
-            return call
-
-        self.kernels = half_kernel.Kernels(*(counted(name) for name in half_kernel.Kernels._fields))
 
 
 @needs_numba
@@ -380,47 +360,22 @@ def test_numba_is_imported_only_by_a_large_narrow_round() -> None:
         "round_of(half_kernel.MIN_ELEMENTS)\n"
         "print('numba' in sys.modules, half_kernel.load() is not None)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-    )
-    assert done.stdout.split() == ([str(HAS_NUMBA)] * 2), done.stderr
+    assert python_output(code).split() == [str(HAS_NUMBA)] * 2
 
 
 def test_the_accumulator_answers_while_its_first_large_narrow_round_compiles() -> None:
     import tf_accum as tfa
 
     raw = tfa.raw_ops
-    compiling, finish = threading.Event(), threading.Event()
-
-    def slow_compile() -> half_kernel.Kernels:
-        compiling.set()
-        assert finish.wait(WAIT)
-        raise RuntimeError("no compiler")  # then the numpy path does the sum
-
     size = half_kernel.MIN_ELEMENTS
     h = raw.ResourceConditionalAccumulator(dtype=tfa.float16, shape=[size])
-    with fresh_loader(), mock.patch.object(half_kernel, "_compile", slow_compile):
-        first = Background(
-            raw.ResourceAccumulatorApplyGradient,
-            handle=h,
-            local_step=0,
-            gradient=np.ones(size, np.float16),
-        )
-        try:
-            assert compiling.wait(WAIT)
-            # the compilation does not hold the accumulator's lock
-            answer = Background(raw.ResourceAccumulatorNumAccumulated, handle=h)
-            assert answer.result(WAIT) == 0
-            assert not first.done()
-        finally:
-            finish.set()  # never leave the loader half-way for later tests
-            first.result(WAIT)
-    assert raw.ResourceAccumulatorNumAccumulated(handle=h) == 1
+    assert_answers_while_compiling(
+        half_kernel,
+        lambda: raw.ResourceAccumulatorApplyGradient(
+            handle=h, local_step=0, gradient=np.ones(size, np.float16)
+        ),
+        lambda: raw.ResourceAccumulatorNumAccumulated(handle=h),
+    )
     taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float16)
     assert taken.dtype == np.float16 and bool((taken == 1).all())
     raw.DestroyResourceOp(resource=h)

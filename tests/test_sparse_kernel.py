@@ -10,12 +10,8 @@ and with numpy only, and compare the bits of the takes. They need numba (the
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -26,14 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_accum as tfa
-from tests.helpers import WAIT, Background
+from tests.helpers import Spy, assert_answers_while_compiling, fresh_kernels, python_output
+from tests.test_half_kernel import HAS_NUMBA, needs_numba
 from tf_accum.accumulators import sparse_kernel
 
 raw = tfa.raw_ops
 Array = np.ndarray[Any, Any]
-HAS_NUMBA = importlib.util.find_spec("numba") is not None
-needs_numba = pytest.mark.skipif(not HAS_NUMBA, reason="numba (the fast extra) is not installed")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def compiled() -> sparse_kernel.Kernels:
@@ -42,42 +36,12 @@ def compiled() -> sparse_kernel.Kernels:
     return kernels
 
 
-class Spy:
-    """The compiled loops, counting their calls by name."""
-
-    def __init__(self, kernels: sparse_kernel.Kernels) -> None:
-        self.calls: list[str] = []
-
-        def counted(name: str) -> Any:
-            fn = getattr(kernels, name)
-
-            def call(*args: Any) -> Any:
-                self.calls.append(name)
-                return fn(*args)
-
-            return call
-
-        self.kernels = sparse_kernel.Kernels(
-            *(counted(name) for name in sparse_kernel.Kernels._fields)
-        )
-
-
 @contextlib.contextmanager
 def using(kernels: sparse_kernel.Kernels | None) -> Iterator[None]:
     """Every sparse apply with ``kernels`` (None: numpy only, as without numba)."""
     with (
         mock.patch.object(sparse_kernel.LOADER, "tried", True),
         mock.patch.object(sparse_kernel.LOADER, "kernels", kernels),
-    ):
-        yield
-
-
-@contextlib.contextmanager
-def fresh_loader() -> Iterator[None]:
-    """sparse_kernel as if nothing had been loaded yet (restored afterwards)."""
-    with (
-        mock.patch.object(sparse_kernel.LOADER, "tried", False),
-        mock.patch.object(sparse_kernel.LOADER, "kernels", None),
     ):
         yield
 
@@ -288,7 +252,7 @@ def test_only_a_large_gradient_loads_the_loops() -> None:
     kernels = compiled()
     compile_ = mock.Mock(return_value=kernels)
     with (
-        fresh_loader(),
+        fresh_kernels(sparse_kernel),
         mock.patch.object(sparse_kernel, "MIN_ELEMENTS", 40),
         mock.patch.object(sparse_kernel, "_compile", compile_),
     ):
@@ -308,7 +272,7 @@ def test_without_the_loops_numpy_does_the_adds(failure: str) -> None:
         if failure == "numba missing"
         else mock.patch.object(sparse_kernel, "_compile", failing)
     )
-    with fresh_loader(), patch, mock.patch.object(sparse_kernel, "MIN_ELEMENTS", 8):
+    with fresh_kernels(sparse_kernel), patch, mock.patch.object(sparse_kernel, "MIN_ELEMENTS", 8):
         sparse_round(8)
         sparse_round(8)
         assert sparse_kernel.LOADER.tried and sparse_kernel.loaded() is None
@@ -334,46 +298,25 @@ def test_numba_is_imported_only_by_a_large_sparse_gradient() -> None:
         "round_of(sparse_kernel.MIN_ELEMENTS)\n"
         "print('numba' in sys.modules, sparse_kernel.loaded() is not None)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-        cwd=ROOT,
-    )
-    assert done.stdout.split() == ([str(HAS_NUMBA)] * 2), done.stderr
+    assert python_output(code).split() == [str(HAS_NUMBA)] * 2
 
 
 def test_the_accumulator_answers_while_its_first_large_sparse_gradient_compiles() -> None:
-    compiling, finish = threading.Event(), threading.Event()
-
-    def slow_compile() -> sparse_kernel.Kernels:
-        compiling.set()
-        assert finish.wait(WAIT)
-        raise RuntimeError("no compiler")  # then numpy does the adds
-
-    size = sparse_kernel.MIN_ELEMENTS
-    shape = [4, size // 4]
+    shape = [4, sparse_kernel.MIN_ELEMENTS // 4]
     h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=shape)
-    with fresh_loader(), mock.patch.object(sparse_kernel, "_compile", slow_compile):
-        first = Background(
-            raw.SparseAccumulatorApplyGradient,
+    values = np.ones(shape, np.float32)
+    assert_answers_while_compiling(
+        sparse_kernel,
+        lambda: raw.SparseAccumulatorApplyGradient(
             handle=h,
             local_step=0,
             gradient_indices=np.arange(4),
-            gradient_values=np.ones(shape, np.float32),
+            gradient_values=values,
             gradient_shape=shape,
             has_known_shape=True,
-        )
-        try:
-            assert compiling.wait(WAIT)
-            # the compilation does not hold the accumulator's lock
-            answer = Background(raw.AccumulatorNumAccumulated, handle=h)
-            assert answer.result(WAIT) == 0
-            assert not first.done()
-        finally:
-            finish.set()  # never leave the loader half-way for later tests
-            first.result(WAIT)
-    assert raw.AccumulatorNumAccumulated(handle=h) == 1
+        ),  # fmt: skip
+        lambda: raw.AccumulatorNumAccumulated(handle=h),
+    )
+    taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float32)
+    np.testing.assert_array_equal(taken.values, values)
     raw.DestroyResourceOp(resource=h)

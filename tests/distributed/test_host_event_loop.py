@@ -5,36 +5,43 @@ loop of the test's own (the loop is the same one Ray would give it)."""
 from __future__ import annotations
 
 import asyncio
-import threading
-from unittest import mock
+from typing import Any
 
 import numpy as np
+import pytest
 
 import tf_accum as tfa
-from tests.helpers import WAIT
+from tests.helpers import WAIT, BlockedCompile, fresh_kernels
 from tf_accum.accumulators import half_kernel, sparse_kernel
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.actor import AccumulatorHost
 
 
-def test_the_first_large_narrow_apply_compiles_off_the_event_loop() -> None:
-    compiling, finish = threading.Event(), threading.Event()
-
-    def slow_compile() -> half_kernel.Kernels:
-        compiling.set()
-        assert finish.wait(WAIT)
-        raise RuntimeError("no compiler")  # then the numpy path does the sum
-
+def dense_narrow() -> tuple[Any, AccumulatorSpec, tuple[Any, ...]]:
     size = half_kernel.MIN_ELEMENTS
     spec = AccumulatorSpec("dense", tfa.float16, (size,), "MEAN")
+    return half_kernel, spec, ("apply_dense", 0, np.ones(size, np.float16))
+
+
+def sparse_rows() -> tuple[Any, AccumulatorSpec, tuple[Any, ...]]:
+    shape = (4, sparse_kernel.MIN_ELEMENTS // 4)
+    spec = AccumulatorSpec("sparse", tfa.float32, shape, "MEAN")
+    values = np.ones(shape, np.float32)
+    return sparse_kernel, spec, ("apply_sparse", 0, np.arange(4), values, None)
+
+
+@pytest.mark.parametrize("case", [dense_narrow, sparse_rows])
+def test_the_first_large_apply_compiles_off_the_event_loop(case: Any) -> None:
+    """float16 (half_kernel) and sparse float32 (sparse_kernel) loops alike."""
+    module, spec, (op, *arguments) = case()
+    blocked = BlockedCompile()
 
     async def scenario() -> None:
         host = AccumulatorHost("test")
-        instance, entry = await host.run(("create", "narrow", "", spec, "caller", None))
-        gradient = np.ones(size, np.float16)
-        apply = asyncio.ensure_future(host.run(("apply_dense", instance, entry, 0, gradient)))
+        instance, entry = await host.run(("create", "big", "", spec, "caller", None))
+        apply = asyncio.ensure_future(host.run((op, instance, entry, *arguments)))
         try:
-            assert await asyncio.to_thread(compiling.wait, WAIT)
+            assert await asyncio.to_thread(blocked.compiling.wait, WAIT)
             # the loop answers other calls while the loops compile
             count = await asyncio.wait_for(
                 host.run(("num_accumulated", instance, entry)), timeout=WAIT
@@ -42,54 +49,12 @@ def test_the_first_large_narrow_apply_compiles_off_the_event_loop() -> None:
             assert count == 0
             assert not apply.done()
         finally:
-            finish.set()
+            blocked.finish.set()
         assert await asyncio.wait_for(apply, timeout=WAIT) is None
         assert await host.run(("num_accumulated", instance, entry)) == 1
         taken = await host.run(("take", instance, entry, 1, 0.0, "a", "caller", None))
-        assert taken.dtype == np.float16 and bool((taken == 1).all())
+        values = taken if op == "apply_dense" else taken.values
+        assert values.dtype == spec.dtype.as_numpy_dtype and bool((values == 1).all())
 
-    with (
-        mock.patch.object(half_kernel.LOADER, "tried", False),
-        mock.patch.object(half_kernel.LOADER, "kernels", None),
-        mock.patch.object(half_kernel, "_compile", slow_compile),
-    ):
-        asyncio.run(scenario())
-
-
-def test_the_first_large_sparse_apply_compiles_off_the_event_loop() -> None:
-    compiling, finish = threading.Event(), threading.Event()
-
-    def slow_compile() -> sparse_kernel.Kernels:
-        compiling.set()
-        assert finish.wait(WAIT)
-        raise RuntimeError("no compiler")  # then numpy adds the rows
-
-    shape = (4, sparse_kernel.MIN_ELEMENTS // 4)
-    spec = AccumulatorSpec("sparse", tfa.float32, shape, "MEAN")
-
-    async def scenario() -> None:
-        host = AccumulatorHost("test")
-        instance, entry = await host.run(("create", "rows", "", spec, "caller", None))
-        values = np.ones(shape, np.float32)
-        apply = asyncio.ensure_future(
-            host.run(("apply_sparse", instance, entry, 0, np.arange(4), values, None))
-        )
-        try:
-            assert await asyncio.to_thread(compiling.wait, WAIT)
-            # the loop answers other calls while the loops compile
-            count = await asyncio.wait_for(
-                host.run(("num_accumulated", instance, entry)), timeout=WAIT
-            )
-            assert count == 0
-            assert not apply.done()
-        finally:
-            finish.set()
-        assert await asyncio.wait_for(apply, timeout=WAIT) is None
-        assert await host.run(("num_accumulated", instance, entry)) == 1
-
-    with (
-        mock.patch.object(sparse_kernel.LOADER, "tried", False),
-        mock.patch.object(sparse_kernel.LOADER, "kernels", None),
-        mock.patch.object(sparse_kernel, "_compile", slow_compile),
-    ):
+    with fresh_kernels(module, blocked):
         asyncio.run(scenario())
