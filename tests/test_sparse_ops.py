@@ -94,6 +94,14 @@ class TestMerge:
         apply(h, [1], [[10]], step=1)
         check(take(h, 2), [1], [[6.5]], [5, 1])
 
+    def test_duplicates_overflowing_sum_to_infinity_quietly(self) -> None:
+        # as every other sum of the accumulator: no RuntimeWarning (an error here)
+        h = make([5, 2], reduction_type="SUM")
+        apply(h, [1, 1, 1], [[3e38, np.inf], [3e38, -np.inf], [0.0, 0.0]])
+        result = take(h, 1)
+        assert result.indices.tolist() == [1]
+        assert result.values[0, 0] == np.inf and np.isnan(result.values[0, 1])
+
     def test_unknown_dim_zero_has_no_range_check(self) -> None:  # S12
         h = make([None, 1])
         apply(h, [100], [[5]])

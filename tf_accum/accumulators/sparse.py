@@ -46,6 +46,7 @@ from tf_accum.accumulators.arithmetic import (
     COPY_PARALLEL_MIN_ELEMENTS,
     divide_in_place,
     in_place_adder,
+    quiet_float_errors,
     split_elementwise,
 )
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
@@ -157,7 +158,10 @@ def normalize(
     if starts.size != ordered.size:
         # numpy's add reductions widen integers narrower than 64 bits to
         # int64/uint64; duplicates must wrap in the gradient's own dtype.
-        rows = np.add.reduceat(rows, starts, axis=0, dtype=rows.dtype)
+        # quietly, as every other sum of the accumulator: an overflow is an
+        # infinity, not a warning
+        with quiet_float_errors():
+            rows = np.add.reduceat(rows, starts, axis=0, dtype=rows.dtype)
     return ordered[starts], rows, False
 
 
@@ -569,6 +573,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             and hit.flags.c_contiguous
             and hit.flags.aligned
             and state.rows.flags.c_contiguous
+            and state.rows.flags.writeable
         ):
             return kernels
         return None
