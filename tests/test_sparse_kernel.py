@@ -10,7 +10,9 @@ and with numpy only, and compare the bits of the takes. They need numba (the
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
@@ -22,9 +24,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_accum as tfa
-from tests.helpers import Spy, assert_answers_while_compiling, fresh_kernels, python_output
+from tests.helpers import (
+    WAIT,
+    Background,
+    BlockedCompile,
+    Spy,
+    assert_answers_while_compiling,
+    fresh_kernels,
+    in_forked_child,
+    python_output,
+)
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
-from tf_accum.accumulators import sparse_kernel
+from tf_accum.accumulators import half_kernel, sparse_kernel
 
 raw = tfa.raw_ops
 Array = np.ndarray[Any, Any]
@@ -320,3 +331,32 @@ def test_the_accumulator_answers_while_its_first_large_sparse_gradient_compiles(
     taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float32)
     np.testing.assert_array_equal(taken.values, values)
     raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_a_child_forked_while_the_other_loops_compile_uses_numpy() -> None:
+    """A child forked while half_kernel compiles does not compile the sparse
+    loops either: numba's compiler lock, held by the compiling thread (not in
+    the child), stays held there, and compiling would wait forever."""
+    blocked = BlockedCompile()
+
+    def load_in_child() -> str:
+        found: list[Any] = []
+        loader = threading.Thread(target=lambda: found.append(sparse_kernel.load()), daemon=True)
+        loader.start()
+        loader.join(WAIT / 2)
+        return "hung" if not found else repr(found[0])
+
+    with (
+        fresh_kernels(half_kernel, blocked),
+        fresh_kernels(sparse_kernel, mock.Mock(return_value="compiled")),
+    ):
+        first = Background(half_kernel.load)
+        try:
+            assert blocked.compiling.wait(WAIT)
+            assert in_forked_child(load_in_child) == "None"
+        finally:
+            blocked.finish.set()
+            first.result(WAIT)
+        assert not sparse_kernel.LOADER.tried  # the parent's loader is untouched

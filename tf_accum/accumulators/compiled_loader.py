@@ -2,7 +2,8 @@
 
 A :class:`Loader` wraps a function that imports numba and compiles a set of
 loops. The first :meth:`Loader.load` calls it (concurrent first calls wait for
-one compilation); any failure gives None for good, and the callers use numpy.
+one compilation; the loaders compile one at a time); any failure gives None for
+good, and the callers use numpy.
 Used by half_kernel (float16/bfloat16 sums) and sparse_kernel (sparse row
 adds): each loads its own loops, so a process compiles only what it uses.
 """
@@ -13,7 +14,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -28,21 +29,9 @@ class Loader(Generic[T]):
 
     def __init__(self, compile: Callable[[], T]) -> None:
         self._compile = compile
-        self._lock = threading.Lock()
         self.kernels: T | None = None
         self.tried = False
-        if hasattr(os, "register_at_fork"):
-            forget = weakref.WeakMethod(self._forget_lock)
-            os.register_at_fork(after_in_child=lambda: _call(forget))
-
-    def _forget_lock(self) -> None:
-        # A child forked while another thread compiled would find the lock held
-        # forever, and compiling again would wait forever too, on numba's own
-        # compiler lock (held by that thread, which the child does not have):
-        # such a child uses numpy for good.
-        if self._lock.locked() and not self.tried:
-            self.tried = True
-        self._lock = threading.Lock()
+        _loaders.add(self)
 
     def load(self) -> T | None:
         """The compiled loops, or None when numba is not available.
@@ -54,7 +43,7 @@ class Loader(Generic[T]):
         """
         if self.tried:
             return self.kernels
-        with self._lock:
+        with _lock:
             if not self.tried:
                 try:
                     self.kernels = self._compile()
@@ -68,7 +57,23 @@ class Loader(Generic[T]):
         return self.kernels
 
 
-def _call(method: weakref.WeakMethod[Callable[[], None]]) -> None:
-    bound = method()
-    if bound is not None:
-        bound()
+# One lock for every loader (compiling takes numba's own global lock anyway),
+# so that a forked child knows whether any compilation was under way.
+_lock = threading.Lock()
+_loaders: weakref.WeakSet[Loader[Any]] = weakref.WeakSet()
+
+
+def _forget_lock() -> None:
+    # A child forked while another thread compiled would find the lock held
+    # forever, and compiling any loops would wait forever too, on numba's own
+    # compiler lock (held by that thread, which the child does not have): such
+    # a child uses numpy for good, for every loader that has not loaded yet.
+    global _lock
+    if _lock.locked():
+        for loader in list(_loaders):
+            loader.tried = True
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_lock)
