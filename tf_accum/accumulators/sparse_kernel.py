@@ -11,10 +11,13 @@ no gather of either part (with a declared first dimension).
 
 The loop does the same single add per element as numpy (``held + gradient``,
 in that order, in the rows' own dtype), so the bits are the same
-(tests/test_sparse_kernel.py runs both side by side). It covers float32 and
-float64 rows only (C-contiguous, aligned); every other dtype or layout stays
-on numpy. It allocates nothing, so, like the numpy path's final writes, it
-cannot fail half-way for want of memory.
+(tests/test_sparse_kernel.py runs both side by side), except for the NaN a
+sum of two NaNs gives: the processor returns one operand's, whichever the
+compiler put first (numpy's own add may pick either, depending on the number
+of rows), so it is a NaN either way but its sign or payload may differ. It
+covers float32 and float64 rows only (C-contiguous, aligned); every other
+dtype or layout stays on numpy. It allocates nothing, so, like the numpy
+path's final writes, it cannot fail half-way for want of memory.
 
 numba is imported, and the loop compiled, only by :func:`load`, before the
 accumulator's lock, at the first sparse gradient of ``MIN_ELEMENTS`` or more
