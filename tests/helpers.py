@@ -102,6 +102,16 @@ def in_forked_child(work: Callable[[], str]) -> str:
     return outcome
 
 
+def loaded_on_a_thread(load: Callable[[], Any]) -> str:
+    """The repr of what ``load()`` returns on a thread of its own, or "hung"
+    if it has not returned within half of ``WAIT`` (for a forked child)."""
+    found: list[Any] = []
+    loader = threading.Thread(target=lambda: found.append(load()), daemon=True)
+    loader.start()
+    loader.join(WAIT / 2)
+    return "hung" if not found else repr(found[0])
+
+
 class BlockedCompile:
     """A stand-in for a kernel module's ``_compile``: it says it has started
     (``compiling``), waits until ``finish`` is set, then fails, so that numpy

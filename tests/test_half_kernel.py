@@ -32,6 +32,7 @@ from tests.helpers import (
     assert_answers_while_compiling,
     fresh_kernels,
     in_forked_child,
+    loaded_on_a_thread,
     python_output,
 )
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
@@ -325,18 +326,11 @@ def test_a_child_forked_while_the_loops_compile_uses_numpy() -> None:
         assert finish.wait(WAIT)  # in the child: a compile that never ends
         raise RuntimeError("no compiler")
 
-    def load_in_child() -> str:
-        found: list[Any] = []
-        loader = threading.Thread(target=lambda: found.append(half_kernel.load()), daemon=True)
-        loader.start()
-        loader.join(WAIT / 2)
-        return "hung" if not found else repr(found[0])
-
     with fresh_loader(), mock.patch.object(half_kernel, "_compile", slow_compile):
         first = Background(half_kernel.load)
         try:
             assert compiling.wait(WAIT)
-            assert in_forked_child(load_in_child) == "None"
+            assert in_forked_child(lambda: loaded_on_a_thread(half_kernel.load)) == "None"
         finally:
             finish.set()
             first.result(WAIT)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
 from unittest import mock
@@ -32,6 +31,7 @@ from tests.helpers import (
     assert_answers_while_compiling,
     fresh_kernels,
     in_forked_child,
+    loaded_on_a_thread,
     python_output,
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
@@ -341,13 +341,6 @@ def test_a_child_forked_while_the_other_loops_compile_uses_numpy() -> None:
     the child), stays held there, and compiling would wait forever."""
     blocked = BlockedCompile()
 
-    def load_in_child() -> str:
-        found: list[Any] = []
-        loader = threading.Thread(target=lambda: found.append(sparse_kernel.load()), daemon=True)
-        loader.start()
-        loader.join(WAIT / 2)
-        return "hung" if not found else repr(found[0])
-
     with (
         fresh_kernels(half_kernel, blocked),
         fresh_kernels(sparse_kernel, mock.Mock(return_value="compiled")),
@@ -355,7 +348,7 @@ def test_a_child_forked_while_the_other_loops_compile_uses_numpy() -> None:
         first = Background(half_kernel.load)
         try:
             assert blocked.compiling.wait(WAIT)
-            assert in_forked_child(load_in_child) == "None"
+            assert in_forked_child(lambda: loaded_on_a_thread(sparse_kernel.load)) == "None"
         finally:
             blocked.finish.set()
             first.result(WAIT)
