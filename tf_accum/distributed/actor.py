@@ -127,8 +127,8 @@ class AccumulatorHost:
         """Run one operation: ``request`` is (operation name, *its arguments).
 
         Ray serialises each argument of a call on its own, so one packed
-        argument makes a tiny call about a fifth cheaper than four separate
-        ones. Names outside ``OPERATIONS`` are refused as a Failure.
+        argument makes a tiny apply about 70 us (5%) cheaper than four
+        separate ones. Names outside ``OPERATIONS`` are refused as a Failure.
         """
         operation = request[0]
         if operation not in OPERATIONS:

@@ -17,7 +17,8 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.shapes import kernel_text
 
-_INT_RANGES = {"int64": (-(2**63), 2**63 - 1), "int32": (-(2**31), 2**31 - 1)}
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INT_RANGES = {"int64": (INT64_MIN, INT64_MAX), "int32": (-(2**31), 2**31 - 1)}
 
 
 def scalar_int(value: Any, arg_name: str, type_name: str) -> int:

@@ -9,11 +9,15 @@ import numpy as np
 from tf_accum.accumulators.cancellation import current_cancellation
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._convert import positive_num_required, scalar_int, tensor_array
+from tf_accum.raw_ops._convert import (
+    INT64_MAX,
+    INT64_MIN,
+    positive_num_required,
+    scalar_int,
+    tensor_array,
+)
 from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.raw_ops._timeout import check_timeout
-
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def apply_gradient(
@@ -35,7 +39,7 @@ def apply_gradient(
         array = array.astype(wanted)
         owned = True
     # a plain int in range is the common step: spared scalar_int's call (1-element applies)
-    if type(local_step) is not int or not _INT64_MIN <= local_step <= _INT64_MAX:
+    if type(local_step) is not int or not INT64_MIN <= local_step <= INT64_MAX:
         local_step = scalar_int(local_step, "local_step", "int64")
     acc.apply_dense(local_step, array, owned)
 
