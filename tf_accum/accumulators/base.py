@@ -142,6 +142,13 @@ class AccumulatorBase(ABC, Generic[Round]):
         self._n_timed_out = 0
         self._n_cancelled = 0
         self._n_interrupted = 0
+        # Adds running outside the lock (see stripes.py): a round is never handed
+        # over while one runs. While a waiting take could be served but for
+        # them, the gate is shut (held), and new applies wait at it, so the take
+        # is served as soon as they are done.
+        self._in_flight = 0
+        self._gate = threading.Lock()
+        self._gate_shut = False
 
     # --- subclass hooks -------------------------------------------------------
 
@@ -277,12 +284,14 @@ class AccumulatorBase(ABC, Generic[Round]):
         try:
             with self._lock:
                 self._check_open_locked()
-                if not self._waiting and self._count >= num_required:
+                if not self._waiting and self._count >= num_required and not self._in_flight:
                     count = self._count
                     served = (self._complete_round_locked(), count, self._served)
                 else:
                     attempt = _TakeAttempt(num_required)
                     self._enqueue_locked(attempt, cancellation)
+                    if self._in_flight:
+                        self._flush_locked()  # shuts the gate if only they hold it up
             if attempt is not None:
                 served = self._wait(attempt, timeout, cancellation)
             return self._finish_round(served[0], served[1])  # type: ignore[index]
@@ -333,7 +342,9 @@ class AccumulatorBase(ABC, Generic[Round]):
                     with interrupts.interruptible_wait():
                         woken = attempt.wakeup.acquire(True, wait)
                     if not woken and deadline is not None and time.monotonic() >= deadline:
-                        break
+                        if not self._ready_but_for_flights(attempt):
+                            break
+                        deadline = None  # served once the adds running now are done
             except BaseException as exc:
                 # Interrupted (Ctrl-C, or an exception injected into this thread).
                 self._relock()
@@ -368,6 +379,17 @@ class AccumulatorBase(ABC, Generic[Round]):
         if attempt.error is not None:
             raise attempt.error
         return attempt.outcome, attempt.count, attempt.serial  # type: ignore[return-value]
+
+    def _ready_but_for_flights(self, attempt: _TakeAttempt[Round]) -> bool:
+        """Whether ``attempt`` waits only for adds running outside the lock."""
+        with self._lock:
+            waiting = self._waiting
+            return bool(
+                self._in_flight
+                and waiting
+                and waiting[0] is attempt
+                and self._count >= attempt.num_required
+            )
 
     def _relock(self) -> None:
         """Hold the lock, whatever state an interrupted acquire left it in."""
@@ -416,7 +438,13 @@ class AccumulatorBase(ABC, Generic[Round]):
         return True
 
     def _flush_locked(self) -> None:
-        """Complete waiting takes from the front for as long as the counter allows."""
+        """Complete waiting takes from the front for as long as the counter allows
+        (once no add runs outside the lock), and open or shut the gate."""
+        if self._in_flight:
+            ready = bool(self._waiting) and self._count >= self._waiting[0].num_required
+            if ready != self._gate_shut:
+                self._set_gate_locked(ready)
+            return
         while self._waiting and self._count >= self._waiting[0].num_required:
             attempt = self._waiting.popleft()
             attempt.count = self._count
@@ -424,6 +452,37 @@ class AccumulatorBase(ABC, Generic[Round]):
             attempt.serial = self._served
             attempt.done = True
             attempt.wakeup.release()
+        if self._gate_shut:
+            self._set_gate_locked(False)
+
+    def _set_gate_locked(self, shut: bool) -> None:
+        # one statement each: an exception arriving between lines leaves the
+        # flag saying whether the gate is held
+        if shut:
+            self._gate_shut = self._gate.acquire()
+        else:
+            self._gate_shut = self._gate.release() or False  # type: ignore[func-returns-value]
+
+    def _wait_at_gate(self) -> None:
+        """Wait (without the lock) until the gate opens: a take that can be served
+        once the adds running outside the lock are done goes before this apply."""
+        self._gate.acquire() and self._gate.release()  # type: ignore[func-returns-value]
+
+    def _land(self, flight: Any) -> None:
+        """An add that ran outside the lock (noted in ``_in_flight``) is done:
+        count its gradient, once (``flight.landed`` says whether it was), and
+        serve the take it held up, if any."""
+        with self._lock:
+            if flight.landed:
+                self._flush_locked()  # again: an exception may have come before it
+                return
+            if self._closed:
+                self._in_flight, flight.landed = self._in_flight - 1, True
+                return
+            # one statement: counted exactly when its flight ends
+            self._in_flight, self._count, flight.landed = self._in_flight - 1, self._count + 1, True
+            self._n_accepted += 1
+            self._flush_locked()
 
     def _accepted_locked(self) -> None:
         """Count a merged gradient and serve whoever waits."""
@@ -440,6 +499,8 @@ class AccumulatorBase(ABC, Generic[Round]):
             self._closed = True
             self._count = 0
             self._detach_round_locked()
+            if self._gate_shut:
+                self._set_gate_locked(False)  # applies waiting at it find it closed
             while self._waiting:
                 attempt = self._waiting.popleft()
                 attempt.error = errors.CancelledError(

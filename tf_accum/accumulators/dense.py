@@ -10,8 +10,10 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators import half_kernel
+from tf_accum.accumulators import half_kernel, stripes
 from tf_accum.accumulators.arithmetic import (
+    PARALLEL_MIN_ELEMENTS,
+    WORKERS,
     RoundSum,
     divide_in_place,
     parallel_copy,
@@ -63,7 +65,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     A completed take hands the sum buffer itself to the taker, which divides it
     outside the lock; once the taker has let go of it (no array, view or weak
     reference left), a later round of its shape copies its first gradient into
-    it rather than into new memory (see RECYCLE_MIN_BYTES). (float16 and
+    it rather than into new memory (see RECYCLE_MIN_BYTES). The later
+    gradients of a large round are added outside the lock, through the
+    stripes of :mod:`stripes`, so that several threads add at once. (float16 and
     bfloat16 sums are kept in float32 and rounded per add: see
     arithmetic.start_sum.)
     """
@@ -137,6 +141,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         super().__init__(spec, label)
         self._watched = []
         self._add: Callable[[Any, np.ndarray[Any, Any]], None] = sum_adder(self.numpy_dtype)
+        self._stripes = stripes.Stripes()
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
         # float16/bfloat16: the optional compiled loops are loaded before the lock
@@ -161,29 +166,63 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if self._narrow and half_kernel.load_pending(gradient.dtype, gradient.size):
             # the first load compiles for about a second: not while holding the lock
             half_kernel.load()
-        with self._lock:
-            if self._closed:
-                raise missing_resource_error(self.label)
-            total = self._sum
-            if local_step >= self._global_step:
-                if total is not None:
-                    # the round's shape already fits the declared one
-                    if total.shape != shape:
-                        self._n_rejected += 1
-                        raise _shape_mismatch(kernel_text(total.shape), shape)
-                    self._add(total, gradient)
-                else:
-                    if not self._fits_declared(shape):
-                        self._n_rejected += 1
-                        raise _shape_mismatch(kernel_text(self.shape), shape)
-                    self._sum = self._start_round_locked(gradient, owned)
-                self._accepted_locked()
-            elif not self._fits_declared(shape):
-                # stale: only the declared attributes are checked (docs/departures.md T7)
-                self._n_rejected += 1
-                raise _shape_mismatch(kernel_text(self.shape), shape)
-            else:
-                self._stale_locked()
+        flight: stripes.StripedAdd | None = None  # an add running outside the lock
+        try:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        raise missing_resource_error(self.label)
+                    if not self._gate_shut:
+                        total = self._sum
+                        if local_step >= self._global_step:
+                            if total is not None:
+                                # the round's shape already fits the declared one
+                                if total.shape != shape:
+                                    self._n_rejected += 1
+                                    raise _shape_mismatch(kernel_text(total.shape), shape)
+                                if (
+                                    type(total) is np.ndarray
+                                    and total.size >= stripes.MIN_ELEMENTS
+                                    and self._striped(total)
+                                ):
+                                    # split when someone adds alongside
+                                    job = self._stripes.prepare(
+                                        total, gradient, self._in_flight > 0
+                                    )
+                                    # one statement: running exactly when noted so
+                                    self._in_flight, flight = self._in_flight + 1, job
+                                    break
+                                self._add(total, gradient)
+                            else:
+                                if not self._fits_declared(shape):
+                                    self._n_rejected += 1
+                                    raise _shape_mismatch(kernel_text(self.shape), shape)
+                                self._sum = self._start_round_locked(gradient, owned)
+                            self._accepted_locked()
+                        elif not self._fits_declared(shape):
+                            # stale: only the declared attributes are checked (docs/departures.md T7)
+                            self._n_rejected += 1
+                            raise _shape_mismatch(kernel_text(self.shape), shape)
+                        else:
+                            self._stale_locked()
+                        return
+                self._wait_at_gate()
+            # a later gradient of a large round: added while other applies add too
+            self._stripes.run(flight)
+            self._land(flight)
+        except BaseException:
+            if flight is not None:
+                # begun: the gradient goes in whole and is counted, then the error surfaces
+                self._stripes.finish(flight)
+                self._land(flight)
+            raise
+
+    @staticmethod
+    def _striped(total: np.ndarray[Any, Any]) -> bool:
+        """Whether later gradients of the round ``total`` (an array of at least
+        stripes.MIN_ELEMENTS) are added outside the lock, through the stripes:
+        larger sums split every add over the thread pool instead."""
+        return total.size < PARALLEL_MIN_ELEMENTS and WORKERS > 1 and total.flags.c_contiguous
 
     # counts its own rejections (above), sparing every apply the base's
     # counting wrapper: a Python frame on the 1-element path
