@@ -48,12 +48,10 @@ def _take(h: int, n: int, timeout: float | None = 10.0) -> np.ndarray[Any, Any]:
 
 def _quiet(acc: Any) -> bool:
     """No add running outside the lock, no stripe or gate held."""
-    locks = [*acc._stripes.locks, acc._gate]
-    free = all(lock.acquire(blocking=False) for lock in locks)
-    for lock in locks:
-        if lock.locked():
-            lock.release()
-    return free and acc._in_flight == 0 and not acc._gate_shut
+    got = [lock for lock in (*acc._stripes.locks, acc._gate) if lock.acquire(blocking=False)]
+    for lock in got:  # only those this check took
+        lock.release()
+    return len(got) == len(acc._stripes.locks) + 1 and acc._in_flight == 0 and not acc._gate_shut
 
 
 class _Paused:
@@ -126,18 +124,49 @@ def test_striped_sum_equals_the_serial_sum_bit_for_bit() -> None:
     assert _quiet(acc)
 
 
-def test_split_adds_of_odd_layouts_still_add_whole() -> None:
+def test_split_adds_of_odd_layouts_still_add_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     """A gradient that cannot be split without a copy (strided, another dtype
     converted by the op, sharing memory) is added in one call, still in order."""
     h, acc = _acc()
     base = np.arange(2 * SIZE, dtype=np.float32)
     strided = base[::2]
+    pieces: list[int] = []
+    original = stripes.Stripes.run
+
+    def spy(self: Any, job: stripes.StripedAdd) -> None:
+        pieces.append(len(job.bounds))
+        original(self, job)
+
+    monkeypatch.setattr(stripes.Stripes, "run", spy)
     _apply(h, np.ones(SIZE, np.float32))
+    acc._in_flight += 1  # pretend another add runs: a splittable gradient would split
     _apply(h, strided)
+    _apply(h, np.zeros(SIZE, np.float32))
+    acc._in_flight -= 1
+    assert pieces == [1, stripes.STRIPES]
     assert not stripes.splittable(np.zeros(SIZE, np.float32), strided)
     assert not stripes.splittable(base[:SIZE], base[:SIZE])
-    np.testing.assert_array_equal(_take(h, 2), 1 + strided)
+    np.testing.assert_array_equal(_take(h, 3), 1 + strided)
     assert _quiet(acc)
+
+
+def test_an_add_that_fails_leaves_the_round_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy failing the add itself (no memory for its buffers): the error
+    surfaces, the gradient is neither added nor counted, nothing stays held."""
+    h, acc = _acc()
+    _apply(h, np.ones(SIZE, np.float32))
+
+    def no_memory(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError("no memory for the add")
+
+    fake = type("numpy", (), {"add": staticmethod(no_memory)})
+    monkeypatch.setattr(stripes, "np", fake)
+    with pytest.raises(MemoryError):
+        _apply(h, np.arange(2 * SIZE, dtype=np.float32)[::2])
+    monkeypatch.undo()
+    assert _quiet(acc)
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1
+    np.testing.assert_array_equal(_take(h, 1), np.ones(SIZE, np.float32))
 
 
 def test_a_take_waits_for_an_add_running_outside_the_lock(

@@ -383,13 +383,16 @@ class AccumulatorBase(ABC, Generic[Round]):
     def _ready_but_for_flights(self, attempt: _TakeAttempt[Round]) -> bool:
         """Whether ``attempt`` waits only for adds running outside the lock."""
         with self._lock:
-            waiting = self._waiting
-            return bool(
-                self._in_flight
-                and waiting
-                and waiting[0] is attempt
-                and self._count >= attempt.num_required
-            )
+            return bool(self._in_flight) and self._front_ready_locked(attempt)
+
+    def _front_ready_locked(self, attempt: _TakeAttempt[Round] | None = None) -> bool:
+        """Whether the counter allows the front take (which is ``attempt``, if given)."""
+        waiting = self._waiting
+        return (
+            bool(waiting)
+            and (attempt is None or waiting[0] is attempt)
+            and self._count >= waiting[0].num_required
+        )
 
     def _relock(self) -> None:
         """Hold the lock, whatever state an interrupted acquire left it in."""
@@ -441,7 +444,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         """Complete waiting takes from the front for as long as the counter allows
         (once no add runs outside the lock), and open or shut the gate."""
         if self._in_flight:
-            ready = bool(self._waiting) and self._count >= self._waiting[0].num_required
+            ready = self._front_ready_locked()
             if ready != self._gate_shut:
                 self._set_gate_locked(ready)
             return
@@ -469,20 +472,24 @@ class AccumulatorBase(ABC, Generic[Round]):
         self._gate.acquire() and self._gate.release()  # type: ignore[func-returns-value]
 
     def _land(self, flight: Any) -> None:
-        """An add that ran outside the lock (noted in ``_in_flight``) is done:
-        count its gradient, once (``flight.landed`` says whether it was), and
-        serve the take it held up, if any."""
+        """An add that ran outside the lock (noted in ``_in_flight``) is over:
+        count its gradient if it went in (``flight.complete``), once
+        (``flight.landed`` says whether it was), and serve the take it held up,
+        if any."""
         with self._lock:
             if flight.landed:
                 self._flush_locked()  # again: an exception may have come before it
                 return
-            if self._closed:
-                self._in_flight, flight.landed = self._in_flight - 1, True
-                return
+            added = int(flight.complete and not self._closed)
             # one statement: counted exactly when its flight ends
-            self._in_flight, self._count, flight.landed = self._in_flight - 1, self._count + 1, True
-            self._n_accepted += 1
-            self._flush_locked()
+            self._in_flight, self._count, flight.landed = (
+                self._in_flight - 1,
+                self._count + added,
+                True,
+            )
+            self._n_accepted += added
+            if not self._closed:
+                self._flush_locked()
 
     def _accepted_locked(self) -> None:
         """Count a merged gradient and serve whoever waits."""

@@ -212,9 +212,12 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             self._land(flight)
         except BaseException:
             if flight is not None:
-                # begun: the gradient goes in whole and is counted, then the error surfaces
-                self._stripes.finish(flight)
-                self._land(flight)
+                # begun: the gradient goes in whole and is counted (or, if the
+                # add itself fails, neither), then the error surfaces
+                try:
+                    self._stripes.finish(flight)
+                finally:
+                    self._land(flight)
             raise
 
     @staticmethod

@@ -66,6 +66,11 @@ class StripedAdd:
         self.held: list[Any] = []  # locks
         self.landed = False
 
+    @property
+    def complete(self) -> bool:
+        """Whether every piece has been added."""
+        return self.done == len(self.bounds)
+
 
 class Stripes:
     """The stripe locks of one accumulator's sums (one round at a time)."""
@@ -85,19 +90,16 @@ class Stripes:
 
     def run(self, job: StripedAdd) -> None:
         """Do ``job``, ordered after every add already holding a stripe and
-        before every later one. An exception raised into this thread midway
-        does not stop it: every stripe gets its add and every lock goes back
-        first (:meth:`finish`), then the exception is raised."""
-        try:
-            with quiet_float_errors():
-                self._run(job)
-        except BaseException:
-            self.finish(job)
-            raise
+        before every later one. If this raises (an exception raised into this
+        thread midway), the caller completes the job with :meth:`finish`."""
+        with quiet_float_errors():
+            self._run(job)
 
     def finish(self, job: StripedAdd) -> None:
         """Complete ``job`` from wherever it stopped (or do all of it), and let
-        its locks go, even if that fails."""
+        its locks go, even if that fails. Only a whole add can fail for real
+        (numpy's buffers for a gradient :func:`splittable` refuses), and it
+        fails before writing anything: ``job.complete`` then stays false."""
         try:
             with quiet_float_errors():
                 self._run(job)
