@@ -271,6 +271,61 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
         attempt(fail_at)
 
 
+# (declared shape, earlier gradients' indices, the last gradient's indices) for
+# MEAN takes: a few rows touched twice (divided where they are held, before
+# the gather), mostly rows touched twice (divided in the result), and a buffer
+# handed over whole (in index order and exactly full).
+_TAKES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
+    "few twice, gathered": ([64, 4], [[1, 5, 9], [20, 30]], [5, 2]),
+    "few twice, copied in order": ([64, 4], [[1, 5, 9], [20, 30]], [5, 40]),
+    "mostly twice, gathered": ([64, 4], [[3, 9, 12]], [1, 3, 9, 12]),
+    "handed over": ([64, 4], [[1, 2, 3]], [2]),
+    "handed over, all twice": ([64, 4], [[1, 2, 3]], [1, 2, 3]),
+    "index array, few twice": ([None, 3], [[3, 9, 11], [4]], [1, 9]),
+}
+
+
+@pytest.mark.parametrize("case", list(_TAKES))
+def test_a_sparse_mean_take_failing_anywhere_puts_the_round_back_undivided(
+    case: str, monkeypatch: Any
+) -> None:
+    """A MemoryError at any numpy function call of a MEAN take leaves the round
+    as it was, rows undivided: the next take gives each row its mean."""
+    from tf_accum.accumulators import sparse
+
+    shape, earlier, last = _TAKES[case]
+    width = shape[1]
+
+    def attempt(fail_at: int | None) -> int:
+        h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
+        for value, indices in enumerate([*earlier, last], start=1):
+            _sparse_apply(h, indices, width, value)
+        numpy = _NumpyFailingAt(fail_at)
+        monkeypatch.setattr(sparse, "np", numpy)
+        try:
+            result = raw.SparseAccumulatorTakeGradient(
+                handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
+            )
+            assert fail_at is None, f"call {fail_at} did not fail"
+        except MemoryError:
+            assert numpy.calls == fail_at
+        finally:
+            monkeypatch.undo()
+        if fail_at is None:
+            raw.DestroyResourceOp(resource=h)
+            assert len(result.indices) == len({*sum(earlier, []), *last})
+            return numpy.calls
+        stats = tfa.accumulator_stats(h)
+        assert stats["num_accumulated"] == len(earlier) + 1 and stats["global_step"] == 0
+        _assert_took_means(h, earlier, last, width)
+        return numpy.calls
+
+    calls = attempt(None)
+    assert calls >= 3  # the take does reach numpy
+    for fail_at in range(1, calls + 1):
+        attempt(fail_at)
+
+
 @pytest.mark.parametrize(
     "case",  # those with held rows (new rows only are copied, with no loop)
     [name for name, (_, earlier, last) in _MERGES.items() if set(last) & set(sum(earlier, []))],

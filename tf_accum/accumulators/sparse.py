@@ -91,6 +91,9 @@ class SparseRound:
     used: int
     in_order: bool  # slots ascend with the index: rows are in index order
     items: Array | None = None  # ``rows`` as opaque items (see _rows_as_items), once made
+    # a take that divided rows in ``rows`` itself: (their slots, their items as
+    # they were), so that a take that fails later puts the round back undivided
+    undivided: tuple[Array, Array] | None = None
 
 
 @dataclass
@@ -215,7 +218,18 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     def _attach_round_locked(self, state: SparseRound | None) -> None:
         # a round put back may be what the spare was made from: never both
         self._spare = None
+        if state is not None and state.undivided is not None:
+            slots, saved = state.undivided
+            self._held_items(state).put(slots, saved)
+            state.undivided = None
         self._round = state
+
+    @staticmethod
+    def _held_items(state: SparseRound) -> Array:
+        items = state.items
+        if items is None:
+            items = state.items = _rows_as_items(state.rows)
+        return items
 
     # --- validation that needs no state (docs/departures.md T7: stale gradients too) ----
 
@@ -607,9 +621,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         counts = np.take(state.counts, slots)
         counts += 1
         if hit.size:
-            items = state.items
-            if items is None:
-                items = state.items = _rows_as_items(state.rows)
+            items = self._held_items(state)
             held_items = np.take(items, slots)
             held = held_items.view(state.rows.dtype).reshape(hit.shape)
             self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
@@ -635,23 +647,60 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         handed_over = state.in_order and used == state.rows.shape[0]
         if state.in_order:
             order = None  # the rows are in index order already
+        mean = self.reduction_type == "MEAN" and rows.size > 0
+        divided = mean and not handed_over and self._divide_held_rows(state)
         if handed_over:
             values = state.rows  # already in index order and exactly full: handed over
         elif order is not None:
             values = _gather(rows, order)
         else:
             values = rows.copy()
-        if self.reduction_type == "MEAN":
+        counts = state.counts[:used]
+        if mean and not divided and not handed_over:
             # after the copy: a take that fails before it (no memory for the
             # result) puts back the round's rows as they were, undivided
-            counts = state.counts[:used]
             _divide_rows(values, counts if order is None else counts[order])
         with self._lock:
             if self._spare is None and not self._closed:
                 # a handed-over buffer is the caller's now; the slot map stays ours
                 kept = values[:0].copy() if handed_over else state.rows
                 self._spare = _Spare(kept, state.counts, state.places, state.keys)
-        return SparseTakeResult(index, values, self._dense_shape(values.shape))
+        result = SparseTakeResult(index, values, self._dense_shape(values.shape))
+        if mean and handed_over:
+            # the round's own rows, divided where they are: last, once nothing
+            # else can fail, since a round put back must be undivided
+            _divide_rows(values, counts)
+        return result
+
+    def _divide_held_rows(self, state: SparseRound) -> bool:
+        """MEAN: divide the round's rows counted more than once where they are
+        held, before they are gathered into the result, when they are few; say
+        whether that was done. A few rows divided here cost less than finding
+        them again in index order (a gather of the counts and a pass over
+        them). Their undivided values are kept in ``state.undivided`` for a
+        take that fails after this, so the round goes back as it was."""
+        counts = state.counts[: state.used]
+        several = counts > 1
+        many = np.count_nonzero(several)
+        if many * 4 > counts.shape[0]:
+            # divided in the result: two copies of them here would take more
+            # memory than half the round's buffer
+            return False
+        if not many:
+            return True
+        picked = np.flatnonzero(several)
+        items = self._held_items(state)
+        saved = np.take(items, picked)
+        part = saved.copy()
+        tail = (1,) * (state.rows.ndim - 1)
+        divide_in_place(
+            part.view(state.rows.dtype).reshape((-1, *state.rows.shape[1:])),
+            np.take(counts, picked).reshape((-1, *tail)),
+        )
+        # recorded before the rows change: a put back restores them either way
+        state.undivided = (picked, saved)
+        items.put(picked, part)
+        return True
 
     def _dense_shape(self, values_shape: tuple[int, ...]) -> Array:
         declared = self.shape
