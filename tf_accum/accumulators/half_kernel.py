@@ -70,7 +70,11 @@ def largest_magnitude(bits: Array) -> int:
     the largest finite value, an infinity or NaN is among them."""
     largest = np.uint16(0)
     for i in range(bits.size):
-        largest = max(largest, bits[i] & _U16_MAGNITUDE)
+        magnitude = np.uint16(bits[i] & _U16_MAGNITUDE)
+        # a branch rather than max(): numba then keeps the loop in uint16 and
+        # vectorises it (1e6 elements: 37 against 127 us here)
+        if magnitude > largest:
+            largest = magnitude
     return int(largest)
 
 
