@@ -97,12 +97,12 @@ def test_concurrent_adds_give_every_element_the_same_order(
         _apply(h, np.full(size, 0.5, np.float32))  # the round's first gradient
         barrier = threading.Barrier(4)
 
-        def worker(part: np.ndarray[Any, Any]) -> None:
+        def worker(h: int, barrier: threading.Barrier, part: np.ndarray[Any, Any]) -> None:
             barrier.wait(10)
             for v in part:
                 _apply(h, np.full(size, v, np.float32))
 
-        workers = [Background(worker, values[i::4]) for i in range(4)]
+        workers = [Background(worker, h, barrier, values[i::4]) for i in range(4)]
         for w in workers:
             w.result()
         result = _take(h, 161)
