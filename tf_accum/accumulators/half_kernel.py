@@ -6,7 +6,10 @@ is about ten passes over the array per apply (widen, add, four or five for the
 rounding, a scan for infinities and NaNs), each a separate loop over memory.
 Fused into one loop compiled by numba, an apply of 1e6 elements reads the
 gradient and the sum once (plus one read of the gradient for the scan): several
-times faster, and faster than TensorFlow's own float16 kernel on this machine.
+times faster than numpy. (Against TensorFlow's own float16 kernel, which keeps
+its sum in float16 and so moves less memory, the apply was 0.9x on a machine
+whose 1e6-element arrays stayed in cache and 1.3-1.5x on one where they did
+not: see benchmarks/bench_table.py.)
 
 The loops do exactly the integer and float32 operations the numpy path does,
 element by element, so the bits are the same (tests/test_half_kernel.py runs
