@@ -143,6 +143,38 @@ def test_compiled_and_numpy_rounds_give_the_same_bits(kind, shape, terms, seed) 
 
 
 @needs_numba
+@pytest.mark.parametrize("block", [3, half_kernel.BLOCK])
+@pytest.mark.parametrize("special", [0x7C00, 0xFC00, 0x7E01])
+def test_a_float16_gradient_stopped_midway_by_an_infinity_adds_as_numpy_does(
+    block: int, special: int
+) -> None:
+    """The compiled loop scans and adds a block at a time and stops before a
+    block holding an infinity or NaN; numpy adds the rest. An infinity or NaN
+    just before, at, and just after each block edge of either thread's part,
+    in a round whose sums are near the largest half (the bound counts the
+    blocks the loop added), gives the bits of the numpy path."""
+    compiled()
+    size = 4 * block + 5  # two parts (small_thresholds: two threads), several blocks each
+    half_point = -(-size // 2)
+    edges = {0, 1, block - 1, block, block + 1, half_point - 1, half_point, half_point + block}
+    rng = np.random.default_rng(block)
+    for position in sorted(p for p in edges if 0 <= p < size):
+        gradients = []
+        for i in range(4):
+            values = rng.uniform(-3e4, 3e4, size).astype(np.float16).view(np.uint16)
+            if i == 2:
+                values[position] = special
+            gradients.append(values.view(np.float16))
+        with mock.patch.object(half_kernel, "BLOCK", block):
+            with_loops = round_bits(gradients, np.float16, loops=True)
+        without = round_bits(gradients, np.float16, loops=False)
+        for step, (fast, slow) in enumerate(zip(with_loops, without, strict=True)):
+            np.testing.assert_array_equal(fast, slow, err_msg=f"{position=}, {step=}")
+            reference = simple_sum(gradients[: step + 1]).view(np.uint16)
+            np.testing.assert_array_equal(fast, reference, err_msg=f"{position=}, {step=}")
+
+
+@needs_numba
 @pytest.mark.parametrize("kind", sorted(NARROW))
 def test_only_a_large_round_loads_the_loops_then_every_round_uses_them(kind: str) -> None:
     kernels = compiled()
@@ -177,7 +209,7 @@ def test_which_gradients_take_the_loops(kind: str, layout: str, compiled_add: bo
         spy.calls.clear()
         arithmetic.sum_adder(np.dtype(np_dtype))(total, laid_out(bits, (5, 8), np_dtype, layout))
         got = arithmetic.sum_result(total)
-    add = "add_half" if kind == "float16" else "add_bfloat16"
+    add = "add_half_checked" if kind == "float16" else "add_bfloat16"
     assert (add in spy.calls) == compiled_add
     # the two threads of small_thresholds: one call per thread, not per chunk
     assert spy.calls.count(add) in ((2,) if compiled_add else (0,))
@@ -209,7 +241,8 @@ def test_half_add_matches_numpy_for_every_finite_gradient() -> None:
         numpy_sum._widen(shadow_halves.view(np.float16), shadow)
         fast, slow = shadow.view(np.uint32).copy(), shadow.view(np.uint32).copy()
         order = rng.permutation(gradients)
-        kernels.add_half(fast, order)
+        largest = int(np.max(order & 0x7FFF))
+        assert kernels.add_half_checked(fast, order, half_kernel.BLOCK) == (largest, order.size)
         numpy_sum._add_chunk(
             slow.view(np.float32), order.view(np.float16), np.empty(order.size, np.uint32)
         )
@@ -264,6 +297,55 @@ def test_largest_magnitude_of_every_pattern() -> None:
         assert kernels.largest_magnitude(piece) == expected
 
 
+@needs_numba
+@pytest.mark.parametrize("clamp", [False, True])
+def test_narrowing_in_place_gives_the_numpy_narrowing(clamp: bool) -> None:
+    """Every finite half's image (and, when clamping, images of sums past the
+    largest half), narrowed over the shadow's own memory, in random order."""
+    kernels = compiled()
+    images = arithmetic.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
+    shadow = np.empty(finite_half_bits().size, np.float32)
+    images._widen(
+        np.random.default_rng(14).permutation(finite_half_bits()).view(np.float16), shadow
+    )
+    bits = shadow.view(np.uint32)
+    if clamp:  # sums rounded past the largest half: 65520, 131008, the largest image
+        bits[::997] = np.array([0x7C00 << 13, 0x7FFF << 13, 0x7FFFE000], np.uint32)[
+            np.arange(bits[::997].size) % 3
+        ] | (bits[::997] & 0x80000000)
+    expected = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
+    expected.shadow = bits.view(np.float32).copy()
+    expected._bound = 65504.0 if clamp else 0.0
+    want = expected._narrow().view(np.uint16)
+    kernels.narrow_half_in_place(bits, clamp)
+    np.testing.assert_array_equal(bits.view(np.uint16)[: bits.size], want)
+
+
+@needs_numba
+def test_a_gradient_stopped_midway_allocates_nothing() -> None:
+    """Once the loop has added a block, the round goes on without allocating:
+    no MemoryError can leave a gradient half added."""
+    import tracemalloc
+
+    size = 1 << 16
+    gradient = np.ones(size, np.float16)
+    gradient[size - 10] = np.inf  # in the last block of the second part
+    with kernels_from(1):
+        total = arithmetic.start_sum(np.ones(size, np.float16), np.dtype(np.float16))
+        add = arithmetic.sum_adder(np.dtype(np.float16))
+        tracemalloc.start()
+        try:
+            add(total, gradient)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        got = arithmetic.sum_result(total).view(np.uint16)
+    assert peak < size // 4, f"{peak} bytes allocated by an add of {size} halves"
+    expected = np.full(size, 2, np.float16)
+    expected[size - 10] = np.inf
+    np.testing.assert_array_equal(got, expected.view(np.uint16))
+
+
 # --- optional, lazy, compiled once ---------------------------------------------
 
 
@@ -298,7 +380,7 @@ def test_a_failed_compilation_falls_back_for_good() -> None:
 
 def test_threads_starting_at_once_compile_once() -> None:
     made: list[int] = []
-    sentinel = half_kernel.Kernels(None, None, None)
+    sentinel = half_kernel.Kernels(None, None, None, None)
 
     def slow_compile() -> half_kernel.Kernels:
         made.append(threading.get_ident())

@@ -409,15 +409,45 @@ class HalfSum(_NarrowSum):
             _add_quietly(self.exact, gradient)
             return
         flat_gradient = _flat(gradient)
+        kernels = self._kernels_for(flat_gradient)
+        if kernels is not None:
+            self._add_checked(flat_gradient, kernels)
+            return
         largest = self._largest_magnitude(flat_gradient)
         if largest > self._LARGEST_FINITE:
             self.exact = self._narrow()
             _add_quietly(self.exact, gradient)
             return
-        kernels = self._kernels_for(flat_gradient)
-        self._add_all(flat_gradient, None if kernels is None else kernels.add_half)
+        self._add_all(flat_gradient, None)
         self._bound += self._value(largest)
         if self._bound >= 65504.0:
+            self._check_overflow()
+
+    def _add_checked(self, gradient: Array, kernels: half_kernel.Kernels) -> None:
+        """Add the flat ``gradient`` with the compiled loop that scans and adds
+        block by block (half_kernel.add_half_checked), one part per thread. A
+        part stops before a block holding an infinity or NaN; the round then
+        goes on in numpy's float16 arithmetic, which adds what the loop left.
+        Element by element that is the same add, so the bits are those of
+        scanning the whole gradient first. Past the first block nothing may
+        fail: the float16 sum is made in the shadow's own memory, allocating
+        nothing, so a gradient is never left half added for want of memory."""
+        bits, gradient_bits = self.shadow.reshape(-1).view(np.uint32), gradient.view(np.uint16)
+        checked, block = kernels.add_half_checked, half_kernel.BLOCK
+        parts = self._split(
+            lambda lo, hi, _: (lo, hi, *checked(bits[lo:hi], gradient_bits[lo:hi], block)),
+            whole=True,
+        )
+        # the blocks added count toward the bound, also for the narrowing below
+        self._bound += self._value(max((largest for _, _, largest, _ in parts), default=0))
+        left = [(lo + added, hi) for lo, hi, _, added in parts if lo + added < hi]
+        if left:
+            kernels.narrow_half_in_place(bits, self._bound >= 65504.0)
+            exact = bits.view(np.uint16)[: bits.size].view(np.float16)
+            self.exact = exact.reshape(self.shadow.shape)
+            for lo, hi in left:
+                _add_quietly(exact[lo:hi], gradient[lo:hi])
+        elif self._bound >= 65504.0:
             self._check_overflow()
 
     def _value(self, magnitude: int) -> float:

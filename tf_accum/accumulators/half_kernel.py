@@ -5,18 +5,23 @@ float32 "image" rounded to the narrow precision after every add. In numpy that
 is about ten passes over the array per apply (widen, add, four or five for the
 rounding, a scan for infinities and NaNs), each a separate loop over memory.
 Fused into one loop compiled by numba, an apply of 1e6 elements reads the
-gradient and the sum once (plus one read of the gradient for the scan): several
-times faster than numpy. (Against TensorFlow's own float16 kernel, which keeps
-its sum in float16 and so moves less memory, the apply was 0.9x on a machine
-whose 1e6-element arrays stayed in cache and 1.3-1.5x on one where they did
-not: see benchmarks/bench_table.py.)
+gradient and the sum once (a float16 gradient is scanned a block at a time just
+before the block is added, so the scan reads it from the cache; a bfloat16
+gradient is scanned whole first): several times faster than numpy. Against
+TensorFlow's own float16 kernel, which keeps its sum in float16 and so moves
+less memory, the apply took 0.9x its time on a machine whose 1e6-element
+arrays stayed in the cache and 1.2x on one where they did not
+(benchmarks/bench_table.py).
 
 The loops do exactly the integer and float32 operations the numpy path does,
 element by element, so the bits are the same (tests/test_half_kernel.py runs
 both side by side). They cover only the hot part of an apply: the scan of the
 gradient and the add with rounding. Everything rarer (the first gradient's
 widening, the overflow check, the result's narrowing, and any round that met an
-infinity or a NaN) stays on the numpy path, which shares the same state.
+infinity or a NaN) stays on the numpy path, which shares the same state. When
+a float16 gradient holds an infinity or a NaN, the loop stops before its block,
+the sum is narrowed over its own memory (:func:`narrow_half_in_place`, so that
+nothing can fail with part of the gradient added) and numpy adds the rest.
 
 numba is imported, and the loops compiled, only by :func:`load`, at the first
 large enough float16/bfloat16 round of a process (compiling takes about a
@@ -61,6 +66,15 @@ _BF16_HALFWAY = np.uint32(0x7FFF)
 _BF16_KEEP = np.uint32(0xFFFF0000)
 _MAGNITUDE32 = np.uint32(0x7FFFFFFF)
 _INF32 = np.uint32(0x7F800000)  # magnitudes above it are NaNs
+_LARGEST_FINITE_HALF = 0x7BFF  # magnitude field; above it, infinities and NaNs
+_HALF_INF16 = np.uint32(0x7C00)
+_HALF_FIELD = np.uint32(0x3FFFF)  # the magnitude of an image, shifted down by 13
+_SIGN32_TO_16 = np.uint32(0x8000)
+
+# Elements of a float16 gradient scanned, then added, at a time: the block is
+# still in the cache when it is added, so the gradient is read from memory once
+# (1e6 elements: 222 against 271 us for a whole scan followed by the add).
+BLOCK = 2048
 
 
 # The loops below are plain Python over numpy scalars (they run uncompiled too,
@@ -93,6 +107,49 @@ def add_half(shadow: Array, gradient: Array) -> None:
         shadow[i] = (bits + _HALF_HALFWAY + ((bits >> _SHIFT13) & _ONE)) & _HALF_KEEP
 
 
+def _checked_half_adder(scan: Any, add: Any) -> Any:
+    """``add_half_checked`` over the given scan and add (plain or compiled)."""
+
+    def add_half_checked(shadow: Array, gradient: Array, block: int) -> tuple[int, int]:
+        """:func:`add_half` of the half bit patterns ``gradient``, ``block``
+        elements at a time, each block scanned first: stops before the first
+        block that holds an infinity or a NaN. Returns the largest magnitude
+        field among the blocks added, and how many elements were added."""
+        largest = 0
+        size = shadow.size
+        lo = 0
+        while lo < size:
+            hi = min(lo + block, size)
+            found = scan(gradient[lo:hi])
+            if found > _LARGEST_FINITE_HALF:
+                break
+            largest = max(largest, found)
+            add(shadow[lo:hi], gradient[lo:hi])
+            lo = hi
+        return largest, lo
+
+    return add_half_checked
+
+
+add_half_checked = _checked_half_adder(largest_magnitude, add_half)
+
+
+def narrow_half_in_place(shadow: Array, clamp: bool) -> None:
+    """The halves whose images ``shadow`` holds (uint32 bits, see
+    arithmetic.HalfSum), as half bit patterns written over the first half of
+    ``shadow``'s own memory: element ``i`` lands in the bytes of element
+    ``i // 2``, read before then, so this allocates nothing. ``clamp``: a sum
+    past the largest half becomes an infinity. The same bits as
+    arithmetic.HalfSum._narrow."""
+    out = shadow.view(np.uint16)
+    for i in range(shadow.size):
+        bits = shadow[i]
+        field = (bits >> _SHIFT13) & _HALF_FIELD
+        if clamp and field > _HALF_INF16:
+            field = _HALF_INF16
+        out[i] = np.uint16((field & np.uint32(0xFFFF)) | ((bits >> _SHIFT16) & _SIGN32_TO_16))
+
+
 def add_bfloat16(shadow: Array, gradient: Array) -> bool:
     """``shadow`` (uint32 bits of float32 values of bfloat16s) plus the
     bfloat16 bit patterns ``gradient``, rounded to nearest-even at bit 16, in
@@ -113,7 +170,8 @@ class Kernels(NamedTuple):
     (``gradient`` may be read-only)."""
 
     largest_magnitude: Any
-    add_half: Any
+    add_half_checked: Any
+    narrow_half_in_place: Any
     add_bfloat16: Any
 
 
@@ -132,9 +190,16 @@ def _compile() -> Kernels:
         # nogil: arithmetic's thread pool runs the parts of a large sum at once
         return numba.njit(signatures, nogil=True)(fn)
 
+    def inlined(fn: Any) -> Any:
+        # compiled into their caller, for the types it passes (slices)
+        return numba.njit(nogil=True, inline="always")(fn)
+
+    checked = _checked_half_adder(inlined(largest_magnitude), inlined(add_half))
+    progress = types.UniTuple(types.int64, 2)  # type: ignore[no-untyped-call]
     return Kernels(
         largest_magnitude=jit(largest_magnitude, [types.int64(gradient)]),
-        add_half=jit(add_half, [types.void(shadow, gradient)]),
+        add_half_checked=jit(checked, [progress(shadow, gradient, types.int64)]),
+        narrow_half_in_place=jit(narrow_half_in_place, [types.void(shadow, types.boolean)]),
         add_bfloat16=jit(add_bfloat16, [types.boolean(shadow, gradient)]),
     )
 
