@@ -323,8 +323,9 @@ def test_narrowing_in_place_gives_the_numpy_narrowing(clamp: bool) -> None:
 
 @needs_numba
 def test_a_gradient_stopped_midway_allocates_nothing() -> None:
-    """Once the loop has added a block, the round goes on without allocating:
-    no MemoryError can leave a gradient half added."""
+    """Once the loop has added a block, the round goes on without allocating
+    a buffer (so none can fail with part of the gradient added); the result
+    taken is an array of its own, not a view of the larger shadow."""
     import tracemalloc
 
     size = 1 << 16
@@ -332,6 +333,7 @@ def test_a_gradient_stopped_midway_allocates_nothing() -> None:
     gradient[size - 10] = np.inf  # in the last block of the second part
     with kernels_from(1):
         total = arithmetic.start_sum(np.ones(size, np.float16), np.dtype(np.float16))
+        assert isinstance(total, arithmetic.HalfSum)
         add = arithmetic.sum_adder(np.dtype(np.float16))
         tracemalloc.start()
         try:
@@ -339,8 +341,11 @@ def test_a_gradient_stopped_midway_allocates_nothing() -> None:
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-        got = arithmetic.sum_result(total).view(np.uint16)
+        result = arithmetic.sum_result(total)
+        got = result.view(np.uint16)
     assert peak < size // 4, f"{peak} bytes allocated by an add of {size} halves"
+    base = result if result.base is None else result.base
+    assert base.nbytes == result.nbytes and not np.may_share_memory(result, total.shadow)
     expected = np.full(size, 2, np.float16)
     expected[size - 10] = np.inf
     np.testing.assert_array_equal(got, expected.view(np.uint16))

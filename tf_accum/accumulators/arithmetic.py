@@ -367,6 +367,11 @@ class _NarrowSum:
 
     def result(self) -> Array:
         if self.exact is not None:
+            if np.may_share_memory(self.exact, self.shadow):
+                # narrowed over the shadow (HalfSum._narrow_in_place): the taker
+                # gets an array of its own, not a view keeping twice its size alive
+                own: Array = self.exact.copy()
+                return own
             return self.exact
         return self._narrow()
 
@@ -429,9 +434,9 @@ class HalfSum(_NarrowSum):
         part stops before a block holding an infinity or NaN; the round then
         goes on in numpy's float16 arithmetic, which adds what the loop left.
         Element by element that is the same add, so the bits are those of
-        scanning the whole gradient first. Past the first block nothing may
-        fail: the float16 sum is made in the shadow's own memory, allocating
-        nothing, so a gradient is never left half added for want of memory."""
+        scanning the whole gradient first. Once a block is added, no buffer is
+        allocated: the float16 sum is made in the shadow's own memory, and the
+        rest is added in place between contiguous float16 arrays."""
         bits, gradient_bits = self.shadow.reshape(-1).view(np.uint32), gradient.view(np.uint16)
         checked, block = kernels.add_half_checked, half_kernel.BLOCK
         parts = self._split(
@@ -442,13 +447,25 @@ class HalfSum(_NarrowSum):
         self._bound += self._value(max((largest for _, _, largest, _ in parts), default=0))
         left = [(lo + added, hi) for lo, hi, _, added in parts if lo + added < hi]
         if left:
-            kernels.narrow_half_in_place(bits, self._bound >= 65504.0)
-            exact = bits.view(np.uint16)[: bits.size].view(np.float16)
-            self.exact = exact.reshape(self.shadow.shape)
+            exact = self._narrow_in_place().reshape(-1)
             for lo, hi in left:
                 _add_quietly(exact[lo:hi], gradient[lo:hi])
         elif self._bound >= 65504.0:
             self._check_overflow()
+
+    def _narrow_in_place(self) -> Array:
+        """Go on in numpy's float16 arithmetic: ``exact``, which this returns,
+        is the sum narrowed over the shadow's own memory by the compiled loop,
+        so that a round switching midway through an add needs no new buffer
+        (without the loops, a new array)."""
+        if self._kernels is None:
+            self.exact = self._narrow()
+            return self.exact
+        bits = self.shadow.reshape(-1).view(np.uint32)
+        self._kernels.narrow_half_in_place(bits, self._bound >= 65504.0)
+        exact: Array = bits.view(np.uint16)[: bits.size].view(np.float16)
+        self.exact = exact.reshape(self.shadow.shape)
+        return self.exact
 
     def _value(self, magnitude: int) -> float:
         return float(np.uint16(magnitude).view(np.float16))
@@ -463,7 +480,7 @@ class HalfSum(_NarrowSum):
         magnitude = max(self._split(chunk))
         if magnitude >= _HALF_INF:
             # rounded past the largest half: infinities from here on
-            self.exact = self._narrow()
+            self._narrow_in_place()
         else:
             self._bound = self._value(magnitude >> 13)
 

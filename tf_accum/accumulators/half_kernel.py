@@ -6,8 +6,8 @@ is about ten passes over the array per apply (widen, add, four or five for the
 rounding, a scan for infinities and NaNs), each a separate loop over memory.
 Fused into one loop compiled by numba, an apply of 1e6 elements reads the
 gradient and the sum once (a float16 gradient is scanned a block at a time just
-before the block is added, so the scan reads it from the cache; a bfloat16
-gradient is scanned whole first): several times faster than numpy. Against
+before the block is added, so the scan reads it from the cache; a bfloat16 add
+finds NaNs in the sums it makes): several times faster than numpy. Against
 TensorFlow's own float16 kernel, which keeps its sum in float16 and so moves
 less memory, the apply took 0.9x its time on a machine whose 1e6-element
 arrays stayed in the cache and 1.2x on one where they did not
@@ -16,12 +16,14 @@ arrays stayed in the cache and 1.2x on one where they did not
 The loops do exactly the integer and float32 operations the numpy path does,
 element by element, so the bits are the same (tests/test_half_kernel.py runs
 both side by side). They cover only the hot part of an apply: the scan of the
-gradient and the add with rounding. Everything rarer (the first gradient's
-widening, the overflow check, the result's narrowing, and any round that met an
-infinity or a NaN) stays on the numpy path, which shares the same state. When
-a float16 gradient holds an infinity or a NaN, the loop stops before its block,
-the sum is narrowed over its own memory (:func:`narrow_half_in_place`, so that
-nothing can fail with part of the gradient added) and numpy adds the rest.
+gradient and the add with rounding, and the narrowing of a float16 round that
+goes on in float16 arithmetic. Everything rarer (the first gradient's
+widening, the overflow check, the result's narrowing, and the adds of a round
+that met an infinity or a NaN) stays on the numpy path, which shares the same
+state. When a float16 gradient holds an infinity or a NaN, the loop stops
+before its block, the sum is narrowed over its own memory
+(:func:`narrow_half_in_place`, so that no buffer is allocated with part of the
+gradient added) and numpy adds the rest.
 
 numba is imported, and the loops compiled, only by :func:`load`, at the first
 large enough float16/bfloat16 round of a process (compiling takes about a
