@@ -241,6 +241,7 @@ _HALF_SIGN_FIX = np.uint32(0x8FFFFFFF)
 _HALF_KEEP = np.uint32(0xFFFFE000)
 _HALF_HALFWAY = np.uint32(0x0FFF)
 _HALF_INF = 0x0F800000
+_LARGEST_HALF = 65504.0  # the largest finite float16
 _BF16_KEEP = np.uint32(0xFFFF0000)
 _BF16_HALFWAY = np.uint32(0x7FFF)
 _ONE = np.uint32(1)
@@ -407,7 +408,12 @@ class HalfSum(_NarrowSum):
     checked when the bound reaches the largest half."""
 
     __slots__ = ()
-    _LARGEST_FINITE = 0x7BFF
+    _LARGEST_FINITE = half_kernel.LARGEST_FINITE_HALF
+
+    def _past_largest(self) -> bool:
+        """Whether the bound on the sum's magnitude reached the largest half:
+        the sum may have rounded past it, to an infinity."""
+        return self._bound >= _LARGEST_HALF
 
     def add(self, gradient: Array) -> None:
         if self.exact is not None:
@@ -425,7 +431,7 @@ class HalfSum(_NarrowSum):
             return
         self._add_all(flat_gradient, None)
         self._bound += self._value(largest)
-        if self._bound >= 65504.0:
+        if self._past_largest():
             self._check_overflow()
 
     def _add_checked(self, gradient: Array, kernels: half_kernel.Kernels) -> None:
@@ -450,7 +456,7 @@ class HalfSum(_NarrowSum):
             exact = self._narrow_in_place().reshape(-1)
             for lo, hi in left:
                 _add_quietly(exact[lo:hi], gradient[lo:hi])
-        elif self._bound >= 65504.0:
+        elif self._past_largest():
             self._check_overflow()
 
     def _narrow_in_place(self) -> Array:
@@ -462,7 +468,7 @@ class HalfSum(_NarrowSum):
             self.exact = self._narrow()
             return self.exact
         bits = self.shadow.reshape(-1).view(np.uint32)
-        self._kernels.narrow_half_in_place(bits, self._bound >= 65504.0)
+        self._kernels.narrow_half_in_place(bits, self._past_largest())
         exact: Array = bits.view(np.uint16)[: bits.size].view(np.float16)
         self.exact = exact.reshape(self.shadow.shape)
         return self.exact
@@ -500,7 +506,7 @@ class HalfSum(_NarrowSum):
         out = np.empty(self.shadow.shape, np.uint16)
         flat_out = out.reshape(-1)
         bits = self.shadow.reshape(-1).view(np.uint32)
-        clamp = self._bound >= 65504.0  # a sum past the largest half is an infinity
+        clamp = self._past_largest()  # a sum past the largest half is an infinity
 
         def chunk(lo: int, hi: int, scratch: Array) -> None:
             part = flat_out[lo:hi]

@@ -68,7 +68,7 @@ _BF16_HALFWAY = np.uint32(0x7FFF)
 _BF16_KEEP = np.uint32(0xFFFF0000)
 _MAGNITUDE32 = np.uint32(0x7FFFFFFF)
 _INF32 = np.uint32(0x7F800000)  # magnitudes above it are NaNs
-_LARGEST_FINITE_HALF = 0x7BFF  # magnitude field; above it, infinities and NaNs
+LARGEST_FINITE_HALF = 0x7BFF  # magnitude field; above it, infinities and NaNs
 _HALF_INF16 = np.uint32(0x7C00)
 _HALF_FIELD = np.uint32(0x3FFFF)  # the magnitude of an image, shifted down by 13
 _SIGN32_TO_16 = np.uint32(0x8000)
@@ -110,7 +110,7 @@ def add_half(shadow: Array, gradient: Array) -> None:
 
 
 def _checked_half_adder(scan: Any, add: Any) -> Any:
-    """``add_half_checked`` over the given scan and add (plain or compiled)."""
+    """``add_half_checked`` over the given scan and add (compiled by :func:`_compile`)."""
 
     def add_half_checked(shadow: Array, gradient: Array, block: int) -> tuple[int, int]:
         """:func:`add_half` of the half bit patterns ``gradient``, ``block``
@@ -123,7 +123,7 @@ def _checked_half_adder(scan: Any, add: Any) -> Any:
         while lo < size:
             hi = min(lo + block, size)
             found = scan(gradient[lo:hi])
-            if found > _LARGEST_FINITE_HALF:
+            if found > LARGEST_FINITE_HALF:
                 break
             largest = max(largest, found)
             add(shadow[lo:hi], gradient[lo:hi])
@@ -131,9 +131,6 @@ def _checked_half_adder(scan: Any, add: Any) -> Any:
         return largest, lo
 
     return add_half_checked
-
-
-add_half_checked = _checked_half_adder(largest_magnitude, add_half)
 
 
 def narrow_half_in_place(shadow: Array, clamp: bool) -> None:
