@@ -247,6 +247,102 @@ def test_read_only_gradients_take_the_loops() -> None:
     np.testing.assert_array_equal(taken.values, base * 2)
 
 
+# --- a MEAN take: the dividing gather ---------------------------------------------
+
+
+def special_values(np_dtype: Any) -> Array:
+    info = np.finfo(np_dtype)
+    uint = np.uint32 if np_dtype == np.float32 else np.uint64
+    nan_payload = (np.array([np.nan], np_dtype).view(uint) | uint(5)).view(np_dtype)[0]
+    return np.array(
+        [0.0, -0.0, np.inf, -np.inf, np.nan, nan_payload, info.max, -info.max,
+         info.tiny, info.smallest_subnormal, -info.smallest_subnormal, 1.0, -3.0, 0.1],
+        np_dtype,
+    )  # fmt: skip
+
+
+# rows 0-7 once, twice or three times, arriving out of index order
+ROUND_OF_THREE = [[4, 5, 6, 7], [0, 5, 6, 2], [6, 1, 5, 3, 7]]
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", sorted(DTYPES))
+@pytest.mark.parametrize("width", [(14,), (2, 7)])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_mean_take_divides_its_rows_as_it_gathers_them(
+    kind: str, width: tuple[int, ...], layout: str
+) -> None:
+    """Rows out of index order, counted once, twice and three times, holding
+    infinities, NaNs with payloads, signed zeros, subnormals and the largest
+    values: the compiled gather gives the bits of numpy's path, and each row is
+    its sum divided by its count in the rows' dtype."""
+    dtype, np_dtype = DTYPES[kind]
+    special = special_values(np_dtype).reshape(width)
+    with np.errstate(over="ignore"):  # the largest values, doubled
+        gradients = [
+            (indices, np.stack([special * np_dtype(n + k + 1) for k in range(len(indices))]))
+            for n, indices in enumerate(ROUND_OF_THREE)
+        ]
+    spy = Spy(compiled())
+    with using(spy.kernels):
+        fast = apply_all(layout, dtype, "MEAN", width, gradients)
+    assert spy.calls.count("gather_rows_dividing") == 1
+    with using(None):
+        slow = apply_all(layout, dtype, "MEAN", width, gradients)
+    assert fast.indices.tolist() == slow.indices.tolist() == list(range(8))
+    assert fast.values.dtype == np_dtype and fast.values.shape == (8, *width)
+    np.testing.assert_array_equal(bits(fast.values), bits(slow.values))
+    # each row: its values summed in arrival order, divided by the count
+    with np.errstate(all="ignore"):
+        for row in range(8):
+            parts = [v[list(i).index(row)] for i, v in gradients if row in i]
+            total = parts[0].copy()
+            for part in parts[1:]:
+                total = total + part
+            expected = total / np_dtype(len(parts)) if len(parts) > 1 else total
+            np.testing.assert_array_equal(fast.values[row], expected)
+            if len(parts) == 1:  # copied as they are: NaN payloads too
+                np.testing.assert_array_equal(bits(fast.values[row]), bits(expected))
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", sorted(DTYPES))
+def test_a_large_dividing_gather_is_shared_between_threads(kind: str, monkeypatch) -> None:
+    """Above sparse.COPY_PARALLEL_MIN_ELEMENTS the gather runs in one part per
+    thread; the parts' edges (and sizes either side of the threshold) give the
+    same bits as numpy's path."""
+    from tf_accum.accumulators import arithmetic, sparse
+
+    dtype, np_dtype = DTYPES[kind]
+    rng = np.random.default_rng(7)
+    gradients = []
+    for n in range(3):
+        indices = rng.choice(40, size=25, replace=False).tolist()
+        gradients.append((indices, rng.standard_normal((25, 3)).astype(np_dtype) * (n + 1)))
+    rows = len({i for indices, _ in gradients for i in indices})
+    for threshold in (rows * 3 - 1, rows * 3, rows * 3 + 1):
+        monkeypatch.setattr(sparse, "COPY_PARALLEL_MIN_ELEMENTS", threshold)
+        spy = Spy(compiled())
+        with using(spy.kernels):
+            fast = apply_all("keys, map", dtype, "MEAN", (3,), gradients)
+        split = arithmetic.WORKERS > 1 and rows * 3 >= threshold
+        assert spy.calls.count("gather_rows_dividing") == (arithmetic.WORKERS if split else 1)
+        with using(None):
+            slow = apply_all("keys, map", dtype, "MEAN", (3,), gradients)
+        np.testing.assert_array_equal(bits(fast.values), bits(slow.values))
+
+
+@needs_numba
+def test_a_sum_take_and_rows_in_order_do_not_use_the_dividing_gather() -> None:
+    spy = Spy(compiled())
+    ones = np.ones((2, 3), np.float32)
+    with using(spy.kernels):
+        apply_all("keys, map", tfa.float32, "SUM", (3,), [([4, 5], ones), ([1, 5], ones)])
+        # in index order: copied (or handed over), no gather
+        apply_all("keys, map", tfa.float32, "MEAN", (3,), [([1, 5], ones), ([5, 9], ones)])
+    assert "gather_rows_dividing" not in spy.calls
+
+
 # --- optional, lazy, loaded before the lock ------------------------------------
 
 

@@ -24,8 +24,10 @@ State of a round (all guarded by the base's lock):
 - ``counts``: how many gradients touched each row (same order as ``rows``).
 
 Rows a gradient shares with the round are added in place; only the small
-index arrays are merged. A take divides the rows in place and gathers them
-into index order once, then keeps the buffer for the next round: memory that
+index arrays are merged. A take gathers the rows into index order once (a
+MEAN take with the compiled loops of sparse_kernel divides each row as it
+gathers it; without them, the rows counted more than once are divided first),
+then keeps the buffer for the next round: memory that
 is already mapped, so applies do not pay for faulting in fresh pages (which
 costs more than the arithmetic). When the rows arrived in index order and fill
 the buffer exactly (a round of one gradient, say) the buffer itself is handed
@@ -35,6 +37,7 @@ over instead.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Optional
 
@@ -174,17 +177,31 @@ def _rows_as_items(rows: Array) -> Array:
     return rows.reshape(rows.shape[0], -1).view(np.dtype((np.void, rows[0].nbytes))).reshape(-1)
 
 
-def _gather(rows: Array, order: Array) -> Array:
-    """``rows[order]`` in a new array; several threads share large gathers."""
+def _gather(rows: Array, order: Array, dividing: Any = None) -> Array:
+    """``rows[order]`` in a new array; several threads share large gathers.
+
+    ``dividing``: (the compiled loop, the rows' counts) to divide each row by
+    its count as it is gathered (see sparse_kernel.gather_dividing); ``rows``
+    is then C-contiguous and its dtype the loop's.
+    """
     values = np.empty((order.shape[0], *rows.shape[1:]), rows.dtype)
-    if values.size < COPY_PARALLEL_MIN_ELEMENTS:
-        np.take(rows, order, axis=0, out=values, mode="clip")  # "raise" would buffer `out`
+    fill: Callable[[Array, Array], Any]
+    if dividing is None:
+
+        def fill(out: Array, picked: Array) -> Any:
+            return np.take(rows, picked, axis=0, out=out, mode="clip")  # "raise" would buffer `out`
+
     else:
-        split_elementwise(
-            lambda out, picked: np.take(rows, picked, axis=0, out=out, mode="clip"),
-            (values, order),
-            COPY_PARALLEL_MIN_ELEMENTS,
-        )
+        loop, counts = dividing
+        flat = rows.reshape(rows.shape[0], -1)
+
+        def fill(out: Array, picked: Array) -> Any:
+            return loop(flat, counts, picked, out.reshape(out.shape[0], -1))
+
+    if values.size < COPY_PARALLEL_MIN_ELEMENTS:
+        fill(values, order)
+    else:
+        split_elementwise(fill, (values, order), COPY_PARALLEL_MIN_ELEMENTS)
     return values
 
 
@@ -648,11 +665,15 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         if state.in_order:
             order = None  # the rows are in index order already
         mean = self.reduction_type == "MEAN" and rows.size > 0
-        divided = mean and not handed_over and self._divide_held_rows(state)
+        # MEAN rows gathered by the compiled loop are divided as they are gathered
+        dividing = self._dividing_gather(state) if mean and order is not None else None
+        divided = (
+            mean and not handed_over and (dividing is not None or self._divide_held_rows(state))
+        )
         if handed_over:
             values = state.rows  # already in index order and exactly full: handed over
         elif order is not None:
-            values = _gather(rows, order)
+            values = _gather(rows, order, dividing)
         else:
             values = rows.copy()
         counts = state.counts[:used]
@@ -671,6 +692,21 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             # else can fail, since a round put back must be undivided
             _divide_rows(values, counts)
         return result
+
+    def _dividing_gather(self, state: SparseRound) -> tuple[Any, Array] | None:
+        """(the compiled dividing gather, the round's counts) when the loops are
+        loaded and take the round's rows, else None."""
+        kernels = sparse_kernel.loaded()
+        rows = state.rows
+        if (
+            kernels is None
+            or not self._compiled_dtype
+            or rows.dtype not in sparse_kernel.KERNEL_DTYPES
+            or not rows.flags.c_contiguous
+            or not rows.flags.aligned
+        ):
+            return None
+        return kernels.gather_rows_dividing, state.counts
 
     def _divide_held_rows(self, state: SparseRound) -> bool:
         """MEAN: divide the round's rows counted more than once where they are

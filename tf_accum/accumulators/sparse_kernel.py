@@ -1,4 +1,4 @@
-"""A compiled scatter-add for the sparse accumulator's held rows (optional: needs numba).
+"""Compiled loops for the sparse accumulator's rows (optional: needs numba).
 
 Why: adding a gradient's rows to the rows a round already holds is, in numpy,
 a gather of the held rows into a temporary, the add, and a scatter back (plus
@@ -7,15 +7,21 @@ temporary. One compiled loop adds each gradient row into its held row in
 place and counts it: an apply of 1e4 held rows of 64 float32 is about 3x
 faster, of 1e3 about 2x. A second loop also sets the gradient's new rows
 (free slots) in the same pass, so a gradient mixing held and new rows needs
-no gather of either part (with a declared first dimension).
+no gather of either part (with a declared first dimension). A third loop
+gathers a MEAN take's rows into index order and divides them on the way, in
+one pass: a take of 8 gradients of 1e4 rows of 64 float32 (80,000 rows out of
+order) took 1.40 against 1.71 ms, since the rows counted more than once are
+no longer gathered, divided and put back first.
 
 The loop does the same single add per element as numpy (``held + gradient``,
 in that order, in the rows' own dtype), so the bits are the same
 (tests/test_sparse_kernel.py runs both side by side), except for the NaN a
 sum of two NaNs gives: the processor returns one operand's, whichever the
 compiler put first (numpy's own add may pick either, depending on the number
-of rows), so it is a NaN either way but its sign or payload may differ. It
-covers float32 and float64 rows only (C-contiguous, aligned); every other
+of rows), so it is a NaN either way but its sign or payload may differ. The
+gather divides a row counted n times by n converted to the rows' dtype, as
+numpy's path does (one division, same bits, NaNs included), and copies a row
+counted once as it is. The loops cover float32 and float64 rows only (C-contiguous, aligned); every other
 dtype or layout stays on numpy. It allocates nothing, so, like the numpy
 path's final writes, it cannot fail half-way for want of memory.
 
@@ -81,13 +87,40 @@ def add_or_set_rows(rows: Array, counts: Array, slots: Array, hit: Array, fresh:
             counts[slot] += 1
 
 
+def gather_dividing(divisor_type: Any) -> Any:
+    """The loop of a MEAN take, for rows whose dtype's scalar type is ``divisor_type``:
+    ``out[j] = rows[order[j]] / counts[order[j]]``, the count converted to the
+    rows' dtype (as numpy's path does), for rows counted more than once; the
+    others are copied as they are. One pass over the rows instead of dividing
+    them apart (a gather and a scatter of the rows counted several times),
+    and the round's own rows are never changed."""
+
+    def gather_rows_dividing(rows: Array, counts: Array, order: Array, out: Array) -> None:
+        width = rows.shape[1]
+        for j in range(order.shape[0]):
+            slot = order[j]
+            count = counts[slot]
+            if count > 1:
+                divisor = divisor_type(count)
+                for i in range(width):
+                    out[j, i] = rows[slot, i] / divisor
+            else:
+                for i in range(width):
+                    out[j, i] = rows[slot, i]
+
+    return gather_rows_dividing
+
+
 class Kernels(NamedTuple):
-    """The compiled loops (arguments: C-contiguous, aligned; ``slots`` and
-    ``counts`` int64, ``fresh`` bool; ``hit``, ``slots`` and ``fresh`` may
-    be read-only)."""
+    """The compiled loops (arguments: C-contiguous, aligned; ``slots``,
+    ``order`` and ``counts`` int64, ``fresh`` bool; ``hit``, ``slots``,
+    ``fresh`` and, for ``gather_rows_dividing``, all but ``out`` may be
+    read-only). ``gather_rows_dividing`` takes float32 or float64 rows, as
+    the others, and picks the loop compiled for their dtype."""
 
     add_rows: Any
     add_or_set_rows: Any
+    gather_rows_dividing: Any
 
 
 def _compile() -> Kernels:
@@ -101,14 +134,24 @@ def _compile() -> Kernels:
     slots = array(types.int64, 1, readonly=True)  # accepts writable arrays too
     fresh = array(types.boolean, 1, readonly=True)
     adds, sets = [], []
-    for dtype in (types.float32, types.float64):
+    gathers: dict[np.dtype[Any], Any] = {}
+    for dtype, scalar in ((types.float32, np.float32), (types.float64, np.float64)):
         rows, hit = array(dtype, 2), array(dtype, 2, readonly=True)
         adds.append(types.void(rows, counts, slots, hit))
         sets.append(types.void(rows, counts, slots, hit, fresh))
-    # nogil: other accumulators' applies run meanwhile
+        gathers[np.dtype(scalar)] = numba.njit(
+            types.void(hit, array(types.int64, 1, readonly=True), slots, rows), nogil=True
+        )(gather_dividing(scalar))
+
+    def gather_rows_dividing(rows: Array, counts: Array, order: Array, out: Array) -> None:
+        gathers[rows.dtype](rows, counts, order, out)
+
+    # nogil: other accumulators' applies run meanwhile, and a take's gather
+    # runs on several threads
     return Kernels(
         add_rows=numba.njit(adds, nogil=True)(add_rows),
         add_or_set_rows=numba.njit(sets, nogil=True)(add_or_set_rows),
+        gather_rows_dividing=gather_rows_dividing,
     )
 
 
