@@ -265,6 +265,44 @@ def test_a_forked_child_gets_a_working_pool() -> None:
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
+def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overflow(
+    monkeypatch,
+) -> None:
+    """Each round's entries in the slot map lie above the last round's: rows of
+    earlier rounds are not found in later ones, though the map is not cleared;
+    once a round's entries could pass the largest allowed, the map is zeroed
+    and starts again from 0."""
+    sparse_module = sys.modules["tf_accum.accumulators.sparse"]
+    monkeypatch.setattr(sparse_module, "MARK_LIMIT", 16 + 3 * 4)  # first dimension 16
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[16, 2], reduction_type="SUM")
+    acc: Any = current_table().lookup(h)  # the in-process accumulator
+    bases = []
+    for round_number in range(6):
+        # four rows, the first two the last round's too, where they are still
+        # in the map: the second gradient must find them new to this round
+        rows = [(round_number * 2 + r) % 16 for r in range(4)]
+        for value, indices in ((1.0, rows[2:]), (2.0, rows)):
+            raw.SparseAccumulatorApplyGradient(
+                handle=h, local_step=2**40, gradient_indices=np.array(indices[::-1], np.int64),
+                gradient_values=np.full((len(indices), 2), value), gradient_shape=[16, 2],
+                has_known_shape=True,
+            )  # fmt: skip
+        state = acc._round
+        assert state.places is not None
+        bases.append(state.base)
+        marked = np.flatnonzero(state.places > state.base)
+        assert marked.tolist() == sorted(rows)  # only this round's rows count as held
+        taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=tfa.float64)
+        expected = {rows[0]: 2.0, rows[1]: 2.0, rows[2]: 3.0, rows[3]: 3.0}
+        assert taken.indices.tolist() == sorted(rows)
+        np.testing.assert_array_equal(
+            taken.values, np.array([[expected[i]] * 2 for i in sorted(rows)])
+        )
+    # 0, 4, 8, 12; then 16 + 16 passes 28: cleared, 0 again
+    assert bases == [0, 4, 8, 12, 0, 4]
+    raw.DestroyResourceOp(resource=h)
+
+
 sparse_gradient = st.tuples(
     st.lists(st.integers(0, 11), max_size=9),  # indices: any order, duplicates
     st.integers(0, 2**31 - 1),  # seed for the values
@@ -283,21 +321,25 @@ sparse_gradient = st.tuples(
     reduction=st.sampled_from(["MEAN", "SUM"]),
     growth=st.sampled_from([1.25, 1.0001]),
     map_min_fill=st.sampled_from([None, 0.0, 1.0, 1e9]),
+    mark_limit=st.sampled_from([None, 12, 20]),
 )
 def test_sparse_rounds_match_a_dense_reference(
-    rounds, dtype, reduction, growth, map_min_fill
+    rounds, dtype, reduction, growth, map_min_fill, mark_limit
 ) -> None:
     """Several rounds on one accumulator (so buffers are recycled, grown and
     handed over), with row widths changing between rounds, and the gather split
     over threads: each take equals the simple dense computation, whichever way
     rows are found (first dimension unknown: a sorted index; known: sorted
     keys, searched, or through a slot map from the start or from when the round
-    has grown)."""
+    has grown, its entries of earlier rounds left in it or, when the largest
+    entry allowed is low, cleared)."""
     np_dtype = dtype.numpy_dtype
     sparse_module = sys.modules["tf_accum.accumulators.sparse"]
     with small_thresholds(parallel_min=4), mock.patch.object(sparse_module, "GROWTH", growth):
         mock.patch.object(sparse_module, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
         mock.patch.object(sparse_module, "MAP_MIN_FILL", map_min_fill or 1.0).start()
+        if mark_limit is not None:
+            mock.patch.object(sparse_module, "MARK_LIMIT", mark_limit).start()
         shape = None if map_min_fill is None else [12, None]
         try:
             h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)
