@@ -680,7 +680,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             order = None  # the rows are in index order already
         mean = self.reduction_type == "MEAN" and rows.size > 0
         # MEAN rows gathered by the compiled loop are divided as they are gathered
-        dividing = self._dividing_gather(state) if mean and order is not None else None
+        dividing = self._dividing_gather(state, order) if mean and order is not None else None
         divided = (
             mean and not handed_over and (dividing is not None or self._divide_held_rows(state))
         )
@@ -707,9 +707,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             _divide_rows(values, counts)
         return result
 
-    def _dividing_gather(self, state: SparseRound) -> tuple[Any, Array] | None:
+    def _dividing_gather(self, state: SparseRound, order: Array) -> tuple[Any, Array] | None:
         """(the compiled dividing gather, the round's counts) when the loops are
-        loaded and take the round's rows, else None."""
+        loaded and take the round's rows and ``order``, else None."""
         kernels = sparse_kernel.loaded()
         rows = state.rows
         if (
@@ -718,6 +718,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             or rows.dtype not in sparse_kernel.KERNEL_DTYPES
             or not rows.flags.c_contiguous
             or not rows.flags.aligned
+            or order.dtype != np.int64
+            or state.counts.dtype != np.int64
         ):
             return None
         return kernels.gather_rows_dividing, state.counts

@@ -21,9 +21,10 @@ compiler put first (numpy's own add may pick either, depending on the number
 of rows), so it is a NaN either way but its sign or payload may differ. The
 gather divides a row counted n times by n converted to the rows' dtype, as
 numpy's path does (one division, same bits, NaNs included), and copies a row
-counted once as it is. The loops cover float32 and float64 rows only (C-contiguous, aligned); every other
-dtype or layout stays on numpy. It allocates nothing, so, like the numpy
-path's final writes, it cannot fail half-way for want of memory.
+counted once as it is. The loops cover float32 and float64 rows only
+(C-contiguous, aligned); every other dtype or layout stays on numpy. They
+allocate nothing, so, like the numpy path's final writes, they cannot fail
+half-way for want of memory.
 
 numba is imported, and the loop compiled, only by :func:`load`, before the
 accumulator's lock, at the first sparse gradient of ``MIN_ELEMENTS`` or more
