@@ -297,6 +297,80 @@ def test_largest_magnitude_of_every_pattern() -> None:
         assert kernels.largest_magnitude(piece) == expected
 
 
+def images_to_narrow(clamp: bool) -> Array:
+    """Every finite half's image (and, when clamping, images of sums past the
+    largest half), in random order, as float32 bits."""
+    images = arithmetic.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
+    shadow = np.empty(finite_half_bits().size, np.float32)
+    images._widen(
+        np.random.default_rng(14).permutation(finite_half_bits()).view(np.float16), shadow
+    )
+    bits = shadow.view(np.uint32)
+    if clamp:  # sums rounded past the largest half: 65520, 131008, the largest image
+        bits[::997] = np.array([0x7C00 << 13, 0x7FFF << 13, 0x7FFFE000], np.uint32)[
+            np.arange(bits[::997].size) % 3
+        ] | (bits[::997] & 0x80000000)
+    return bits
+
+
+@pytest.mark.parametrize("clamp", [False, True])
+@pytest.mark.parametrize("width", [1, 7, 4096])
+def test_numpy_narrowing_in_place_gives_the_narrowing_into_new_memory(
+    clamp: bool, width: int
+) -> None:
+    """Without the loops, numpy narrows over the shadow's own memory chunk
+    after chunk (of ``width`` elements, so over many chunk edges): the bits of
+    the narrowing into new memory."""
+    bits = images_to_narrow(clamp)
+    expected = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
+    expected.shadow = bits.view(np.float32).copy()
+    expected._bound = 65504.0 if clamp else 0.0
+    want = expected._narrow().view(np.uint16)
+    with numpy_only():
+        total = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
+    assert total._kernels is None
+    total.shadow = bits.view(np.float32)
+    total._bound = expected._bound
+    total._scratch = np.empty((1, width), np.uint32)
+    exact = total._narrow_in_place()
+    assert np.shares_memory(exact, bits)
+    np.testing.assert_array_equal(exact.view(np.uint16), want)
+
+
+def test_a_numpy_sum_rounding_past_the_largest_half_allocates_nothing() -> None:
+    """Without the loops too, the check that finds a sum rounded past the
+    largest half after a whole add goes on in float16 without a new buffer
+    (which could fail with the gradient added but not counted)."""
+    import tracemalloc
+
+    size = 1 << 16
+    without_loops = (  # numpy_only() without its small chunks, whose bookkeeping allocates
+        mock.patch.object(half_kernel.LOADER, "tried", True),
+        mock.patch.object(half_kernel.LOADER, "kernels", None),
+    )
+    with without_loops[0], without_loops[1]:
+        total = arithmetic.start_sum(np.full(size, 60000, np.float16), np.dtype(np.float16))
+        assert isinstance(total, arithmetic.HalfSum) and total._kernels is None
+        gradient = np.full(size, 1.0, np.float16)
+        gradient[::3] = 6000  # 66000 rounds to infinity
+        # the add, then the check apart, measured alone
+        with mock.patch.object(arithmetic.HalfSum, "_check_overflow", lambda self: None):
+            arithmetic.sum_adder(np.dtype(np.float16))(total, gradient)
+        assert total.exact is None and total._past_largest()
+        tracemalloc.start()
+        try:
+            total._check_overflow()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert total.exact is not None  # it goes on in float16
+        got = arithmetic.sum_result(total).view(np.uint16)
+    assert peak < size // 4, f"{peak} bytes allocated by the check of {size} halves"
+    with np.errstate(over="ignore"):
+        expected = np.full(size, 60000, np.float16) + gradient
+    np.testing.assert_array_equal(got, expected.view(np.uint16))
+
+
 @needs_numba
 @pytest.mark.parametrize("clamp", [False, True])
 def test_narrowing_in_place_gives_the_numpy_narrowing(clamp: bool) -> None:

@@ -21,6 +21,7 @@ numpy operation it replaces (tests/test_fast_paths.py holds them to it):
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -461,14 +462,22 @@ class HalfSum(_NarrowSum):
 
     def _narrow_in_place(self) -> Array:
         """Go on in numpy's float16 arithmetic: ``exact``, which this returns,
-        is the sum narrowed over the shadow's own memory by the compiled loop,
-        so that a round switching midway through an add needs no new buffer
-        (without the loops, a new array)."""
-        if self._kernels is None:
-            self.exact = self._narrow()
-            return self.exact
+        is the sum narrowed over the shadow's own memory (by the compiled loop,
+        or without it by numpy, chunk after chunk from the front), so that a
+        round switching after or midway through an add needs no new buffer."""
         bits = self.shadow.reshape(-1).view(np.uint32)
-        self._kernels.narrow_half_in_place(bits, self._past_largest())
+        clamp = self._past_largest()
+        if self._kernels is not None:
+            self._kernels.narrow_half_in_place(bits, clamp)
+        else:
+            # element i's two bytes land in element i // 2's, which an earlier
+            # chunk, or this one (read whole into scratch first), has read
+            halves = bits.view(np.uint16)
+            scratch = self._scratch[0]
+            width = scratch.shape[0]
+            for lo in range(0, bits.size, width):
+                hi = min(lo + width, bits.size)
+                _narrow_chunk_in_place(bits[lo:hi], halves[lo:hi], scratch[: hi - lo], clamp)
         exact: Array = bits.view(np.uint16)[: bits.size].view(np.float16)
         self.exact = exact.reshape(self.shadow.shape)
         return self.exact
@@ -522,6 +531,26 @@ class HalfSum(_NarrowSum):
         self._split(chunk)
         half: Array = out.view(np.float16)
         return half
+
+
+# the uint16 holding a uint32's low half
+_LOW_HALF = 0 if sys.byteorder == "little" else 1
+
+
+def _narrow_chunk_in_place(bits: Array, halves: Array, scratch: Array, clamp: bool) -> None:
+    """HalfSum._narrow's work on a chunk of the scaled float32 images ``bits``,
+    into ``halves`` (uint16), which lie over memory ``bits`` or earlier chunks'
+    images had. Nothing is allocated: every operation stays in uint32 (numpy
+    buffers a cast), and ``bits``, once read into ``scratch``, holds the signs."""
+    np.right_shift(bits, 13, out=scratch)  # the sign lands on bit 18
+    sign = bits  # read whole: its memory is free
+    np.right_shift(scratch, 3, out=sign)
+    np.bitwise_and(sign, np.uint32(0x8000), out=sign)
+    np.bitwise_and(scratch, np.uint32(0x3FFFF), out=scratch)
+    if clamp:
+        np.minimum(scratch, np.uint32(0x7C00), out=scratch)
+    np.bitwise_or(scratch, sign, out=scratch)
+    np.copyto(halves, scratch.view(np.uint16)[_LOW_HALF::2])
 
 
 class BFloat16Sum(_NarrowSum):
