@@ -35,8 +35,7 @@ from tests.helpers import (
     python_output,
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
-from tf_accum.accumulators import half_kernel, sparse, sparse_kernel
-from tf_accum.resources import current_table
+from tf_accum.accumulators import half_kernel, sparse_kernel
 
 raw = tfa.raw_ops
 Array = np.ndarray[Any, Any]
@@ -342,42 +341,6 @@ def test_a_sum_take_and_rows_in_order_do_not_use_the_dividing_gather() -> None:
         # in index order: copied (or handed over), no gather
         apply_all("keys, map", tfa.float32, "MEAN", (3,), [([1, 5], ones), ([5, 9], ones)])
     assert "gather_rows_dividing" not in spy.calls
-
-
-@pytest.mark.parametrize("loops", ["numpy", pytest.param("compiled", marks=needs_numba)])
-@pytest.mark.parametrize("shape", [[64, 3], [10**9, 3]], ids=["slot map", "keys searched"])
-def test_a_mostly_new_gradient_is_copied_whole_and_its_held_rows_added(
-    loops: str, shape: list[int]
-) -> None:
-    """Nine rows, one of them held: the gradient is copied into nine free slots
-    at once (the held row's stays empty) and the held row added where it is;
-    every later gradient and the take see each row once, with its mean (rows
-    arriving in index order are gathered, not copied with the empty slot)."""
-    kernels = sparse_kernel.load() if loops == "compiled" else None
-    h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
-    acc: Any = current_table().lookup(h)  # the in-process accumulator
-    # in index order throughout, but for the empty slot
-    gradients = [[1, 2], [*range(2, 11)], [2, 10, 30]]
-    with using(kernels):
-        for value, indices in enumerate(gradients, start=1):
-            raw.SparseAccumulatorApplyGradient(
-                handle=h, local_step=0, gradient_indices=np.array(indices, np.int64),
-                gradient_values=np.full((len(indices), 3), float(value)), gradient_shape=shape,
-                has_known_shape=True,
-            )  # fmt: skip
-            if value == 2:
-                # 2 rows, then 9 slots for 8 new rows: the held row's slot is empty
-                assert acc._round.used == 2 + 9 and not acc._round.in_order
-                assert (9 - 8) * sparse.MOSTLY_NEW <= 9
-        taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=3, dtype=tfa.float64)
-    raw.DestroyResourceOp(resource=h)
-    means: dict[int, list[float]] = {i: [] for indices in gradients for i in indices}
-    for value, indices in enumerate(gradients, start=1):
-        for i in indices:
-            means[i].append(float(value))
-    assert taken.indices.tolist() == sorted(means)
-    expected = [[sum(v) / len(v)] * 3 for _, v in sorted(means.items())]
-    np.testing.assert_array_equal(taken.values, expected)
 
 
 # --- optional, lazy, loaded before the lock ------------------------------------

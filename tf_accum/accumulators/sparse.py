@@ -24,9 +24,7 @@ State of a round (all guarded by the base's lock):
 - ``rows``: the row sums, in order of arrival: each apply appends its new rows
   at ``used`` (TensorFlow's kernel rebuilds all rows in index order on every
   apply instead); the buffer has spare capacity and grows by a quarter when
-  full. A gradient of mostly new rows (``MOSTLY_NEW``) is copied whole, in one
-  bulk copy, and the slots of its few held rows stay empty: no key points to
-  them, so no take returns them;
+  full;
 - ``counts``: how many gradients touched each row (same order as ``rows``).
 
 Rows a gradient shares with the round are added in place; only the small
@@ -71,11 +69,6 @@ MARK_LIMIT = (1 << 31) - 1  # the largest entry of a slot map (int32)
 MAP_MIN_FILL = 1.0
 # A gradient with at most 1/MOSTLY_HELD new rows is added in one piece.
 MOSTLY_HELD = 4
-# A gradient with at most 1/MOSTLY_NEW held rows (and some) is copied whole into
-# free slots, one bulk copy, leaving its held rows' slots empty: cheaper than
-# placing row by row (8 gradients of 1e4 random rows of 64 float32, about 7%
-# held, alternating with TensorFlow: a cycle of 10.7-11.3 against 11.3-12.3 ms).
-MOSTLY_NEW = 8
 
 
 class SparseTakeResult(NamedTuple):
@@ -557,26 +550,14 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             self._add_to_held_rows(state, slots, rows)
             return
         used = state.used
-        # mostly new rows: the whole gradient is copied into free slots, and the
-        # slots of its few held rows stay empty (see MOSTLY_NEW)
-        copied_whole = added < k and (k - added) * MOSTLY_NEW <= k
-        taken = k if copied_whole else added  # free slots this gradient takes
-        if used + taken > state.rows.shape[0]:
-            self._grow(state, used + taken)
+        if used + added > state.rows.shape[0]:
+            self._grow(state, used + added)
         new_index = index if added == k else np.take(index, fresh_at)
-        if copied_whole:
-            new_slots = np.add(fresh_at, used, dtype=np.int64)
-        else:
-            new_slots = np.arange(used, used + added, dtype=np.int64)
+        new_slots = np.arange(used, used + added, dtype=np.int64)
         new_keys = np.left_shift(new_index, SLOT_BITS, dtype=np.int64)
         new_keys |= new_slots
         keys = np.concatenate((state.keys, new_keys))
-        # empty slots among the rows: a take must gather them, never copy them all
-        in_order = (
-            not copied_whole
-            and state.in_order
-            and not (state.keys.shape[0] and new_keys[0] < state.keys[-1])
-        )
+        in_order = state.in_order and not (state.keys.shape[0] and new_keys[0] < state.keys[-1])
         if not in_order:
             # two sorted runs: the stable sort (a merge sort) merges them in one pass
             keys.sort(kind="stable")
@@ -586,13 +567,6 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         marks = np.add(new_slots, state.base + 1, dtype=np.int32)
         if added == k:
             self._append_rows(state, rows, fresh_at)
-        elif copied_whole:
-            hit_at = np.flatnonzero(~fresh)
-            hit_slots, hit = np.take(slots, hit_at), np.take(rows, hit_at, axis=0)
-            # into free slots, which no one reads; then the held rows, last
-            np.copyto(state.rows[used : used + k], rows)
-            state.counts[used : used + k] = 1
-            self._add_to_held_rows(state, hit_slots, hit)
         elif added * MOSTLY_HELD <= k or self._loops_for(state, slots, rows) is not None:
             # mostly rows the round holds: one gather, add and scatter over all
             # the gradient's rows (new rows get their slots, and their values
@@ -610,7 +584,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             places.put(new_index, marks)
         state.keys = keys
         state.in_order = in_order
-        state.used = used + taken
+        state.used = used + added
 
     def _append_rows(self, state: SparseRound, rows: Array, fresh_at: Array) -> None:
         """Put ``rows[fresh_at]`` in the next free slots, counted once (``used`` stays)."""
