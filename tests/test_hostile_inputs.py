@@ -218,6 +218,8 @@ _MERGES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
     "keyed, map, new rows between": ([64, 16], [[3, 40]], [2, 7, 50]),
     "keyed, map, mostly held": ([64, 16], [list(range(9))], [*range(8), 63]),
     "keyed, map, mixed": ([64, 16], [[3, 9], [4]], [1, 3, 9, 12]),
+    "keyed, map, mostly new": ([64, 16], [[3, 9], [4]], [*range(1, 9), 10]),
+    "keyed, no map, mostly new": ([10**9, 2], [[3, 9]], [*range(1, 9), 10]),
     "keyed, no map, mixed": ([10**9, 2], [[3, 9], [4]], [1, 3, 9, 12]),
     "keyed, no map, held only": ([10**9, 2], [[3, 9]], [9, 3]),
     "index array, mixed": ([None, 3], [[3, 9], [4]], [1, 3, 9, 12]),
@@ -398,6 +400,7 @@ _MAPPED_MERGES = {
     "new rows between": ([[3, 60]], [2, 7, 50]),
     "mostly held": ([[*range(9), 60]], [*range(9), 63]),
     "mixed": ([[3, 9, 60], [4]], [1, 3, 9, 12]),
+    "mostly new": ([[3, 9, 60], [4]], [*range(1, 9), 10]),
 }
 
 
