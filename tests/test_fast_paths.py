@@ -273,7 +273,8 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
     once a round's entries could pass the largest allowed, the map is zeroed
     and starts again from 0."""
     sparse_module = sys.modules["tf_accum.accumulators.sparse"]
-    monkeypatch.setattr(sparse_module, "MARK_LIMIT", 16 + 3 * 4)  # first dimension 16
+    # first dimension 16, 4 entries a round: round 3 (base 12) could reach 28
+    monkeypatch.setattr(sparse_module, "MARK_LIMIT", 27)
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[16, 2], reduction_type="SUM")
     acc: Any = current_table().lookup(h)  # the in-process accumulator
     bases = []
@@ -289,6 +290,7 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
             )  # fmt: skip
         state = acc._round
         assert state.places is not None
+        assert state.base + 16 <= sparse_module.MARK_LIMIT  # every entry fits
         bases.append(state.base)
         marked = np.flatnonzero(state.places > state.base)
         assert marked.tolist() == sorted(rows)  # only this round's rows count as held
@@ -298,9 +300,42 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
         np.testing.assert_array_equal(
             taken.values, np.array([[expected[i]] * 2 for i in sorted(rows)])
         )
-    # 0, 4, 8, 12; then 16 + 16 passes 28: cleared, 0 again
-    assert bases == [0, 4, 8, 12, 0, 4]
+    # 0, 4, 8; then 12 + 16 passes 27: cleared, 0 again
+    assert bases == [0, 4, 8, 0, 4, 8]
     raw.DestroyResourceOp(resource=h)
+
+
+def test_a_slot_map_made_again_midway_through_a_round_keeps_the_rounds_base() -> None:
+    """A round that inherited the last round's map (its base above 0) loses
+    the map when a far row makes it too large for the row buffer, then makes
+    it again from its keys once the buffer has grown: the entries made again
+    carry the round's base, so held rows are found held and no row is taken
+    twice."""
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[64, 1], reduction_type="SUM")
+    acc: Any = current_table().lookup(h)  # the in-process accumulator
+
+    def apply(indices: list[int]) -> None:
+        raw.SparseAccumulatorApplyGradient(
+            handle=h, local_step=2**40, gradient_indices=np.array(indices, np.int64),
+            gradient_values=np.ones((len(indices), 1)), gradient_shape=[64, 1],
+            has_known_shape=True,
+        )  # fmt: skip
+
+    apply(list(range(10)))
+    raw.SparseAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float64)
+    apply([0])
+    assert acc._round.base == 10 and acc._round.places is not None
+    apply([60])
+    assert acc._round.places is None  # dropped: larger than the row buffer
+    apply(list(range(1, 41)))
+    apply([0, 5])
+    assert acc._round.places is not None and acc._round.base == 10  # made again
+    taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=4, dtype=tfa.float64)
+    raw.DestroyResourceOp(resource=h)
+    assert taken.indices.tolist() == [*range(0, 41), 60]
+    expected = np.ones((42, 1))
+    expected[[0, 5]] = 2.0
+    np.testing.assert_array_equal(taken.values, expected)
 
 
 sparse_gradient = st.tuples(

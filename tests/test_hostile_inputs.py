@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import Background, wait_for_waiting
+from tests.helpers import Background, Spy, wait_for_waiting
 from tests.test_half_kernel import needs_numba
 from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
@@ -116,14 +116,15 @@ _TAKE_PATHS = ["numpy", pytest.param("compiled", marks=needs_numba)]
 
 
 @contextlib.contextmanager
-def _take_path(path: str) -> Iterator[None]:
-    kernels = sparse_kernel.load() if path == "compiled" else None
-    assert path == "numpy" or kernels is not None
+def _take_path(path: str) -> Iterator[list[str]]:
+    """Sparse takes on ``path``; yields the names of the compiled loops called."""
+    spy = Spy(sparse_kernel.load()) if path == "compiled" else None
+    assert path == "numpy" or spy is not None
     with (
         mock.patch.object(sparse_kernel.LOADER, "tried", True),
-        mock.patch.object(sparse_kernel.LOADER, "kernels", kernels),
+        mock.patch.object(sparse_kernel.LOADER, "kernels", spy and spy.kernels),
     ):
-        yield
+        yield spy.calls if spy is not None else []
 
 
 @pytest.mark.parametrize("path", _TAKE_PATHS)
@@ -151,8 +152,9 @@ def test_a_sparse_mean_take_failing_at_its_result_puts_back_the_rows_undivided(
     with _take_path(path), pytest.raises(MemoryError):
         raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
     monkeypatch.undo()
-    with _take_path(path):
+    with _take_path(path) as loops:
         result = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
+    assert loops == (["gather_rows_dividing"] if path == "compiled" else [])
     assert result.indices.tolist() == [1, 5, 6]
     # row 6 is the mean of its two gradients, divided once, not twice
     assert result.values.tolist() == [[4.0, 4.0], [2.0, 2.0], [3.0, 3.0]]
@@ -305,6 +307,11 @@ _TAKES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
     "handed over, all twice": ([64, 4], [[1, 2, 3]], [1, 2, 3]),
     "index array, few twice": ([None, 3], [[3, 9, 11], [4]], [1, 9]),
 }
+_GATHERED = {  # the cases whose rows arrive out of index order
+    "few twice, gathered",
+    "mostly twice, gathered",
+    "index array, few twice",
+}
 
 
 @pytest.mark.parametrize("path", _TAKE_PATHS)
@@ -326,11 +333,14 @@ def test_a_sparse_mean_take_failing_anywhere_puts_the_round_back_undivided(
         numpy = _NumpyFailingAt(fail_at)
         monkeypatch.setattr(sparse, "np", numpy)
         try:
-            with _take_path(path):
+            with _take_path(path) as loops:
                 result = raw.SparseAccumulatorTakeGradient(
                     handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
                 )
             assert fail_at is None, f"call {fail_at} did not fail"
+            # rows out of index order are gathered, by the dividing loop when compiled
+            gathered = path == "compiled" and case in _GATHERED
+            assert loops == (["gather_rows_dividing"] if gathered else [])
         except MemoryError:
             assert numpy.calls == fail_at
         finally:

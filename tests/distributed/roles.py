@@ -48,8 +48,8 @@ def chief(name: str, expected: int, num_required: int) -> dict[str, Any]:
             )
         except errors.DeadlineExceededError:
             rest = int(raw.ResourceAccumulatorNumAccumulated(handle=h))
-            if rest and rest < num_required:
-                num_required = rest  # the workers' last gradients
+            if rest and count + rest == expected:
+                num_required = rest  # the workers' last gradients (not a worker's pause)
             continue
         total += int(result[0])
         count += int(result[1])

@@ -30,8 +30,10 @@ State of a round (all guarded by the base's lock):
 Rows a gradient shares with the round are added in place; only the small
 index arrays are merged. A take gathers the rows into index order once (a
 MEAN take with the compiled loops of sparse_kernel divides each row as it
-gathers it; without them, the rows counted more than once are divided first),
-then keeps the buffer for the next round: memory that
+gathers it; without them, the rows counted more than once are divided where
+they are held when they are few, else in the result; rows already in index
+order are copied, not gathered), then keeps the buffer for the next round:
+memory that
 is already mapped, so applies do not pay for faulting in fresh pages (which
 costs more than the arithmetic). When the rows arrived in index order and fill
 the buffer exactly (a round of one gradient, say) the buffer itself is handed
