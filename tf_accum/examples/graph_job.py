@@ -84,11 +84,10 @@ def _train(tf: Any, config: JobConfig, model: Model, progress: Progress) -> RunR
             gradient = model.gradient(params, index, step)
             simulate_compute(config.seed, index, step, config.compute_ms)
             ledger.add(step, 1)
-            try:
-                sess.run(apply_op, feed_dict=feed(gradient, step))
-            except errors.OpError:
-                ledger.add(step, -1)  # refused: not applied
-                raise
+            # refused (the session closed at the end, or a real error, which the
+            # run reports): it stays counted, as one dropped, since the chief
+            # may have counted it stale already
+            sess.run(apply_op, feed_dict=feed(gradient, step))
             seen = step
 
     options = tf.RunOptions(timeout_in_ms=int(1000 * config.take_timeout))

@@ -25,7 +25,9 @@ class RunResult:
     model_description: str
     initial_loss: float
     records: list[StepRecord]
-    applied: int  # gradients the workers applied before the accumulator closed
+    # gradients the workers applied (one refused because the chief had closed
+    # the accumulator at the end counts too, as dropped)
+    applied: int
     seconds: float
     worker_kind: str = "threads"  # how the workers ran: threads, processes (Ray), ...
 
@@ -39,7 +41,8 @@ class RunResult:
 
     @property
     def unsettled(self) -> int:
-        """Gradients applied after the last take: dropped as stale, or left in the accumulator."""
+        """Gradients applied after the last take: dropped as stale, refused by the
+        closed accumulator, or left in it."""
         return self.applied - self.accepted - self.stale
 
     @property

@@ -134,7 +134,8 @@ class Ledger:
     step ``s`` has returned, every gradient counted for a step up to ``s`` was
     either consumed by a take or is (or will be, when applied) dropped as
     stale, so the chief can count stale gradients exactly without asking the
-    accumulator.
+    accumulator. (One whose apply finds the accumulator closed, at the end,
+    stays counted as dropped: the chief may have counted it stale already.)
     """
 
     def __init__(self) -> None:
@@ -213,7 +214,9 @@ def start_thread_workers(
             try:
                 model.apply(accumulator, gradient, step)
             except errors.NotFoundError:
-                ledger.add(step, -1)  # the chief closed the accumulator: training is over
+                # the chief closed the accumulator: training is over. The gradient
+                # stays counted, as one dropped: the chief may have counted it
+                # stale already (its step was taken before the close)
                 return
             seen = step
 
