@@ -360,6 +360,36 @@ def test_a_sparse_mean_take_failing_anywhere_puts_the_round_back_undivided(
         attempt(fail_at)
 
 
+@pytest.mark.parametrize("case", list(_TAKES))
+def test_a_sparse_take_hands_its_buffers_on_only_once_it_cannot_fail(
+    case: str, monkeypatch: Any
+) -> None:
+    """While a take can still fail (here: making its dense shape), the round's
+    buffers are not yet the next round's to reuse: an apply starting a round
+    meanwhile cannot write into a round that is then put back."""
+    from tf_accum.accumulators import sparse
+
+    shape, earlier, last = _TAKES[case]
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
+    for value, indices in enumerate([*earlier, last], start=1):
+        _sparse_apply(h, indices, shape[1], value)
+    acc: Any = current_table().lookup(h)  # the in-process accumulator
+    spares_seen: list[Any] = []
+
+    def no_memory(self: Any, values_shape: Any) -> Any:
+        spares_seen.append(acc._spare)
+        raise MemoryError("no memory for the dense shape")
+
+    monkeypatch.setattr(sparse.SparseAccumulator, "_dense_shape", no_memory)
+    with pytest.raises(MemoryError):
+        raw.SparseAccumulatorTakeGradient(
+            handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
+        )
+    monkeypatch.undo()
+    assert spares_seen == [None]
+    _assert_took_means(h, earlier, last, shape[1])
+
+
 @pytest.mark.parametrize(
     "case",  # those with held rows (new rows only are copied, with no loop)
     [name for name, (_, earlier, last) in _MERGES.items() if set(last) & set(sum(earlier, []))],

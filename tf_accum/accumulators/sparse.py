@@ -697,12 +697,14 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             # after the copy: a take that fails before it (no memory for the
             # result) puts back the round's rows as they were, undivided
             _divide_rows(values, counts if order is None else counts[order])
+        result = SparseTakeResult(index, values, self._dense_shape(values.shape))
+        # the round's buffers go to the next round only once its take can no
+        # longer fail for want of memory (a failed take puts the round back)
+        kept = values[:0].copy() if handed_over else state.rows
         with self._lock:
             if self._spare is None and not self._closed:
                 # a handed-over buffer is the caller's now; the slot map stays ours
-                kept = values[:0].copy() if handed_over else state.rows
                 self._spare = _Spare(kept, state.counts, state.places, state.base + state.used)
-        result = SparseTakeResult(index, values, self._dense_shape(values.shape))
         if mean and handed_over:
             # the round's own rows, divided where they are: last, once nothing
             # else can fail, since a round put back must be undivided
