@@ -57,13 +57,19 @@ def kernels_from(min_elements: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def numpy_only() -> Iterator[None]:
-    """As if numba were missing: every sum on the numpy path."""
+def loops_missing() -> Iterator[None]:
+    """As if numba were missing, at the production chunk sizes."""
     with (
-        small_thresholds(),
         mock.patch.object(half_kernel.LOADER, "tried", True),
         mock.patch.object(half_kernel.LOADER, "kernels", None),
     ):
+        yield
+
+
+@contextlib.contextmanager
+def numpy_only() -> Iterator[None]:
+    """As if numba were missing: every sum on the numpy path (small chunks)."""
+    with small_thresholds(), loops_missing():
         yield
 
 
@@ -313,6 +319,15 @@ def images_to_narrow(clamp: bool) -> Array:
     return bits
 
 
+def narrowed_into_new_memory(bits: Array, clamp: bool) -> Array:
+    """HalfSum._narrow's half bit patterns of the images ``bits`` (left as they are)."""
+    expected = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
+    expected.shadow = bits.view(np.float32).copy()
+    expected._bound = 65504.0 if clamp else 0.0
+    narrowed: Array = expected._narrow().view(np.uint16)
+    return narrowed
+
+
 @pytest.mark.parametrize("clamp", [False, True])
 @pytest.mark.parametrize("width", [1, 7, 4096])
 def test_numpy_narrowing_in_place_gives_the_narrowing_into_new_memory(
@@ -322,15 +337,12 @@ def test_numpy_narrowing_in_place_gives_the_narrowing_into_new_memory(
     after chunk (of ``width`` elements, so over many chunk edges): the bits of
     the narrowing into new memory."""
     bits = images_to_narrow(clamp)
-    expected = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
-    expected.shadow = bits.view(np.float32).copy()
-    expected._bound = 65504.0 if clamp else 0.0
-    want = expected._narrow().view(np.uint16)
+    want = narrowed_into_new_memory(bits, clamp)
     with numpy_only():
         total = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
     assert total._kernels is None
     total.shadow = bits.view(np.float32)
-    total._bound = expected._bound
+    total._bound = 65504.0 if clamp else 0.0
     total._scratch = np.empty((1, width), np.uint32)
     exact = total._narrow_in_place()
     assert np.shares_memory(exact, bits)
@@ -344,11 +356,7 @@ def test_a_numpy_sum_rounding_past_the_largest_half_allocates_nothing() -> None:
     import tracemalloc
 
     size = 1 << 16
-    without_loops = (  # numpy_only() without its small chunks, whose bookkeeping allocates
-        mock.patch.object(half_kernel.LOADER, "tried", True),
-        mock.patch.object(half_kernel.LOADER, "kernels", None),
-    )
-    with without_loops[0], without_loops[1]:
+    with loops_missing():  # not numpy_only(): its small chunks' bookkeeping allocates
         total = arithmetic.start_sum(np.full(size, 60000, np.float16), np.dtype(np.float16))
         assert isinstance(total, arithmetic.HalfSum) and total._kernels is None
         gradient = np.full(size, 1.0, np.float16)
@@ -377,20 +385,8 @@ def test_narrowing_in_place_gives_the_numpy_narrowing(clamp: bool) -> None:
     """Every finite half's image (and, when clamping, images of sums past the
     largest half), narrowed over the shadow's own memory, in random order."""
     kernels = compiled()
-    images = arithmetic.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
-    shadow = np.empty(finite_half_bits().size, np.float32)
-    images._widen(
-        np.random.default_rng(14).permutation(finite_half_bits()).view(np.float16), shadow
-    )
-    bits = shadow.view(np.uint32)
-    if clamp:  # sums rounded past the largest half: 65520, 131008, the largest image
-        bits[::997] = np.array([0x7C00 << 13, 0x7FFF << 13, 0x7FFFE000], np.uint32)[
-            np.arange(bits[::997].size) % 3
-        ] | (bits[::997] & 0x80000000)
-    expected = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
-    expected.shadow = bits.view(np.float32).copy()
-    expected._bound = 65504.0 if clamp else 0.0
-    want = expected._narrow().view(np.uint16)
+    bits = images_to_narrow(clamp)
+    want = narrowed_into_new_memory(bits, clamp)
     kernels.narrow_half_in_place(bits, clamp)
     np.testing.assert_array_equal(bits.view(np.uint16)[: bits.size], want)
 

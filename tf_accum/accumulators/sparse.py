@@ -33,9 +33,8 @@ MEAN take with the compiled loops of sparse_kernel divides each row as it
 gathers it; without them, the rows counted more than once are divided where
 they are held when they are few, else in the result; rows already in index
 order are copied, not gathered), then keeps the buffer for the next round:
-memory that
-is already mapped, so applies do not pay for faulting in fresh pages (which
-costs more than the arithmetic). When the rows arrived in index order and fill
+memory that is already mapped, so applies do not pay for faulting in fresh
+pages (which costs more than the arithmetic). When the rows arrived in index order and fill
 the buffer exactly (a round of one gradient, say) the buffer itself is handed
 over instead.
 """
@@ -714,16 +713,15 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     def _dividing_gather(self, state: SparseRound, order: Array) -> tuple[Any, Array] | None:
         """(the compiled dividing gather, the round's counts) when the loops are
         loaded and take the round's rows and ``order``, else None."""
+        # the round's counts are int64 and its rows of the accumulator's dtype
         kernels = sparse_kernel.loaded()
         rows = state.rows
         if (
             kernels is None
             or not self._compiled_dtype
-            or rows.dtype not in sparse_kernel.KERNEL_DTYPES
             or not rows.flags.c_contiguous
             or not rows.flags.aligned
             or order.dtype != np.int64
-            or state.counts.dtype != np.int64
         ):
             return None
         return kernels.gather_rows_dividing, state.counts

@@ -47,8 +47,8 @@ KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 # Gradients of this many elements load the loops (importing numba and
 # compiling: about 1.1 s, once per process; 0.8 s of it compiling the three
-# loops for both dtypes when numba is imported already). Measured with benchmarks/bench_sparse_kernel.py,
-# one apply of k held rows of 64 float32: from 4096 rows (262,144 elements)
+# loops for both dtypes when numba is imported already). Measured with
+# benchmarks/bench_sparse_kernel.py, one apply of k held rows of 64 float32: from 4096 rows (262,144 elements)
 # it saves about 120 us (188 -> 69 us), repaying the one-off cost within about
 # 10,000 applies, as half_kernel's threshold does; 1e4 rows save 330 us (3700
 # applies); 1e3 rows only 18 us (67,000). Smaller gradients use the loops
