@@ -11,6 +11,12 @@ except for bfloat16, which TensorFlow's accumulators do not support: there it
 is over tf_accum's own float32 apply. ``target`` is the issue's goal for the
 ratio. TensorFlow runs its sparse accumulators only in graph mode (their
 handles are references, which eager execution refuses).
+
+``numpy`` is the bare numpy work a row cannot do without (for the concurrent
+row: two threads adding into buffers of their own while a third divides one
+for every 8 gradients, with no synchronisation at all); ``/numpy`` is
+tf_accum's time over it, and ``numpy/TF`` the ratio that bare work alone
+reaches: a target below it cannot be met on the machine that ran the table.
 """
 
 from __future__ import annotations
@@ -89,6 +95,8 @@ class Row:
         ratio = self.ratio()
         met = "" if ratio is None else ("yes" if ratio <= self.target else "NO")
         base = f" ({self.base_name} {fmt_time(self.base.median())})" if self.base else ""
+        numpy = self.numpy.median() if self.numpy is not None else None
+        modes = [t.median() for t in (self.eager, self.graph) if t is not None]
         return [
             self.name,
             cell(self.eager),
@@ -98,6 +106,8 @@ class Row:
             "n/a" if ratio is None else f"{ratio:.2f}",
             f"<= {self.target}",
             met,
+            "-" if numpy is None else f"{self.ours.median() / numpy:.2f}",
+            "-" if numpy is None or not modes else f"{numpy / min(modes):.2f}",
         ]
 
 
@@ -289,6 +299,44 @@ class Concurrent:
         self.gradients.append(2 * self.per_thread + extra)
 
 
+class BareConcurrent:
+    """The least the concurrent row's work takes: two threads each add
+    ``per_thread`` gradients into a buffer of their own while a third divides
+    a buffer once for every 8 gradients, with no lock, no round and no copy.
+    ``setup`` starts the threads at a start line, untimed."""
+
+    def __init__(self, gradient: np.ndarray, per_thread: int) -> None:
+        self.gradient, self.per_thread = gradient, per_thread
+        self.buffers = [np.zeros_like(gradient) for _ in range(3)]
+        self.threads: tuple[threading.Event, list[threading.Thread]] | None = None
+
+    def setup(self) -> None:
+        go = threading.Event()
+
+        def applier(buffer: np.ndarray) -> None:
+            go.wait()
+            for _ in range(self.per_thread):
+                np.add(buffer, self.gradient, out=buffer)
+
+        def divider(buffer: np.ndarray) -> None:
+            go.wait()
+            for _ in range(2 * self.per_thread // 8):
+                np.divide(buffer, np.float32(8), out=buffer)
+
+        threads = [threading.Thread(target=applier, args=(b,)) for b in self.buffers[:2]]
+        threads.append(threading.Thread(target=divider, args=(self.buffers[2],)))
+        for t in threads:
+            t.start()
+        self.threads = (go, threads)
+
+    def __call__(self) -> None:
+        assert self.threads is not None, "setup() starts the threads"
+        go, threads = self.threads
+        go.set()
+        for t in threads:
+            t.join()
+
+
 def concurrent_row(tf: Any) -> Row:
     acc = Dense(tf, 1_000_000, tfa.float32)
     per_thread = 16
@@ -304,6 +352,8 @@ def concurrent_row(tf: Any) -> Row:
 
     row = Row("concurrent: 2 threads apply 1e6 while a third takes(8), per gradient",
               timed(acc.apply, take8), 0.5)  # fmt: skip
+    bare = BareConcurrent(acc.gradient, per_thread)
+    row.numpy = Timed(bare, setup=bare.setup, per=2 * per_thread)
     if tf is not None:
         with acc.graph.as_default():
             handle = acc.graph_apply_op.inputs[0]
@@ -437,7 +487,18 @@ def run(repeat: int, with_tensorflow: bool, only: str | None) -> None:
         row.measure(repeat)
     print_table(
         f"Issue 10 table: medians of {repeat} alternating trials; ratio = tf_accum / best TF mode",
-        ["workload", "TF eager", "TF graph", "numpy", "tf_accum", "ratio", "target", "met"],
+        [
+            "workload",
+            "TF eager",
+            "TF graph",
+            "numpy",
+            "tf_accum",
+            "ratio",
+            "target",
+            "met",
+            "/numpy",
+            "numpy/TF",
+        ],
         [row.cells() for row in rows],
     )
     print(f"(numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, "

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import tf_accum as tfa
+from tests.helpers import sparse_row_loops
 
 raw = tfa.raw_ops
 
@@ -32,3 +35,12 @@ def ops(request: pytest.FixtureRequest) -> SimpleNamespace:
 @pytest.fixture
 def f32() -> type:
     return np.float32
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def row_adds(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Sparse rows found and added by numpy, then by the compiled loops (sparse_kernel)."""
+    if request.param == "compiled" and importlib.util.find_spec("numba") is None:
+        pytest.skip("numba (the fast extra) is not installed")
+    with sparse_row_loops(request.param):
+        yield request.param

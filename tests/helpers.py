@@ -3,6 +3,7 @@ instead of hanging it."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 import time
@@ -138,6 +139,26 @@ def fresh_kernels(module: Any, compile: Callable[[], Any] | None = None) -> Any:
     if compile is not None:
         stack.enter_context(mock.patch.object(module, "_compile", compile))
     return stack
+
+
+def sparse_row_loops(path: str) -> Any:
+    """A context in which sparse applies and takes run on ``path``: "numpy"
+    (as without numba) or "compiled" (sparse_kernel's loops, which must load)."""
+    from contextlib import ExitStack
+    from unittest import mock
+
+    from tf_accum.accumulators import sparse_kernel
+
+    kernels = sparse_kernel.load() if path == "compiled" else None
+    assert path == "numpy" or kernels is not None, "numba is installed but did not compile"
+    stack = ExitStack()
+    stack.enter_context(mock.patch.object(sparse_kernel.LOADER, "tried", True))
+    stack.enter_context(mock.patch.object(sparse_kernel.LOADER, "kernels", kernels))
+    return stack
+
+
+# the sparse paths a test can run on here: "compiled" needs numba (the fast extra)
+SPARSE_PATHS = ["numpy"] + (["compiled"] if importlib.util.find_spec("numba") else [])
 
 
 def python_output(code: str) -> str:

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_accum as tfa
-from tests.helpers import WAIT
+from tests.helpers import SPARSE_PATHS, WAIT, sparse_row_loops
 from tf_accum.accumulators import arithmetic
 from tf_accum.resources import current_table
 
@@ -266,7 +266,7 @@ def test_a_forked_child_gets_a_working_pool() -> None:
 
 
 def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overflow(
-    monkeypatch,
+    monkeypatch, row_adds: str
 ) -> None:
     """Each round's entries in the slot map lie above the last round's: rows of
     earlier rounds are not found in later ones, though the map is not cleared;
@@ -305,7 +305,9 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
     raw.DestroyResourceOp(resource=h)
 
 
-def test_a_slot_map_made_again_midway_through_a_round_keeps_the_rounds_base() -> None:
+def test_a_slot_map_made_again_midway_through_a_round_keeps_the_rounds_base(
+    row_adds: str,
+) -> None:
     """A round that inherited the last round's map (its base above 0) loses
     the map when a far row makes it too large for the row buffer, then makes
     it again from its keys once the buffer has grown: the entries made again
@@ -357,9 +359,10 @@ sparse_gradient = st.tuples(
     growth=st.sampled_from([1.25, 1.0001]),
     map_min_fill=st.sampled_from([None, 0.0, 1.0, 1e9]),
     mark_limit=st.sampled_from([None, 12, 20]),
+    path=st.sampled_from(SPARSE_PATHS),
 )
 def test_sparse_rounds_match_a_dense_reference(
-    rounds, dtype, reduction, growth, map_min_fill, mark_limit
+    rounds, dtype, reduction, growth, map_min_fill, mark_limit, path
 ) -> None:
     """Several rounds on one accumulator (so buffers are recycled, grown and
     handed over), with row widths changing between rounds, and the gather split
@@ -367,10 +370,14 @@ def test_sparse_rounds_match_a_dense_reference(
     rows are found (first dimension unknown: a sorted index; known: sorted
     keys, searched, or through a slot map from the start or from when the round
     has grown, its entries of earlier rounds left in it or, when the largest
-    entry allowed is low, cleared)."""
+    entry allowed is low, cleared), by numpy or by the compiled loops."""
     np_dtype = dtype.numpy_dtype
     sparse_module = sys.modules["tf_accum.accumulators.sparse"]
-    with small_thresholds(parallel_min=4), mock.patch.object(sparse_module, "GROWTH", growth):
+    with (
+        small_thresholds(parallel_min=4),
+        mock.patch.object(sparse_module, "GROWTH", growth),
+        sparse_row_loops(path),
+    ):
         mock.patch.object(sparse_module, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
         mock.patch.object(sparse_module, "MAP_MIN_FILL", map_min_fill or 1.0).start()
         if mark_limit is not None:

@@ -4,7 +4,6 @@ creation, argument types, timeouts, counter limits, and error classes."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import math
 import threading
 from collections.abc import Iterator
@@ -230,22 +229,6 @@ _MERGES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
 }
 
 
-@pytest.fixture(params=["numpy", "compiled"])
-def row_adds(request: Any) -> Iterator[str]:
-    """Held rows added by numpy, then by the compiled loop (sparse_kernel)."""
-    kernels = None
-    if request.param == "compiled":
-        if importlib.util.find_spec("numba") is None:
-            pytest.skip("numba (the fast extra) is not installed")
-        kernels = sparse_kernel.load()
-        assert kernels is not None
-    with (
-        mock.patch.object(sparse_kernel.LOADER, "tried", True),
-        mock.patch.object(sparse_kernel.LOADER, "kernels", kernels),
-    ):
-        yield request.param
-
-
 @pytest.mark.parametrize("case", list(_MERGES))
 def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
     case: str, monkeypatch: Any, row_adds: str
@@ -390,22 +373,27 @@ def test_a_sparse_take_hands_its_buffers_on_only_once_it_cannot_fail(
     _assert_took_means(h, earlier, last, shape[1])
 
 
+@needs_numba
 @pytest.mark.parametrize(
-    "case",  # those with held rows (new rows only are copied, with no loop)
-    [name for name, (_, earlier, last) in _MERGES.items() if set(last) & set(sum(earlier, []))],
+    "case",  # with a slot map, every gradient; without, those with held rows
+    [
+        name
+        for name, (_, earlier, last) in _MERGES.items()
+        if name.startswith("keyed, map") or set(last) & set(sum(earlier, []))
+    ],
 )
 def test_a_compiled_row_add_failing_for_want_of_memory_changes_nothing(case: str) -> None:
     """The compiled loop is the apply's last write to the rows: if calling it
-    fails (numba converting its arguments, say), the round is as it was."""
+    fails (numba converting its arguments, say), the round is as it was, slot
+    map included (with a map, the claiming loop has run before it)."""
     shape, earlier, failing = _MERGES[case]
     width = shape[1]
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
     for value, indices in enumerate(earlier, start=1):
         _sparse_apply(h, indices, width, value)
     no_room = mock.Mock(side_effect=MemoryError("no room to call the loop"))
-    broken = sparse_kernel.Kernels(
-        add_rows=no_room, add_or_set_rows=no_room, gather_rows_dividing=no_room
-    )
+    spy = Spy(sparse_kernel.load())
+    broken = spy.kernels._replace(add_rows=no_room, add_or_set_rows=no_room)
     with (
         mock.patch.object(sparse_kernel.LOADER, "tried", True),
         mock.patch.object(sparse_kernel.LOADER, "kernels", broken),
@@ -413,6 +401,7 @@ def test_a_compiled_row_add_failing_for_want_of_memory_changes_nothing(case: str
     ):
         _sparse_apply(h, failing, width, len(earlier) + 1)
     assert no_room.call_count == 1
+    assert spy.calls == (["claim_rows"] if case.startswith("keyed, map") else [])
     assert tfa.accumulator_stats(h)["num_accumulated"] == len(earlier)
     _sparse_apply(h, failing, width, len(earlier) + 1)
     _assert_took_means(h, earlier, failing, width)

@@ -10,9 +10,10 @@ and with numpy only, and compare the bits of the takes. They need numba (the
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 from unittest import mock
 
@@ -35,7 +36,7 @@ from tests.helpers import (
     python_output,
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
-from tf_accum.accumulators import half_kernel, sparse_kernel
+from tf_accum.accumulators import half_kernel, sparse, sparse_kernel
 
 raw = tfa.raw_ops
 Array = np.ndarray[Any, Any]
@@ -58,7 +59,7 @@ def using(kernels: sparse_kernel.Kernels | None) -> Iterator[None]:
 
 
 # declared shape per index layout (the width is appended): packed keys with a
-# slot map, packed keys searched (a huge first dimension), an index array
+# slot map, packed keys searched (see apply_all), an index array
 LAYOUTS: dict[str, list[int | None]] = {
     "keys, map": [64],
     "keys, no map": [10**9],
@@ -71,22 +72,32 @@ def apply_all(
     dtype: Any,
     reduction: str,
     width: tuple[int, ...],
-    gradients: list[tuple[list[int], Array]],
+    gradients: Sequence[tuple[list[int] | Array, Array]],
 ) -> Any:
     shape = [*LAYOUTS[layout], *width]
     known = layout != "index array"
     h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)
+    # whether a round has a slot map depends on its rows (the map may take no
+    # more memory than the row buffer): "keys, map" allows one always, "keys,
+    # no map" never
+    fill = {"keys, map": 0.0, "keys, no map": math.inf}.get(layout, sparse.MAP_MIN_FILL)
     try:
-        for indices, values in gradients:
-            raw.SparseAccumulatorApplyGradient(
-                handle=h,
-                local_step=0,
-                gradient_indices=np.array(indices, np.int64),
-                gradient_values=values,
-                gradient_shape=shape if known else [],
-                has_known_shape=known,
+        with mock.patch.object(sparse, "MAP_MIN_FILL", fill):
+            for indices, values in gradients:
+                raw.SparseAccumulatorApplyGradient(
+                    handle=h,
+                    local_step=0,
+                    # arrays as they are (their layout is the test's)
+                    gradient_indices=(
+                        indices if isinstance(indices, np.ndarray) else np.array(indices, np.int64)
+                    ),
+                    gradient_values=values,
+                    gradient_shape=shape if known else [],
+                    has_known_shape=known,
+                )
+            return raw.SparseAccumulatorTakeGradient(
+                handle=h, num_required=len(gradients), dtype=dtype
             )
-        return raw.SparseAccumulatorTakeGradient(handle=h, num_required=len(gradients), dtype=dtype)
     finally:
         raw.DestroyResourceOp(resource=h)
 
@@ -191,9 +202,14 @@ def test_held_rows_take_the_loops(layout: str, gradients: list[list[int]], loop:
     pairs = [(g, np.full((len(g), 4), float(n), np.float32)) for n, g in enumerate(gradients, 1)]
     with using(spy.kernels):
         fast = apply_all(layout, tfa.float32, "SUM", (4,), pairs)
-    # the index array layout splits a mix in two (new rows appended, held ones added)
-    expected = "add_rows" if layout == "index array" else loop
-    assert spy.calls == [expected]
+    # the index array layout splits a mix in two (new rows appended, held ones
+    # added); with a slot map, one loop claims the rows, another writes them all
+    expected = {
+        "index array": ["add_rows"],
+        "keys, map": ["claim_rows", "add_or_set_rows"],
+        "keys, no map": [loop],
+    }[layout]
+    assert spy.calls == expected
     with using(None):
         slow = apply_all(layout, tfa.float32, "SUM", (4,), pairs)
     np.testing.assert_array_equal(bits(fast.values), bits(slow.values))
@@ -235,16 +251,47 @@ def test_gradients_not_contiguous_and_aligned_stay_on_numpy(layout: str) -> None
 
 
 @needs_numba
-def test_read_only_gradients_take_the_loops() -> None:
+@pytest.mark.parametrize("layout", ["keys, map", "keys, no map"])
+def test_read_only_gradients_take_the_loops(layout: str) -> None:
     spy = Spy(compiled())
     base = np.arange(12, dtype=np.float32).reshape(4, 3)
     values = base.copy()
     values.flags.writeable = False
-    gradients = [([0, 1, 2, 3], base), ([0, 1, 2, 3], values)]
+    indices = np.array([0, 1, 2, 3, 5], np.int64)
+    indices.flags.writeable = False
+    gradients: list[tuple[list[int] | Array, Array]] = [
+        ([0, 1, 2, 3], base),
+        (indices, np.concatenate((values, values[:1]))),
+    ]
     with using(spy.kernels):
-        taken = apply_all("keys, map", tfa.float32, "SUM", (3,), gradients)
-    assert spy.calls == ["add_rows"]
-    np.testing.assert_array_equal(taken.values, base * 2)
+        taken = apply_all(layout, tfa.float32, "SUM", (3,), gradients)
+    assert spy.calls == (
+        ["claim_rows", "add_or_set_rows"] if layout == "keys, map" else ["add_or_set_rows"]
+    )
+    assert taken.indices.tolist() == [0, 1, 2, 3, 5]
+    np.testing.assert_array_equal(taken.values, np.concatenate((base * 2, base[:1])))
+
+
+@needs_numba
+@pytest.mark.parametrize("layout", ["strided", "unaligned"])
+def test_indices_not_contiguous_and_aligned_are_not_claimed_by_the_loop(layout: str) -> None:
+    """The claiming loop reads the gradient's index as a plain int64 array: any
+    other layout finds its rows with numpy (the rows are still added by a loop)."""
+    spy = Spy(compiled())
+    wanted = np.array([1, 2, 4, 6], np.int64)
+    if layout == "strided":
+        indices = np.repeat(wanted, 2)[::2]
+    else:
+        indices = np.frombuffer(bytes(1) + wanted.tobytes(), np.int64, 4, 1)
+    assert not (indices.flags.c_contiguous and indices.flags.aligned)
+    ones = np.ones((4, 3), np.float32)
+    with using(spy.kernels):
+        taken = apply_all(
+            "keys, map", tfa.float32, "SUM", (3,), [([1, 2], ones[:2]), (indices, ones)]
+        )
+    assert "claim_rows" not in spy.calls and spy.calls
+    assert taken.indices.tolist() == [1, 2, 4, 6]
+    np.testing.assert_array_equal(taken.values, [[2] * 3, [2] * 3, [1] * 3, [1] * 3])
 
 
 # --- a MEAN take: the dividing gather ---------------------------------------------
@@ -311,7 +358,7 @@ def test_a_large_dividing_gather_is_shared_between_threads(kind: str, monkeypatc
     """Above sparse.COPY_PARALLEL_MIN_ELEMENTS the gather runs in one part per
     thread; the parts' edges (and sizes either side of the threshold) give the
     same bits as numpy's path."""
-    from tf_accum.accumulators import arithmetic, sparse
+    from tf_accum.accumulators import arithmetic
 
     dtype, np_dtype = DTYPES[kind]
     rng = np.random.default_rng(7)

@@ -11,7 +11,14 @@ no gather of either part (with a declared first dimension). A third loop
 gathers a MEAN take's rows into index order and divides them on the way, in
 one pass: a take of 8 gradients of 1e4 rows of 64 float32 (80,000 rows out of
 order) took 1.40 against 1.71 ms, since the rows counted more than once are
-no longer gathered, divided and put back first.
+no longer gathered, divided and put back first. A fourth loop serves a
+round with a slot map: it finds a gradient's rows in the map (all the map's
+entries first, so that their cache misses overlap), gives the new rows their
+slots and merges their keys into the round's sorted keys, writing only its
+own outputs; the second loop then writes the rows and the new rows' map
+entries too. Next to TensorFlow's graph cycle, an apply of 1e4 rows of 64
+float32 into 7e4 held rows spends about 0.75 ms in the two loops against
+1 ms in the numpy passes and the sort they replace.
 
 The loop does the same single add per element as numpy (``held + gradient``,
 in that order, in the rows' own dtype), so the bits are the same
@@ -24,7 +31,8 @@ numpy's path does (one division, same bits, NaNs included), and copies a row
 counted once as it is. The loops cover float32 and float64 rows only
 (C-contiguous, aligned); every other dtype or layout stays on numpy. They
 allocate nothing, so, like the numpy path's final writes, they cannot fail
-half-way for want of memory.
+half-way for want of memory (the claiming loop's outputs are allocated by its
+caller).
 
 numba is imported, and the loop compiled, only by :func:`load`, before the
 accumulator's lock, at the first sparse gradient of ``MIN_ELEMENTS`` or more
@@ -43,17 +51,19 @@ from tf_accum.accumulators.compiled_loader import Loader
 Array = np.ndarray[Any, Any]
 
 # The dtypes whose rows use the loop: numba adds them exactly as numpy does.
+SLOT_BITS = 32  # a round's key: the row index above these bits, its slot in them
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 # Gradients of this many elements load the loops (importing numba and
-# compiling: about 1.1 s, once per process; 0.8 s of it compiling the three
+# compiling: about 1.3 s, once per process; 1.1 s of it compiling the four
 # loops for both dtypes when numba is imported already). Measured with
-# benchmarks/bench_sparse_kernel.py, one apply of k held rows of 64 float32: from 4096 rows (262,144 elements)
-# it saves about 120 us (188 -> 69 us), repaying the one-off cost within about
-# 10,000 applies, as half_kernel's threshold does; 1e4 rows save 330 us (3700
-# applies); 1e3 rows only 18 us (67,000). Smaller gradients use the loops
-# only when a large one has loaded them (see :func:`loaded`): they are faster
-# there too (1.9x at 1e3 rows, 1.2x at 16).
+# benchmarks/bench_sparse_kernel.py, one apply of k held rows of 64 float32
+# into a round with a slot map: from 4096 rows (262,144 elements) it saves
+# about 200 us (288 -> 90 us), repaying the one-off cost within about 6,400
+# applies (half_kernel's threshold allows 10,000); 1e4 rows save 590 us
+# (2,200 applies); 1e3 rows only 22 us (57,000). Smaller gradients use the
+# loops only when a large one has loaded them (see :func:`loaded`): they are
+# faster there too (2.1x at 1e3 rows, 1.4x at 16).
 MIN_ELEMENTS = 262_144
 
 
@@ -72,10 +82,19 @@ def add_rows(rows: Array, counts: Array, slots: Array, hit: Array) -> None:
         counts[slot] += 1
 
 
-def add_or_set_rows(rows: Array, counts: Array, slots: Array, hit: Array, fresh: Array) -> None:
+def add_or_set_rows(
+    rows: Array, counts: Array, slots: Array, hit: Array, fresh: Array,
+    places: Array, index: Array, mark: int,
+) -> None:  # fmt: skip
     """As :func:`add_rows`, but the rows ``j`` where ``fresh[j]`` (free slots)
-    are set to ``hit[j]`` and counted once."""
+    are set to ``hit[j]`` and counted once; when ``places`` (a slot map) is not
+    empty, their entries ``places[index[j]]`` become ``slots[j] + mark``."""
     width = rows.shape[1]
+    if places.shape[0]:
+        # apart from the rows: independent stores, whose cache misses overlap
+        for j in range(slots.shape[0]):
+            if fresh[j]:
+                places[index[j]] = slots[j] + mark
     for j in range(slots.shape[0]):
         slot = slots[j]
         if fresh[j]:
@@ -86,6 +105,52 @@ def add_or_set_rows(rows: Array, counts: Array, slots: Array, hit: Array, fresh:
             for i in range(width):
                 rows[slot, i] = rows[slot, i] + hit[j, i]
             counts[slot] += 1
+
+
+def claim_rows(
+    places: Array, base: int, index: Array, used: int, keys: Array,
+    slots: Array, fresh: Array, fresh_keys: Array, merged: Array,
+) -> int:  # fmt: skip
+    """Find a gradient's rows (sorted, distinct ``index``) through a round's
+    slot map and give its new rows the free slots from ``used`` on, in index
+    order: ``slots[j]`` and ``fresh[j]`` for every row, and ``merged`` the
+    round's sorted ``keys`` with the new rows' keys merged in (its first
+    ``len(keys) + added`` entries; ``fresh_keys`` is scratch of ``len(index)``).
+    Returns ``added``, the number of new rows. Changes nothing but its
+    outputs, so an apply may still fail after it."""
+    k = index.shape[0]
+    for j in range(k):
+        # all the map's entries first: independent loads, whose cache misses overlap
+        slots[j] = places[index[j]]
+    added = 0
+    for j in range(k):
+        entry = slots[j]
+        if entry > base:
+            slots[j] = entry - base - 1
+            fresh[j] = False
+        else:
+            slot = used + added
+            slots[j] = slot
+            fresh[j] = True
+            fresh_keys[added] = (index[j] << SLOT_BITS) | slot
+            added += 1
+    if not added:
+        return 0
+    held = keys.shape[0]
+    at = 0
+    out = 0
+    for new in range(added):
+        key = fresh_keys[new]
+        while at < held and keys[at] < key:
+            merged[out] = keys[at]
+            out += 1
+            at += 1
+        merged[out] = key
+        out += 1
+    for rest in range(at, held):  # a loop: a slice assignment compiles for seconds
+        merged[out] = keys[rest]
+        out += 1
+    return added
 
 
 def gather_dividing(divisor_type: Any) -> Any:
@@ -122,6 +187,7 @@ class Kernels(NamedTuple):
     add_rows: Any
     add_or_set_rows: Any
     gather_rows_dividing: Any
+    claim_rows: Any
 
 
 def _compile() -> Kernels:
@@ -139,7 +205,9 @@ def _compile() -> Kernels:
     for dtype, scalar in ((types.float32, np.float32), (types.float64, np.float64)):
         rows, hit = array(dtype, 2), array(dtype, 2, readonly=True)
         adds.append(types.void(rows, counts, slots, hit))
-        sets.append(types.void(rows, counts, slots, hit, fresh))
+        sets.append(
+            types.void(rows, counts, slots, hit, fresh, array(types.int32, 1), slots, types.int64)
+        )
         gathers[np.dtype(scalar)] = numba.njit(
             types.void(hit, array(types.int64, 1, readonly=True), slots, rows), nogil=True
         )(gather_dividing(scalar))
@@ -147,12 +215,18 @@ def _compile() -> Kernels:
     def gather_rows_dividing(rows: Array, counts: Array, order: Array, out: Array) -> None:
         gathers[rows.dtype](rows, counts, order, out)
 
+    claim = types.int64(
+        # read: the map, base, index, used, keys; written: slots, fresh, new keys, merged
+        array(types.int32, 1, readonly=True), types.int64, slots, types.int64, slots,
+        counts, array(types.boolean, 1), counts, counts,
+    )  # fmt: skip
     # nogil: other accumulators' applies run meanwhile, and a take's gather
     # runs on several threads
     return Kernels(
         add_rows=numba.njit(adds, nogil=True)(add_rows),
         add_or_set_rows=numba.njit(sets, nogil=True)(add_or_set_rows),
         gather_rows_dividing=gather_rows_dividing,
+        claim_rows=numba.njit(claim, nogil=True)(claim_rows),
     )
 
 
