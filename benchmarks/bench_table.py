@@ -12,11 +12,14 @@ is over tf_accum's own float32 apply. ``target`` is the issue's goal for the
 ratio. TensorFlow runs its sparse accumulators only in graph mode (their
 handles are references, which eager execution refuses).
 
-``numpy`` is the bare numpy work a row cannot do without (for the concurrent
-row: two threads adding into buffers of their own while a third divides one
-for every 8 gradients, with no synchronisation at all); ``/numpy`` is
-tf_accum's time over it, and ``numpy/TF`` the ratio that bare work alone
-reaches: a target below it cannot be met on the machine that ran the table.
+``numpy`` is bare numpy doing the row's core work on one thread (for the
+concurrent row: two threads adding into buffers of their own while a third
+divides one for every 8 gradients, with no synchronisation at all; the sparse
+cycle's also sorts every gradient, which tf_accum skips for sorted indices);
+``/numpy`` is tf_accum's time over it, and ``numpy/TF`` what that bare work
+reaches against TensorFlow. The concurrent row's numpy figure already uses
+every core: a target below its ``numpy/TF`` cannot be met on the machine that
+ran the table.
 """
 
 from __future__ import annotations

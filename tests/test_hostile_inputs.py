@@ -220,6 +220,8 @@ _MERGES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
     "keyed, map, mostly held": ([64, 16], [list(range(9))], [*range(8), 63]),
     "keyed, map, mixed": ([64, 16], [[3, 9], [4]], [1, 3, 9, 12]),
     "keyed, map, mostly new": ([64, 16], [[3, 9], [4]], [*range(1, 9), 10]),
+    # no map until this apply, which makes one from the round's keys
+    "keyed, map made from the keys": ([2000, 16], [[1500], [*range(100)]], [0, 1, 1600]),
     "keyed, no map, mostly new": ([10**9, 2], [[3, 9]], [*range(1, 9), 10]),
     "keyed, no map, mixed": ([10**9, 2], [[3, 9], [4]], [1, 3, 9, 12]),
     "keyed, no map, held only": ([10**9, 2], [[3, 9]], [9, 3]),

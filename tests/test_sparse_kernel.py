@@ -37,6 +37,7 @@ from tests.helpers import (
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
 from tf_accum.accumulators import half_kernel, sparse, sparse_kernel
+from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
 Array = np.ndarray[Any, Any]
@@ -292,6 +293,60 @@ def test_indices_not_contiguous_and_aligned_are_not_claimed_by_the_loop(layout: 
     assert "claim_rows" not in spy.calls and spy.calls
     assert taken.indices.tolist() == [1, 2, 4, 6]
     np.testing.assert_array_equal(taken.values, [[2] * 3, [2] * 3, [1] * 3, [1] * 3])
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    "position, bad, message",
+    [
+        (0, -1, "which is negative"),
+        (-1, 10**6 + 5, "exceeded limits of shape"),
+        (-1, 5000, "changed while it was being applied"),  # in range, past the map
+    ],
+)
+def test_an_index_changed_after_its_range_check_is_refused_and_changes_nothing(
+    position: int, bad: int, message: str
+) -> None:
+    """The claiming loop reads the caller's own index array (no copy), after
+    the range check and outside the GIL, and numba checks no bounds: an index
+    another thread changed in between must not reach the slot map."""
+    shape = [10**6, 3]
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=shape, reduction_type="SUM")
+    ones = np.ones((3, 3), np.float32)
+
+    def apply(indices: Array) -> None:
+        raw.SparseAccumulatorApplyGradient(
+            handle=h, local_step=0, gradient_indices=indices, gradient_values=ones,
+            gradient_shape=shape, has_known_shape=True,
+        )  # fmt: skip
+
+    changing = np.array([2, 5, 9], np.int64)
+    cover = sparse.SparseAccumulator._map_covering
+
+    def changed_meanwhile(self: Any, state: Any, top: int) -> None:
+        cover(self, state, top)  # the map now covers the gradient's rows
+        changing[position] = bad  # as another thread might, just before the claim
+
+    spy = Spy(compiled())
+    with using(spy.kernels), mock.patch.object(sparse, "MAP_MIN_FILL", 0.0):
+        apply(np.array([1, 2, 3], np.int64))
+        state = current_table().lookup(h)._round  # type: ignore[attr-defined]
+        places_before = state.places.copy()
+        with (
+            mock.patch.object(sparse.SparseAccumulator, "_map_covering", changed_meanwhile),
+            pytest.raises(tfa.errors.InvalidArgumentError, match=message),
+        ):
+            apply(changing)
+        assert spy.calls == ["claim_rows"]  # refused by the loop, before any write
+        # the map may have been enlarged before the claim, with the same entries
+        assert state.places[: places_before.shape[0]].tolist() == places_before.tolist()
+        assert not state.places[places_before.shape[0] :].any()
+        assert tfa.accumulator_stats(h)["num_accumulated"] == 1
+        apply(np.array([2, 5, 9], np.int64))
+        taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=tfa.float32)
+    raw.DestroyResourceOp(resource=h)
+    assert taken.indices.tolist() == [1, 2, 3, 5, 9]
+    np.testing.assert_array_equal(taken.values[:, 0], [1, 2, 1, 1, 1])
 
 
 # --- a MEAN take: the dividing gather ---------------------------------------------

@@ -64,7 +64,7 @@ Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
 SLOT_BITS = sparse_kernel.SLOT_BITS  # keys: the row index above, its slot below
 INDEX_LIMIT = 1 << 31  # largest first dimension for keys (and int32 slot maps)
-SLOT_MASK = (1 << SLOT_BITS) - 1
+SLOT_MASK = sparse_kernel.SLOT_MASK
 MARK_LIMIT = (1 << 31) - 1  # the largest entry of a slot map (int32)
 # A round has a slot map (4 bytes per row index up to the largest seen) while
 # its row buffer is at least this many times as large; otherwise keys are searched.
@@ -73,6 +73,7 @@ MAP_MIN_FILL = 1.0
 MOSTLY_HELD = 4
 # the compiled add's slot map when the round has none (it marks nothing then)
 _NO_MAP = np.empty(0, np.int32)
+_NO_KEYS = np.empty(0, np.int64)
 
 
 class SparseTakeResult(NamedTuple):
@@ -456,21 +457,24 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         places = state.places
         if places is not None and top < places.shape[0]:
             return
-        state.places = None
         keys = state.keys
         if keys.shape[0]:
             top = max(top, int(keys[-1]) >> SLOT_BITS)
         size = min(self._first, top + 1 + top // 4)
         if state.rows.nbytes < size * 4 * MAP_MIN_FILL:
+            state.places = None
             return
         # np.zeros is calloc'd: pages are committed only where rows are touched
-        state.places = np.zeros(size, np.int32)
+        made = np.zeros(size, np.int32)
         if places is not None:
-            state.places[: places.shape[0]] = places
+            made[: places.shape[0]] = places
         else:
-            state.places[np.right_shift(keys, SLOT_BITS)] = np.bitwise_and(keys, SLOT_MASK) + (
+            made[np.right_shift(keys, SLOT_BITS)] = np.bitwise_and(keys, SLOT_MASK) + (
                 state.base + 1
             )
+        # only once whole: an apply failing above (for want of memory) leaves
+        # the round's map as it was, not half made
+        state.places = made
 
     def _merge(self, state: SparseRound, index: Array, rows: Array) -> None:
         """Merge a gradient's rows into the round.
@@ -621,24 +625,29 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         k, held, used = index.shape[0], keys.shape[0], state.used
         slots = np.empty(k, np.int64)
         fresh = np.empty(k, bool)
-        fresh_keys = np.empty(k, np.int64)
+        new_keys = np.empty(k, np.int64)
         merged = np.empty(held + k, np.int64)
         added = kernels.claim_rows(
-            places, state.base, index, used, keys, slots, fresh, fresh_keys, merged
+            places, state.base, index, used, keys, slots, fresh, new_keys, merged
         )
+        if added < 0:
+            # the range was checked before the lock: another thread changed the indices since
+            self._check_index_range(index)
+            raise _invalid("The gradient's indices changed while it was being applied")
         if used + added > state.rows.shape[0]:
             self._grow(state, used + added)
         width = math.prod(state.rows.shape[1:])
         buffer = state.rows.reshape(state.rows.shape[0], width)
         hit = rows.reshape(k, width)
         # the round's new state is made before the rows change: nothing after may fail
-        new_keys = merged[: held + added] if added else keys
-        # keys are distinct: the round's last key stays last only if no new key passes it
+        round_keys = merged[: held + added] if added else keys
+        # keys are distinct: the round's last key is still at held - 1 only if
+        # every new key comes after it
         in_order = state.in_order and (not held or not added or bool(merged[held - 1] == keys[-1]))
         kernels.add_or_set_rows(
-            buffer, state.counts, slots, hit, fresh, places, index, state.base + 1
+            buffer, state.counts, slots, hit, fresh, places, new_keys[:added], state.base + 1
         )
-        state.keys, state.in_order, state.used = new_keys, in_order, used + added
+        state.keys, state.in_order, state.used = round_keys, in_order, used + added
 
     def _append_rows(self, state: SparseRound, rows: Array, fresh_at: Array) -> None:
         """Put ``rows[fresh_at]`` in the next free slots, counted once (``used`` stays)."""
@@ -701,7 +710,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             if fresh is None:
                 kernels.add_rows(rows, state.counts, slots, hit)
             else:
-                kernels.add_or_set_rows(rows, state.counts, slots, hit, fresh, _NO_MAP, slots, 0)
+                kernels.add_or_set_rows(rows, state.counts, slots, hit, fresh, _NO_MAP, _NO_KEYS, 0)
             return
         counts = np.take(state.counts, slots)
         counts += 1

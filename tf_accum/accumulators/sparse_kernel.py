@@ -51,8 +51,9 @@ from tf_accum.accumulators.compiled_loader import Loader
 Array = np.ndarray[Any, Any]
 
 # The dtypes whose rows use the loop: numba adds them exactly as numpy does.
-SLOT_BITS = 32  # a round's key: the row index above these bits, its slot in them
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+SLOT_BITS = 32  # a round's key: the row index above these bits, its slot in them
+SLOT_MASK = (1 << SLOT_BITS) - 1
 
 # Gradients of this many elements load the loops (importing numba and
 # compiling: about 1.3 s, once per process; 1.1 s of it compiling the four
@@ -84,17 +85,18 @@ def add_rows(rows: Array, counts: Array, slots: Array, hit: Array) -> None:
 
 def add_or_set_rows(
     rows: Array, counts: Array, slots: Array, hit: Array, fresh: Array,
-    places: Array, index: Array, mark: int,
+    places: Array, new_keys: Array, mark: int,
 ) -> None:  # fmt: skip
     """As :func:`add_rows`, but the rows ``j`` where ``fresh[j]`` (free slots)
     are set to ``hit[j]`` and counted once; when ``places`` (a slot map) is not
-    empty, their entries ``places[index[j]]`` become ``slots[j] + mark``."""
+    empty, each of ``new_keys`` (from :func:`claim_rows`, whose checks make
+    every index in them fall inside the map) sets its row's entry to its slot
+    + ``mark``."""
     width = rows.shape[1]
-    if places.shape[0]:
-        # apart from the rows: independent stores, whose cache misses overlap
-        for j in range(slots.shape[0]):
-            if fresh[j]:
-                places[index[j]] = slots[j] + mark
+    # apart from the rows: independent stores, whose cache misses overlap
+    for n in range(new_keys.shape[0] if places.shape[0] else 0):
+        key = new_keys[n]
+        places[key >> SLOT_BITS] = (key & SLOT_MASK) + mark
     for j in range(slots.shape[0]):
         slot = slots[j]
         if fresh[j]:
@@ -109,21 +111,34 @@ def add_or_set_rows(
 
 def claim_rows(
     places: Array, base: int, index: Array, used: int, keys: Array,
-    slots: Array, fresh: Array, fresh_keys: Array, merged: Array,
+    slots: Array, fresh: Array, new_keys: Array, merged: Array,
 ) -> int:  # fmt: skip
-    """Find a gradient's rows (sorted, distinct ``index``) through a round's
-    slot map and give its new rows the free slots from ``used`` on, in index
-    order: ``slots[j]`` and ``fresh[j]`` for every row, and ``merged`` the
-    round's sorted ``keys`` with the new rows' keys merged in (its first
-    ``len(keys) + added`` entries; ``fresh_keys`` is scratch of ``len(index)``).
-    Returns ``added``, the number of new rows. Changes nothing but its
-    outputs, so an apply may still fail after it."""
+    """Find a gradient's rows through a round's slot map and give its new rows
+    the free slots from ``used`` on, in index order.
+
+    ``index``: the gradient's rows, sorted and distinct (k of them); ``keys``:
+    the round's, sorted (``index << SLOT_BITS | slot``); ``places``: its map,
+    ``slot + base + 1`` for its rows, ``base`` or less elsewhere. Writes
+    ``slots[j]`` and ``fresh[j]`` for every row, the new rows' keys to the
+    start of ``new_keys`` (k entries) and the round's keys with those merged
+    in to the start of ``merged`` (``len(keys) + k`` entries). Returns the
+    number of new rows, or -1 when an index falls outside the map. Changes
+    nothing but its outputs, so an apply may still fail after it.
+    """
     k = index.shape[0]
+    size = places.shape[0]
     for j in range(k):
+        # each index read once, here, and checked: the caller's array may be
+        # changed by another thread meanwhile, and numba checks no bounds
+        row = index[j]
+        if row < 0 or row >= size:
+            return -1
+        new_keys[j] = row
         # all the map's entries first: independent loads, whose cache misses overlap
-        slots[j] = places[index[j]]
+        slots[j] = places[row]
     added = 0
     for j in range(k):
+        row = new_keys[j]  # added <= j: not overwritten yet
         entry = slots[j]
         if entry > base:
             slots[j] = entry - base - 1
@@ -132,7 +147,7 @@ def claim_rows(
             slot = used + added
             slots[j] = slot
             fresh[j] = True
-            fresh_keys[added] = (index[j] << SLOT_BITS) | slot
+            new_keys[added] = (row << SLOT_BITS) | slot
             added += 1
     if not added:
         return 0
@@ -140,7 +155,7 @@ def claim_rows(
     at = 0
     out = 0
     for new in range(added):
-        key = fresh_keys[new]
+        key = new_keys[new]
         while at < held and keys[at] < key:
             merged[out] = keys[at]
             out += 1
@@ -178,11 +193,14 @@ def gather_dividing(divisor_type: Any) -> Any:
 
 
 class Kernels(NamedTuple):
-    """The compiled loops (arguments: C-contiguous, aligned; ``slots``,
-    ``order`` and ``counts`` int64, ``fresh`` bool; ``hit``, ``slots``,
-    ``fresh`` and, for ``gather_rows_dividing``, all but ``out`` may be
-    read-only). ``gather_rows_dividing`` takes float32 or float64 rows, as
-    the others, and picks the loop compiled for their dtype."""
+    """The compiled loops (arguments: C-contiguous, aligned, 1-D but for the
+    rows; ``slots``, ``order``, ``counts``, ``index``, ``keys``, ``new_keys``
+    and ``merged`` int64, ``places`` int32, ``fresh`` bool). What a loop only
+    reads may be read-only: ``hit``, ``slots``, ``fresh`` (but in
+    ``claim_rows``, which writes it), ``new_keys`` in ``add_or_set_rows``,
+    everything but ``out`` in ``gather_rows_dividing`` and the first five in
+    ``claim_rows``. The row loops take float32 or float64 rows;
+    ``gather_rows_dividing`` picks the loop compiled for their dtype."""
 
     add_rows: Any
     add_or_set_rows: Any
