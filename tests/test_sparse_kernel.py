@@ -296,6 +296,50 @@ def test_indices_not_contiguous_and_aligned_are_not_claimed_by_the_loop(layout: 
 
 
 @needs_numba
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.integers(1, 3000),
+    held_share=st.floats(0.0, 1.0),
+    gradient_share=st.floats(0.0, 1.0),
+    base=st.sampled_from([0, 5, 1000]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_claiming_loop_finds_slots_and_merges_keys_as_numpy_does(
+    rows: int, held_share: float, gradient_share: float, base: int, seed: int
+) -> None:
+    """claim_rows against the same steps in numpy, on rounds from empty to
+    full and gradients from one row to every row (long runs of held keys
+    between new ones, and none), with entries of an earlier round (``base``
+    or less) left in the map."""
+    rng = np.random.default_rng(seed)
+    held = np.sort(rng.choice(rows, int(rows * held_share), replace=False))
+    index = np.sort(rng.choice(rows, max(1, int(rows * gradient_share)), replace=False))
+    slots_of_held = rng.permutation(held.size)
+    places = rng.integers(0, base + 1, rows).astype(np.int32)  # stale: base or less
+    places[held] = slots_of_held + base + 1
+    keys = np.sort(np.left_shift(held, 32) | slots_of_held)
+    used = held.size + 3
+    k = index.size
+    slots, fresh = np.empty(k, np.int64), np.empty(k, bool)
+    new_keys, merged = np.empty(k, np.int64), np.empty(held.size + k, np.int64)
+    before = places.copy()
+    added = compiled().claim_rows(places, base, index, used, keys, slots, fresh, new_keys, merged)
+    expected_fresh = ~np.isin(index, held)
+    assert added == np.count_nonzero(expected_fresh)
+    np.testing.assert_array_equal(fresh, expected_fresh)
+    expected_slots = places[index].astype(np.int64) - base - 1
+    expected_slots[expected_fresh] = used + np.arange(added)
+    np.testing.assert_array_equal(slots, expected_slots)
+    expected_new = np.left_shift(index[expected_fresh], 32) | expected_slots[expected_fresh]
+    np.testing.assert_array_equal(new_keys[:added], expected_new)
+    if added:
+        np.testing.assert_array_equal(
+            merged[: held.size + added], np.sort(np.concatenate((keys, expected_new)))
+        )
+    np.testing.assert_array_equal(places, before)  # read only
+
+
+@needs_numba
 @pytest.mark.parametrize(
     "position, bad, message",
     [
