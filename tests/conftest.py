@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -8,7 +7,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import sparse_row_loops
+from tests.helpers import SPARSE_PATHS, sparse_row_loops
 
 raw = tfa.raw_ops
 
@@ -40,7 +39,7 @@ def f32() -> type:
 @pytest.fixture(params=["numpy", "compiled"])
 def row_adds(request: pytest.FixtureRequest) -> Iterator[str]:
     """Sparse rows found and added by numpy, then by the compiled loops (sparse_kernel)."""
-    if request.param == "compiled" and importlib.util.find_spec("numba") is None:
+    if request.param not in SPARSE_PATHS:
         pytest.skip("numba (the fast extra) is not installed")
     with sparse_row_loops(request.param):
         yield request.param

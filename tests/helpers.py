@@ -127,34 +127,41 @@ class BlockedCompile:
         raise RuntimeError("no compiler")
 
 
-def fresh_kernels(module: Any, compile: Callable[[], Any] | None = None) -> Any:
-    """A context in which a kernel module (half_kernel, sparse_kernel) has
-    loaded nothing yet, optionally with ``compile`` as its ``_compile``."""
+def _loader_state(module: Any, tried: bool, kernels: Any) -> Any:
     from contextlib import ExitStack
     from unittest import mock
 
     stack = ExitStack()
-    stack.enter_context(mock.patch.object(module.LOADER, "tried", False))
-    stack.enter_context(mock.patch.object(module.LOADER, "kernels", None))
+    stack.enter_context(mock.patch.object(module.LOADER, "tried", tried))
+    stack.enter_context(mock.patch.object(module.LOADER, "kernels", kernels))
+    return stack
+
+
+def fresh_kernels(module: Any, compile: Callable[[], Any] | None = None) -> Any:
+    """A context in which a kernel module (half_kernel, sparse_kernel) has
+    loaded nothing yet, optionally with ``compile`` as its ``_compile``."""
+    from unittest import mock
+
+    stack = _loader_state(module, False, None)
     if compile is not None:
         stack.enter_context(mock.patch.object(module, "_compile", compile))
     return stack
 
 
+def kernels_in_use(module: Any, kernels: Any) -> Any:
+    """A context in which a kernel module (half_kernel, sparse_kernel) has
+    loaded ``kernels`` (None: as if numba were missing)."""
+    return _loader_state(module, True, kernels)
+
+
 def sparse_row_loops(path: str) -> Any:
     """A context in which sparse applies and takes run on ``path``: "numpy"
     (as without numba) or "compiled" (sparse_kernel's loops, which must load)."""
-    from contextlib import ExitStack
-    from unittest import mock
-
     from tf_accum.accumulators import sparse_kernel
 
     kernels = sparse_kernel.load() if path == "compiled" else None
     assert path == "numpy" or kernels is not None, "numba is installed but did not compile"
-    stack = ExitStack()
-    stack.enter_context(mock.patch.object(sparse_kernel.LOADER, "tried", True))
-    stack.enter_context(mock.patch.object(sparse_kernel.LOADER, "kernels", kernels))
-    return stack
+    return kernels_in_use(sparse_kernel, kernels)
 
 
 # the sparse paths a test can run on here: "compiled" needs numba (the fast extra)

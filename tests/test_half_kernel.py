@@ -32,6 +32,7 @@ from tests.helpers import (
     assert_answers_while_compiling,
     fresh_kernels,
     in_forked_child,
+    kernels_in_use,
     loaded_on_a_thread,
     python_output,
 )
@@ -56,14 +57,9 @@ def kernels_from(min_elements: int) -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def loops_missing() -> Iterator[None]:
+def loops_missing() -> Any:
     """As if numba were missing, at the production chunk sizes."""
-    with (
-        mock.patch.object(half_kernel.LOADER, "tried", True),
-        mock.patch.object(half_kernel.LOADER, "kernels", None),
-    ):
-        yield
+    return kernels_in_use(half_kernel, None)
 
 
 @contextlib.contextmanager

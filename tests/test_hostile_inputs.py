@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import Background, Spy, wait_for_waiting
+from tests.helpers import Background, Spy, kernels_in_use, wait_for_waiting
 from tests.test_half_kernel import needs_numba
 from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
@@ -119,10 +119,7 @@ def _take_path(path: str) -> Iterator[list[str]]:
     """Sparse takes on ``path``; yields the names of the compiled loops called."""
     spy = Spy(sparse_kernel.load()) if path == "compiled" else None
     assert path == "numpy" or spy is not None
-    with (
-        mock.patch.object(sparse_kernel.LOADER, "tried", True),
-        mock.patch.object(sparse_kernel.LOADER, "kernels", spy and spy.kernels),
-    ):
+    with kernels_in_use(sparse_kernel, spy and spy.kernels):
         yield spy.calls if spy is not None else []
 
 
@@ -396,11 +393,7 @@ def test_a_compiled_row_add_failing_for_want_of_memory_changes_nothing(case: str
     no_room = mock.Mock(side_effect=MemoryError("no room to call the loop"))
     spy = Spy(sparse_kernel.load())
     broken = spy.kernels._replace(add_rows=no_room, add_or_set_rows=no_room)
-    with (
-        mock.patch.object(sparse_kernel.LOADER, "tried", True),
-        mock.patch.object(sparse_kernel.LOADER, "kernels", broken),
-        pytest.raises(MemoryError),
-    ):
+    with kernels_in_use(sparse_kernel, broken), pytest.raises(MemoryError):
         _sparse_apply(h, failing, width, len(earlier) + 1)
     assert no_room.call_count == 1
     assert spy.calls == (["claim_rows"] if case.startswith("keyed, map") else [])

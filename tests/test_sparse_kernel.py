@@ -9,11 +9,10 @@ and with numpy only, and compare the bits of the takes. They need numba (the
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 from unittest import mock
 
@@ -32,6 +31,7 @@ from tests.helpers import (
     assert_answers_while_compiling,
     fresh_kernels,
     in_forked_child,
+    kernels_in_use,
     loaded_on_a_thread,
     python_output,
 )
@@ -49,14 +49,9 @@ def compiled() -> sparse_kernel.Kernels:
     return kernels
 
 
-@contextlib.contextmanager
-def using(kernels: sparse_kernel.Kernels | None) -> Iterator[None]:
+def using(kernels: sparse_kernel.Kernels | None) -> Any:
     """Every sparse apply with ``kernels`` (None: numpy only, as without numba)."""
-    with (
-        mock.patch.object(sparse_kernel.LOADER, "tried", True),
-        mock.patch.object(sparse_kernel.LOADER, "kernels", kernels),
-    ):
-        yield
+    return kernels_in_use(sparse_kernel, kernels)
 
 
 # declared shape per index layout (the width is appended): packed keys with a
@@ -161,14 +156,7 @@ def test_compiled_and_numpy_applies_give_the_same_bits(layout, reduction, case) 
 def test_special_values_add_to_the_same_bits(kind: str) -> None:
     """Infinities, NaNs (with payloads), signed zeros, subnormals, overflow."""
     dtype, np_dtype = DTYPES[kind]
-    info = np.finfo(np_dtype)
-    uint = np.uint32 if np_dtype == np.float32 else np.uint64
-    nan_payload = (np.array([np.nan], np_dtype).view(uint) | uint(5)).view(np_dtype)[0]
-    special = np.array(
-        [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, nan_payload, info.max, -info.max,
-         info.tiny, info.smallest_subnormal, -info.smallest_subnormal, 1.0, -1.0],
-        np_dtype,
-    )  # fmt: skip
+    special = np.concatenate((special_values(np_dtype), np.array([-np.nan, -1.0], np_dtype)))
     n = special.size
     held = special.repeat(n)  # every pair (held, added)
     added = np.tile(special, n)

@@ -35,9 +35,9 @@ gathers it; without them, the rows counted more than once are divided where
 they are held when they are few, else in the result; rows already in index
 order are copied, not gathered), then keeps the buffer for the next round:
 memory that is already mapped, so applies do not pay for faulting in fresh
-pages (which costs more than the arithmetic). When the rows arrived in index order and fill
-the buffer exactly (a round of one gradient, say) the buffer itself is handed
-over instead.
+pages (which costs more than the arithmetic). When the rows arrived in index
+order and fill the buffer exactly (a round of one gradient, say) the buffer
+itself is handed over instead.
 """
 
 from __future__ import annotations
@@ -633,7 +633,11 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         if added < 0:
             # the range was checked before the lock: another thread changed the indices since
             self._check_index_range(index)
-            raise _invalid("The gradient's indices changed while it was being applied")
+            raise _invalid(
+                "The gradient's indices changed while it was being applied: an index now "
+                "lies past every row this round has seen; keep a gradient's arrays "
+                "unchanged until its apply returns"
+            )
         if used + added > state.rows.shape[0]:
             self._grow(state, used + added)
         width = math.prod(state.rows.shape[1:])
