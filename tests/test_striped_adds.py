@@ -4,6 +4,8 @@ gets the gradients in one order, and a take never sees half an add."""
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import sys
 import threading
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ import tf_accum as tfa
 from tests.helpers import Background, wait_until
 from tests.test_interrupts import _inject_at_line, _Injected
 from tf_accum.accumulators import stripes
+from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -55,21 +58,31 @@ def _quiet(acc: Any) -> bool:
 
 
 class _Paused:
-    """Stripes.run that stops before adding until ``go`` is set (the first call only)."""
+    """Stripes.run that stops before adding, call by call: the k-th call (from
+    0, up to ``count``) sets ``entered[k]`` and waits for ``go[k]``; later
+    calls run straight through."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.entered = threading.Event()
-        self.go = threading.Event()
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, count: int = 1) -> None:
+        self.entered = [threading.Event() for _ in range(count)]
+        self.go = [threading.Event() for _ in range(count)]
+        calls = iter(range(count))
+        numbering = threading.Lock()
         original = stripes.Stripes.run
         paused = self
 
         def run(self: Any, job: stripes.StripedAdd) -> None:
-            if not paused.entered.is_set():
-                paused.entered.set()
-                assert paused.go.wait(10)
+            with numbering:
+                k = next(calls, None)
+            if k is not None:
+                paused.entered[k].set()
+                assert paused.go[k].wait(10)
             original(self, job)
 
         monkeypatch.setattr(stripes.Stripes, "run", run)
+
+    def release_all(self) -> None:
+        for go in self.go:
+            go.set()
 
 
 def test_concurrent_adds_give_every_element_the_same_order(
@@ -175,46 +188,240 @@ def test_an_add_that_fails_leaves_the_round_as_it_was(monkeypatch: pytest.Monkey
     np.testing.assert_array_equal(_take(h, 1), np.ones(SIZE, np.float32))
 
 
-def test_a_take_waits_for_an_add_running_outside_the_lock(
+def _full(value: float) -> np.ndarray[Any, Any]:
+    return np.full(SIZE, value, np.float32)
+
+
+def _paused_add(h: int, paused: _Paused, k: int = 0) -> Background:
+    """Apply 2.0 in the background; it stops (as the k-th paused add) outside the lock."""
+    adding = Background(_apply, h, _full(2.0), FRESH)
+    assert paused.entered[k].wait(10)
+    return adding
+
+
+def test_a_take_ready_on_counted_gradients_is_committed_while_an_add_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The take is ready (one gradient counted) but an add is running: it is
-    served only once the add is done, and its result has both gradients; an
-    apply arriving meanwhile waits, then goes into the next round."""
+    """The take is ready on the gradient already counted while a second one is
+    added outside the lock: it is committed at once (the global step goes up,
+    the next round starts and takes gradients, a timeout no longer applies) and
+    returns once that add is done, with both gradients."""
     h, acc = _acc()
     paused = _Paused(monkeypatch)
-    _apply(h, np.ones(SIZE, np.float32))
-    adding = Background(_apply, h, np.full(SIZE, 2.0, np.float32))
-    assert paused.entered.wait(10)
-    taking = Background(_take, h, 1, 0.0)  # no time to wait: only the add holds it up
-    wait_until(lambda: acc.num_waiting() == 1)
-    assert acc._gate_shut
-    later = Background(_apply, h, np.full(SIZE, 5.0, np.float32), 2**40)
-    assert not taking.finished.wait(0.2) and not later.finished.wait(0.05)
-    paused.go.set()
+    _apply(h, _full(1.0))
+    adding = _paused_add(h, paused)
+    taking = Background(_take, h, 1, 0.0)  # no time to wait: it must not time out
+    wait_until(lambda: acc.global_step() == 1)
+    assert acc.num_waiting() == 0 and not acc._gate_shut
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 0
+    _apply(h, _full(5.0), 1)  # into the next round, without waiting for the add
+    _apply(h, _full(7.0), 0)  # stale: the step has gone up
+    assert not taking.finished.wait(0.2)  # its round is not whole yet
+    paused.go[0].set()
     adding.result()
-    np.testing.assert_array_equal(taking.result(), np.full(SIZE, 3.0, np.float32))
-    later.result()
-    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1
-    np.testing.assert_array_equal(_take(h, 1), np.full(SIZE, 5.0, np.float32))
+    np.testing.assert_array_equal(taking.result(), _full(3.0))
+    stats = tfa.accumulator_stats(h)
+    assert (stats["accepted"], stats["stale"], stats["takes_served"]) == (3, 1, 1)
+    assert (stats["num_accumulated"], stats["global_step"], stats["waiting"]) == (1, 1, 0)
+    assert stats["takes_timed_out"] == 0
+    np.testing.assert_array_equal(_take(h, 1), _full(5.0))
+    assert _quiet(acc) and acc._sealed is None
+
+
+def test_a_second_round_ready_while_one_is_committed_waits_at_the_gate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One round at a time is committed with adds still running: a take ready on
+    the next round meanwhile shuts the gate, applies wait at it, and once the
+    first round is whole the second is committed and the gate opens."""
+    h, acc = _acc()
+    paused = _Paused(monkeypatch, 2)
+    _apply(h, _full(1.0))
+    first_add = _paused_add(h, paused, 0)
+    first_take = Background(_take, h, 1)
+    wait_until(lambda: acc.global_step() == 1)
+    _apply(h, _full(10.0), FRESH)  # the second round's first gradient
+    second_add = _paused_add(h, paused, 1)
+    second_take = Background(_take, h, 1)
+    wait_until(lambda: acc._gate_shut)
+    assert acc.num_waiting() == 1 and acc.global_step() == 1
+    later = Background(_apply, h, _full(100.0), FRESH)
+    assert not later.finished.wait(0.2)  # held at the gate
+    paused.go[0].set()
+    first_add.result()
+    np.testing.assert_array_equal(first_take.result(), _full(3.0))
+    later.result()  # the gate opened: the second round was committed
+    assert acc.global_step() == 2 and not second_take.done()
+    paused.go[1].set()
+    second_add.result()
+    np.testing.assert_array_equal(second_take.result(), _full(12.0))
+    np.testing.assert_array_equal(_take(h, 1), _full(100.0))
+    assert _quiet(acc) and acc._sealed is None
+
+
+def test_a_committed_take_ignores_a_cancellation_and_returns_its_round(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h, acc = _acc()
+    paused = _Paused(monkeypatch)
+    _apply(h, _full(1.0))
+    adding = _paused_add(h, paused)
+    cancellation = Cancellation()
+    taking = Background(acc.take, 1, None, cancellation)
+    wait_until(lambda: acc.global_step() == 1)
+    cancellation.cancel(tfa.errors.CancelledError(None, None, "the run was cancelled"))
+    assert not taking.finished.wait(0.1)
+    paused.go[0].set()
+    adding.result()
+    np.testing.assert_array_equal(taking.result(), _full(3.0))
+    assert tfa.accumulator_stats(h)["takes_cancelled"] == 0
     assert _quiet(acc)
 
 
+@pytest.mark.parametrize("next_round", [False, True], ids=["nothing since", "next round begun"])
+def test_an_exception_injected_into_a_committed_take_puts_its_whole_round_back(
+    monkeypatch: pytest.MonkeyPatch, next_round: bool
+) -> None:
+    """Like a served take's, a committed take's round goes back when something
+    other than Ctrl-C surfaces in its thread, once its adds are done, and only
+    if nothing has happened since (no gradient counted, no take served)."""
+    h, acc = _acc()
+    paused = _Paused(monkeypatch)
+    _apply(h, _full(1.0))
+    adding = _paused_add(h, paused)
+    taking = Background(_take, h, 1, 0.2)  # its wait wakes now and then
+    wait_until(lambda: acc.global_step() == 1)
+    if next_round:
+        _apply(h, _full(5.0), FRESH)
+    thread_id = taking._thread.ident
+    assert thread_id is not None
+    set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    assert set_async(ctypes.c_ulong(thread_id), ctypes.py_object(_Injected)) == 1
+    assert not taking.finished.wait(0.5)  # it surfaces only once the round is whole
+    paused.go[0].set()
+    adding.result()
+    assert isinstance(taking.error(), _Injected)
+    stats = tfa.accumulator_stats(h)
+    assert stats["takes_interrupted"] == 1
+    if next_round:  # not put back: the next round's gradient is there alone
+        assert (stats["num_accumulated"], stats["global_step"]) == (1, 1)
+        np.testing.assert_array_equal(_take(h, 1), _full(5.0))
+    else:
+        assert (stats["num_accumulated"], stats["global_step"]) == (2, 0)
+        assert stats["takes_served"] == 0
+        np.testing.assert_array_equal(_take(h, 2), _full(3.0))
+    assert _quiet(acc)
+
+
+def test_a_committed_round_is_whole_when_an_exception_hits_the_landing_of_its_add() -> None:
+    """Raise at every line, in turn, of the landing of the add a committed take
+    waits for (and land again, as an interrupted apply does): the take gets
+    both gradients, counted once, and nothing stays held."""
+    h, acc = _acc()
+    lines = 0
+    for k in range(1, 200):
+        _apply(h, _full(1.0), FRESH)
+        total = acc._sum
+        flight = acc._stripes.prepare(total, _full(2.0), False)
+        with acc._lock:
+            flight.round, acc._in_flight = acc._served, acc._in_flight + 1
+        acc._stripes.run(flight)  # added, not yet counted: the take is ready on one
+        taking = Background(_take, h, 1)
+        wait_until(lambda: acc._sealed is not None)
+        sys.settrace(_inject_at_line(k))
+        try:
+            acc._land(flight)
+            finished = True
+        except _Injected:
+            finished = False
+            acc._land(flight)
+        finally:
+            sys.settrace(None)
+        np.testing.assert_array_equal(taking.result(), _full(3.0), err_msg=f"line {k}")
+        stats = tfa.accumulator_stats(h)
+        assert stats["num_accumulated"] == 0 and stats["accepted"] == 2 * k, f"line {k}"
+        assert _quiet(acc) and acc._sealed is None, f"line {k}"
+        if finished:
+            lines = k
+            break
+    assert lines > 5  # it really walked through the code
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_many_threads_adding_and_taking_lose_nothing() -> None:
+    """Real threads, each adding ones, and a taker of several sizes: every take
+    is a whole round (each element equals the gradients it counted), and the
+    takes and what is left hold every gradient applied."""
+    h, acc = _acc()
+    appliers, per, takes = 4, 40, 12
+    barrier = threading.Barrier(appliers + 1)
+    results: list[np.ndarray[Any, Any]] = []
+
+    def applier() -> None:
+        barrier.wait(10)
+        for _ in range(per):
+            _apply(h, _full(1.0), FRESH)
+
+    def taker() -> None:
+        barrier.wait(10)
+        for n in itertools.islice(itertools.cycle((1, 3, 8)), takes):
+            results.append(_take(h, n))
+
+    taking = Background(taker)
+    for w in [Background(applier) for _ in range(appliers)]:
+        w.result()
+    extra = 0
+    # the last takes may need more gradients than are left: one at a time,
+    # each given time to serve whoever it completes
+    while not taking.finished.wait(0.01):
+        assert extra < 8 * takes, "the taker is stuck"
+        _apply(h, _full(1.0), FRESH)
+        extra += 1
+    taking.result()
+    for r in results:
+        assert np.all(r == r[0]) and r[0] >= 1, "a take saw part of an add"
+    left = int(raw.ResourceAccumulatorNumAccumulated(handle=h))
+    assert sum(int(r[0]) for r in results) + left == appliers * per + extra
+    stats = tfa.accumulator_stats(h)
+    assert stats["accepted"] == appliers * per + extra
+    assert stats["takes_served"] == takes == len(results)
+    assert _quiet(acc) and acc._sealed is None
+
+
 def test_destroying_while_an_add_runs_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The take is not ready on the gradients counted: it waits, and destroying
+    cancels it; the add that had begun completes."""
     h, acc = _acc()
     paused = _Paused(monkeypatch)
     _apply(h, np.ones(SIZE, np.float32))
-    adding = Background(_apply, h, np.ones(SIZE, np.float32))
-    assert paused.entered.wait(10)
+    adding = _paused_add(h, paused)
     taking = Background(_take, h, 2, None)
     wait_until(lambda: acc.num_waiting() == 1)
     raw.DestroyResourceOp(resource=h)
-    paused.go.set()
+    paused.go[0].set()
     adding.result()  # it had been accepted: it completes
     assert isinstance(taking.error(), tfa.errors.CancelledError)
     assert acc._in_flight == 0 and not acc._gate_shut
     with pytest.raises(tfa.errors.NotFoundError):
         _apply(h, np.ones(SIZE, np.float32))
+
+
+def test_destroying_while_a_committed_take_waits_for_its_add(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Committed before the destroy, the take is served: it returns its round,
+    with every gradient counted (a mean of two)."""
+    h, acc = _acc("MEAN")
+    paused = _Paused(monkeypatch)
+    _apply(h, _full(1.0))
+    adding = _paused_add(h, paused)
+    taking = Background(_take, h, 1, None)
+    wait_until(lambda: acc._sealed is not None)
+    raw.DestroyResourceOp(resource=h)
+    paused.go[0].set()
+    adding.result()
+    np.testing.assert_array_equal(taking.result(), _full(1.5))
+    assert acc._in_flight == 0 and acc._sealed is None and not acc._gate_shut
 
 
 @pytest.mark.parametrize("alongside", [True, False], ids=["split", "whole"])

@@ -80,6 +80,7 @@ class _TakeAttempt(Generic[Round]):
         "serial",
         "key",
         "withdrawn",
+        "sealed",
     )
 
     def __init__(self, num_required: int) -> None:
@@ -93,10 +94,31 @@ class _TakeAttempt(Generic[Round]):
         self.serial = 0  # takes served so far, once this one is
         self.key: int | None = None  # its registration with a cancellation
         self.withdrawn = False
+        # committed: its round is detached, and the adds into it that run
+        # outside the lock are landing (see _SealedRound); done once they have
+        self.sealed = False
 
     def settled(self) -> bool:
-        """Served, cancelled or withdrawn: nothing is left to undo."""
-        return self.done or self.error is not None or self.withdrawn
+        """Served (or sealed), cancelled or withdrawn: no longer withdrawable."""
+        return self.done or self.sealed or self.error is not None or self.withdrawn
+
+
+class _SealedRound:
+    """A round handed to its take while adds into it still run outside the lock.
+
+    The take was ready on the gradients already counted, so it is committed
+    at once (the global step goes up, the next round starts, and applies go on
+    into it); it returns once ``in_flight`` reaches 0, with every gradient that
+    landed (``count``). ``round`` tells its adds from the next round's.
+    """
+
+    __slots__ = ("attempt", "round", "in_flight", "count")
+
+    def __init__(self, attempt: _TakeAttempt[Any], round: int, in_flight: int, count: int) -> None:
+        self.attempt = attempt
+        self.round = round
+        self.in_flight = in_flight
+        self.count = count
 
 
 class AccumulatorBase(ABC, Generic[Round]):
@@ -104,7 +126,9 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     Invariant guarded by ``_lock``: ``_count`` is the number of gradients merged
     into the subclass's round state since the last completed take; the front of
-    ``_waiting`` has ``num_required > _count`` (a flush completes it otherwise);
+    ``_waiting`` has ``num_required > _count`` (a flush completes it otherwise,
+    or, while adds into the round run outside the lock, seals the round for it
+    or shuts the gate);
     ``_global_step`` is a wrapping int64; ``_served`` counts completed takes;
     the ``_n_*`` counters are the statistics. Methods named ``*_locked`` run
     with ``_lock`` held.
@@ -142,11 +166,15 @@ class AccumulatorBase(ABC, Generic[Round]):
         self._n_timed_out = 0
         self._n_cancelled = 0
         self._n_interrupted = 0
-        # Adds running outside the lock (see stripes.py): a round is never handed
-        # over while one runs. While a waiting take could be served but for
-        # them, the gate is shut (held), and new applies wait at it, so the take
-        # is served as soon as they are done.
+        # Adds running outside the lock (see stripes.py) into the current round;
+        # each carries the round's number (``_served`` when it began). A take
+        # ready on the gradients already counted does not wait for them: the
+        # round is sealed (_SealedRound), committed, and the next one starts
+        # while they land. One round is sealed at a time: while a second could
+        # be, the gate is shut (held), and new applies wait at it, so that
+        # take is served as soon as the adds are done.
         self._in_flight = 0
+        self._sealed: _SealedRound | None = None
         self._gate = threading.Lock()
         self._gate_shut = False
 
@@ -266,7 +294,9 @@ class AccumulatorBase(ABC, Generic[Round]):
 
         Takes are served in arrival order; a take completes when the counter
         reaches its ``num_required`` while it is at the front of the queue. On
-        completion the global step goes up by one and the counter goes to 0.
+        completion the global step goes up by one and the counter goes to 0;
+        gradients still being added at that moment (large dense adds run
+        outside the lock) belong to its round, and it returns once they are in.
         A take is all or nothing: if computing its result fails, the round is
         put back (when nothing has happened since), and the error raised.
 
@@ -355,13 +385,19 @@ class AccumulatorBase(ABC, Generic[Round]):
                         raise
                     if attempt.error is not None:
                         raise
-                    if not (isinstance(exc, KeyboardInterrupt) and interrupts.in_main_thread()):
-                        # served, but something else must surface: leave the round
-                        self._put_back_locked(attempt.outcome, attempt.count, attempt.serial)  # type: ignore[arg-type]
-                        self._n_interrupted += 1
-                        raise
                 finally:
                     self._lock.release()
+                # served (or sealed: then once its round is whole)
+                self._await_landing(attempt)
+                if not (isinstance(exc, KeyboardInterrupt) and interrupts.in_main_thread()):
+                    # something else must surface: leave the round
+                    self._relock()
+                    try:
+                        self._put_back_locked(attempt.outcome, attempt.count, attempt.serial)  # type: ignore[arg-type]
+                        self._n_interrupted += 1
+                    finally:
+                        self._lock.release()
+                    raise
                 # served before Ctrl-C was seen: return the round; the interrupt
                 # is delivered as soon as the take has returned
                 interrupts.hold_back(exc)
@@ -373,6 +409,8 @@ class AccumulatorBase(ABC, Generic[Round]):
                         raise errors.DeadlineExceededError(
                             None, None, "Timed out waiting for notification"
                         )
+                # sealed (before or since the deadline): served once its round is whole
+                self._await_landing(attempt)
         finally:
             if cancellation is not None:
                 cancellation.unregister(attempt.key)
@@ -384,6 +422,13 @@ class AccumulatorBase(ABC, Generic[Round]):
         """Whether ``attempt`` waits only for adds running outside the lock."""
         with self._lock:
             return bool(self._in_flight) and self._front_ready_locked(attempt)
+
+    @staticmethod
+    def _await_landing(attempt: _TakeAttempt[Round]) -> None:
+        """Wait until a sealed ``attempt`` is done: the adds into its round are
+        running, so the wait is short and bounded (not interruptible)."""
+        if attempt.sealed and not attempt.done:
+            attempt.wakeup.acquire()
 
     def _front_ready_locked(self, attempt: _TakeAttempt[Round] | None = None) -> bool:
         """Whether the counter allows the front take (which is ``attempt``, if given)."""
@@ -442,12 +487,16 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     def _flush_locked(self) -> None:
         """Complete waiting takes from the front for as long as the counter allows
-        (once no add runs outside the lock), and open or shut the gate."""
+        (sealing the round if adds into it run outside the lock), and open or
+        shut the gate."""
         if self._in_flight:
             ready = self._front_ready_locked()
-            if ready != self._gate_shut:
-                self._set_gate_locked(ready)
-            return
+            if ready and self._sealed is None:
+                self._seal_locked()
+            else:
+                if ready != self._gate_shut:
+                    self._set_gate_locked(ready)
+                return
         while self._waiting and self._count >= self._waiting[0].num_required:
             attempt = self._waiting.popleft()
             attempt.count = self._count
@@ -457,6 +506,28 @@ class AccumulatorBase(ABC, Generic[Round]):
             attempt.wakeup.release()
         if self._gate_shut:
             self._set_gate_locked(False)
+
+    def _seal_locked(self) -> None:
+        """Commit the front take to the current round while adds into it still
+        run outside the lock (see _SealedRound): the next round starts now."""
+        attempt = self._waiting.popleft()
+        sealed = _SealedRound(attempt, self._served, self._in_flight, self._count)
+        self._in_flight = 0
+        attempt.outcome = self._complete_round_locked()
+        attempt.serial = self._served
+        attempt.sealed, self._sealed = True, sealed
+
+    def _serve_sealed_locked(self) -> None:
+        """Once every add into the sealed round has landed, hand it to its take."""
+        sealed = self._sealed
+        if sealed is None or sealed.in_flight:
+            return
+        attempt = sealed.attempt
+        if not attempt.done:
+            # one statement: done exactly when woken, so that serving again
+            # (after an exception arrived here) neither skips nor repeats it
+            attempt.count, attempt.done = sealed.count, (attempt.wakeup.release(), True)[1]  # type: ignore[func-returns-value]
+        self._sealed = None
 
     def _set_gate_locked(self, shut: bool) -> None:
         # one statement each: an exception arriving between lines leaves the
@@ -478,16 +549,33 @@ class AccumulatorBase(ABC, Generic[Round]):
         if any."""
         with self._lock:
             if flight.landed:
-                self._flush_locked()  # again: an exception may have come before it
+                # again: an exception may have come before these
+                self._serve_sealed_locked()
+                self._flush_locked()
+                return
+            sealed = self._sealed
+            if sealed is not None and flight.round == sealed.round:
+                # committed to its take: counted even if the accumulator has closed since
+                added = int(flight.complete)
+                # one statement: counted exactly when its flight ends
+                sealed.in_flight, sealed.count, self._n_accepted, flight.landed = (
+                    sealed.in_flight - 1,
+                    sealed.count + added,
+                    self._n_accepted + added,
+                    True,
+                )
+                self._serve_sealed_locked()
+                if not self._closed:
+                    self._flush_locked()  # a round that waited for this one to go
                 return
             added = int(flight.complete and not self._closed)
             # one statement: counted exactly when its flight ends
-            self._in_flight, self._count, flight.landed = (
+            self._in_flight, self._count, self._n_accepted, flight.landed = (
                 self._in_flight - 1,
                 self._count + added,
+                self._n_accepted + added,
                 True,
             )
-            self._n_accepted += added
             if not self._closed:
                 self._flush_locked()
 

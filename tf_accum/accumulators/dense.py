@@ -185,10 +185,14 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                                     and total.size >= stripes.MIN_ELEMENTS
                                     and self._striped(total)
                                 ):
-                                    # split when someone adds alongside
+                                    # split when someone adds alongside (maybe
+                                    # into a sealed round: the stripes are shared)
                                     job = self._stripes.prepare(
-                                        total, gradient, self._in_flight > 0
+                                        total,
+                                        gradient,
+                                        self._in_flight > 0 or self._sealed is not None,
                                     )
+                                    job.round = self._served
                                     # one statement: running exactly when noted so
                                     self._in_flight, flight = self._in_flight + 1, job
                                     break

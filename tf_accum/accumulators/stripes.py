@@ -51,9 +51,10 @@ def splittable(total: Array, gradient: Array) -> bool:
 
 class StripedAdd:
     """One add into a sum: how far it got, the stripe locks it holds (in
-    order), and whether the accumulator has counted it (``landed``)."""
+    order), whether the accumulator has counted it (``landed``), and into
+    which of its rounds (``round``, set by the accumulator)."""
 
-    __slots__ = ("total", "gradient", "bounds", "done", "held", "landed")
+    __slots__ = ("total", "gradient", "bounds", "done", "held", "landed", "round")
 
     def __init__(self, total: Array, gradient: Array, pieces: int) -> None:
         self.total = total
@@ -65,6 +66,7 @@ class StripedAdd:
         self.done = 0  # pieces added so far
         self.held: list[Any] = []  # locks
         self.landed = False
+        self.round = 0  # which of the accumulator's rounds it adds into
 
     @property
     def complete(self) -> bool:
