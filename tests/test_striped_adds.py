@@ -348,6 +348,110 @@ def test_a_committed_round_is_whole_when_an_exception_hits_the_landing_of_its_ad
     raw.DestroyResourceOp(resource=h)
 
 
+def _recording_injection(k: int, where: list[str]) -> Any:
+    """_inject_at_line(k), noting the function it raised in."""
+    inner = _inject_at_line(k)
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        try:
+            traced = inner(frame, event, arg)
+        except _Injected:
+            where.append(frame.f_code.co_name)
+            raise
+        return tracer if traced is not None else None
+
+    return tracer
+
+
+# Where an exception may still lose a round whole: the few lines that hand it
+# over (as for any take served, with or without adds running)
+_HAND_OVER = {"_complete_round_locked", "_detach_round_locked", "_seal_locked"}
+
+
+def test_an_exception_at_any_line_of_a_take_that_commits_a_round_keeps_it_whole() -> None:
+    """Raise at every line, in turn, of a take that commits a round while an
+    add into it still runs. The take never hangs; it returns both gradients, or
+    they are left for the next take (withdrawn, or put back once whole), or,
+    only when the exception lands in the hand-over itself, the round is lost
+    whole. Never half a round, no add left counted as running, and the next
+    round's take holds exactly what it counted."""
+    h, acc = _acc()
+    lines, lost = 0, 0
+    for k in range(1, 300):
+        with pytest.MonkeyPatch.context() as patch:
+            paused = _Paused(patch)
+            _apply(h, _full(1.0), FRESH)
+            adding = _paused_add(h, paused)
+            where: list[str] = []
+
+            def traced(k: int = k, where: list[str] = where) -> Any:
+                sys.settrace(_recording_injection(k, where))
+                try:
+                    return acc.take(1, 10.0)
+                finally:
+                    sys.settrace(None)
+
+            taking = Background(traced)
+
+            def committed_or_over(taking: Background = taking) -> bool:
+                return acc._sealed is not None or taking.done()
+
+            # the add goes on once the take has committed the round, or given up
+            wait_until(committed_or_over)
+            paused.go[0].set()
+            adding.result()
+            error = taking.error()
+            left = int(raw.ResourceAccumulatorNumAccumulated(handle=h))
+            if error is None:
+                np.testing.assert_array_equal(taking.result(), _full(3.0))
+                assert left == 0
+            else:
+                assert isinstance(error, _Injected)
+                assert left in (0, 2), f"line {k} ({where}): half a round left"
+                if left == 0:
+                    assert where[0] in _HAND_OVER, f"line {k}: lost in {where}"
+                    lost += 1
+            assert acc._in_flight == 0 and acc._sealed is None and _quiet(acc), f"line {k}"
+            assert acc.num_waiting() == 0 and not acc._lock._is_owned()
+            _apply(h, _full(4.0), FRESH)  # the round left, if any, plus this one
+            assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == left + 1
+            expected = _full(4.0 + (3.0 if left else 0.0))
+            np.testing.assert_array_equal(_take(h, 1), expected, err_msg=f"line {k}")
+        if error is None:
+            lines = k
+            break
+    assert lines > 30 and lost < lines // 4  # it really walked through the code
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_an_add_failing_in_a_committed_round_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """numpy failing an add (no memory for its buffers) into a round already
+    committed to its take: the error surfaces in the apply, and the take gets
+    the round without it, counted without it (a mean of one)."""
+    h, acc = _acc("MEAN")
+    paused = _Paused(monkeypatch)
+    _apply(h, _full(4.0))
+    strided = np.arange(2 * SIZE, dtype=np.float32)[::2]  # added whole, by one call
+    adding = Background(_apply, h, strided, FRESH)
+    assert paused.entered[0].wait(10)
+    taking = Background(_take, h, 1)
+    wait_until(lambda: acc._sealed is not None)
+
+    def no_memory(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError("no memory for the add")
+
+    monkeypatch.setattr(stripes, "np", type("numpy", (), {"add": staticmethod(no_memory)}))
+    paused.go[0].set()
+    assert isinstance(adding.error(), MemoryError)
+    np.testing.assert_array_equal(taking.result(), _full(4.0))
+    stats = tfa.accumulator_stats(h)
+    assert (stats["accepted"], stats["takes_served"], stats["num_accumulated"]) == (1, 1, 0)
+    monkeypatch.undo()
+    assert _quiet(acc) and acc._sealed is None
+
+
 def test_many_threads_adding_and_taking_lose_nothing() -> None:
     """Real threads, each adding ones, and a taker of several sizes: every take
     is a whole round (each element equals the gradients it counted), and the

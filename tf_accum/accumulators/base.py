@@ -81,6 +81,7 @@ class _TakeAttempt(Generic[Round]):
         "key",
         "withdrawn",
         "sealed",
+        "given_back",
     )
 
     def __init__(self, num_required: int) -> None:
@@ -97,6 +98,7 @@ class _TakeAttempt(Generic[Round]):
         # committed: its round is detached, and the adds into it that run
         # outside the lock are landing (see _SealedRound); done once they have
         self.sealed = False
+        self.given_back = False  # its wait has already tried to put its round back
 
     def settled(self) -> bool:
         """Served (or sealed), cancelled or withdrawn: no longer withdrawable."""
@@ -182,7 +184,9 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     @abstractmethod
     def _detach_round_locked(self) -> Round:
-        """Hand over the round's accumulated state and start an empty round."""
+        """Hand over the round's accumulated state and start an empty round
+        (in the method's last line, after any bookkeeping: see
+        _complete_round_locked)."""
 
     def _attach_round_locked(self, state: Round) -> None:
         """Put a detached round back (only called while the round is empty)."""
@@ -334,6 +338,21 @@ class AccumulatorBase(ABC, Generic[Round]):
     def _abandon(
         self, attempt: _TakeAttempt[Round] | None, served: tuple[Round, int, int] | None
     ) -> None:
+        # served or sealed, but the exception came before its wait returned the
+        # round (and outside the part of the wait that puts it back itself)
+        committed = (
+            served is None
+            and attempt is not None
+            and (attempt.done or attempt.sealed)
+            and attempt.error is None
+            and not attempt.given_back
+        )
+        if committed:
+            assert attempt is not None
+            while self._lock._is_owned():  # type: ignore[attr-defined]
+                self._lock.release()  # held only here, by an exception: the adds land under it
+            self._await_landing(attempt)
+            served = (attempt.outcome, attempt.count, attempt.serial)  # type: ignore[assignment]
         self._relock()
         try:
             if attempt is not None and (attempt in self._waiting or not attempt.settled()):
@@ -341,6 +360,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                 self._n_interrupted += 1
             elif served is not None:
                 self._put_back_locked(*served)
+                self._n_interrupted += committed
         finally:
             self._lock.release()
 
@@ -391,6 +411,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                 self._await_landing(attempt)
                 if not (isinstance(exc, KeyboardInterrupt) and interrupts.in_main_thread()):
                     # something else must surface: leave the round
+                    attempt.given_back = True
                     self._relock()
                     try:
                         self._put_back_locked(attempt.outcome, attempt.count, attempt.serial)  # type: ignore[arg-type]
@@ -465,10 +486,13 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     def _complete_round_locked(self) -> Round:
         step = self._global_step + 1
-        self._global_step = INT64_MIN if step > INT64_MAX else step
-        self._count = 0
-        self._served += 1
-        return self._detach_round_locked()
+        step = INT64_MIN if step > INT64_MAX else step
+        served, detach = self._served + 1, self._detach_round_locked
+        # one line: the round is handed over exactly when the counter and the
+        # step move on (each subclass detaches its round in its last line), so
+        # an exception arriving in between loses it whole or leaves it whole
+        state, self._count, self._served, self._global_step = detach(), 0, served, step
+        return state
 
     def _put_back_locked(self, state: Round, count: int, serial: int) -> bool:
         """Undo the served round ``serial`` if nothing has happened since; say whether it was."""
@@ -512,10 +536,15 @@ class AccumulatorBase(ABC, Generic[Round]):
         run outside the lock (see _SealedRound): the next round starts now."""
         attempt = self._waiting.popleft()
         sealed = _SealedRound(attempt, self._served, self._in_flight, self._count)
-        self._in_flight = 0
         attempt.outcome = self._complete_round_locked()
-        attempt.serial = self._served
-        attempt.sealed, self._sealed = True, sealed
+        # one statement: an exception arriving before it leaves the adds
+        # counted in _in_flight, landing uncounted (their round is gone)
+        attempt.serial, attempt.sealed, self._sealed, self._in_flight = (
+            self._served,
+            True,
+            sealed,
+            0,
+        )
 
     def _serve_sealed_locked(self) -> None:
         """Once every add into the sealed round has landed, hand it to its take."""
@@ -523,11 +552,10 @@ class AccumulatorBase(ABC, Generic[Round]):
         if sealed is None or sealed.in_flight:
             return
         attempt = sealed.attempt
-        if not attempt.done:
-            # one statement: done exactly when woken, so that serving again
-            # (after an exception arrived here) neither skips nor repeats it
-            attempt.count, attempt.done = sealed.count, (attempt.wakeup.release(), True)[1]  # type: ignore[func-returns-value]
-        self._sealed = None
+        wake = attempt.wakeup.release
+        # one line: woken exactly when no longer sealed, so that an exception
+        # arriving around it neither skips nor repeats the wake-up
+        attempt.count, attempt.done, self._sealed = sealed.count, (wake(), True)[1], None
 
     def _set_gate_locked(self, shut: bool) -> None:
         # one statement each: an exception arriving between lines leaves the
@@ -568,7 +596,9 @@ class AccumulatorBase(ABC, Generic[Round]):
                 if not self._closed:
                     self._flush_locked()  # a round that waited for this one to go
                 return
-            added = int(flight.complete and not self._closed)
+            # (an add whose round was handed over half-sealed, by an exception,
+            # is not counted into the next one)
+            added = int(flight.complete and not self._closed and flight.round == self._served)
             # one statement: counted exactly when its flight ends
             self._in_flight, self._count, self._n_accepted, flight.landed = (
                 self._in_flight - 1,

@@ -79,7 +79,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     _watched: list[np.ndarray[Any, Any]]
 
     def _detach_round_locked(self) -> _Sum:
-        total, self._sum = self._sum, None
+        total = self._sum
         if (
             type(total) is np.ndarray
             and total.nbytes >= RECYCLE_MIN_BYTES
@@ -90,7 +90,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             watched.append(total)
             if len(watched) > _WATCHED:
                 del watched[0]
-        return total
+        # last, in one line: the round is handed over whole or not at all
+        # (the class attribute's None shows once the instance's is gone)
+        return self.__dict__.pop("_sum", None)  # type: ignore[no-any-return]
 
     def _attach_round_locked(self, state: _Sum) -> None:
         self._watched = [a for a in self._watched if a is not state]

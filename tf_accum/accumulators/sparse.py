@@ -226,12 +226,15 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     kind: ClassVar[str] = "sparse"
 
+    # the round being accumulated (None shows through once a take detaches it)
+    _round: SparseRound | None = None
+
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
         self._add = in_place_adder(self.numpy_dtype)
         # float32/float64: the optional compiled row adds are loaded before the lock
         self._compiled_dtype = self.numpy_dtype in sparse_kernel.KERNEL_DTYPES
-        self._round: SparseRound | None = None
+        self._round = None
         # the last round's buffers, kept for the next round
         self._spare: _Spare | None = None
         first = spec.shape[0] if spec.shape else None
@@ -239,10 +242,11 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         self._first = first if first is not None and first < INDEX_LIMIT else None
 
     def _detach_round_locked(self) -> SparseRound | None:
-        state, self._round = self._round, None
         # a buffer waiting since before this round is dropped (and on destroy)
         self._spare = None
-        return state
+        # last, in one line: the round is handed over whole or not at all
+        # (the class attribute's None shows once the instance's is gone)
+        return self.__dict__.pop("_round", None)  # type: ignore[no-any-return]
 
     def _attach_round_locked(self, state: SparseRound | None) -> None:
         # a round put back may be what the spare was made from: never both
