@@ -16,7 +16,7 @@ import pytest
 
 import tf_accum as tfa
 from tests.helpers import Background, wait_until
-from tests.test_interrupts import _inject_at_line, _Injected
+from tests.test_interrupts import _HAND_OVER, _inject_at_line, _Injected, _recording_injection
 from tf_accum.accumulators import stripes
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.resources import current_table
@@ -346,26 +346,6 @@ def test_a_committed_round_is_whole_when_an_exception_hits_the_landing_of_its_ad
             break
     assert lines > 5  # it really walked through the code
     raw.DestroyResourceOp(resource=h)
-
-
-def _recording_injection(k: int, where: list[str]) -> Any:
-    """_inject_at_line(k), noting the function it raised in."""
-    inner = _inject_at_line(k)
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        try:
-            traced = inner(frame, event, arg)
-        except _Injected:
-            where.append(frame.f_code.co_name)
-            raise
-        return tracer if traced is not None else None
-
-    return tracer
-
-
-# Where an exception may still lose a round whole: the few lines that hand it
-# over (as for any take served, with or without adds running)
-_HAND_OVER = {"_complete_round_locked", "_detach_round_locked", "_seal_locked"}
 
 
 def test_an_exception_at_any_line_of_a_take_that_commits_a_round_keeps_it_whole() -> None:
