@@ -21,6 +21,7 @@ from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
 F32 = tfa.float32
+FRESH = 2**40  # a local step no take catches up with
 
 pytestmark = pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="signals need the main thread"
@@ -417,9 +418,6 @@ def test_an_exception_injected_at_any_line_keeps_the_lock_discipline() -> None:
     ]
     assert min(lines) > 3  # it really walked through the code
     raw.DestroyResourceOp(resource=h)
-
-
-FRESH = 2**40  # a local step no take catches up with
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse"])

@@ -16,14 +16,19 @@ import pytest
 
 import tf_accum as tfa
 from tests.helpers import Background, wait_until
-from tests.test_interrupts import _HAND_OVER, _inject_at_line, _Injected, _recording_injection
+from tests.test_interrupts import (
+    _HAND_OVER,
+    FRESH,
+    _inject_at_line,
+    _Injected,
+    _recording_injection,
+)
 from tf_accum.accumulators import stripes
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
 F32 = tfa.float32
-FRESH = 2**40  # a local step no take catches up with
 SIZE = 4096  # elements; the tests lower stripes.MIN_ELEMENTS to reach the path
 
 
@@ -79,10 +84,6 @@ class _Paused:
             original(self, job)
 
         monkeypatch.setattr(stripes.Stripes, "run", run)
-
-    def release_all(self) -> None:
-        for go in self.go:
-            go.set()
 
 
 def test_concurrent_adds_give_every_element_the_same_order(
@@ -169,19 +170,28 @@ def test_split_adds_of_odd_layouts_still_add_whole(monkeypatch: pytest.MonkeyPat
     assert _quiet(acc)
 
 
+def _no_memory_for_adds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make numpy's add in the stripes fail as it would with no memory for its
+    buffers (reached by a gradient added whole: see _STRIDED)."""
+
+    def no_memory(*args: Any, **kwargs: Any) -> Any:
+        raise MemoryError("no memory for the add")
+
+    monkeypatch.setattr(stripes, "np", type("numpy", (), {"add": staticmethod(no_memory)}))
+
+
+# a gradient the stripes add whole, in one numpy call (not splittable)
+_STRIDED = np.arange(2 * SIZE, dtype=np.float32)[::2]
+
+
 def test_an_add_that_fails_leaves_the_round_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
     """numpy failing the add itself (no memory for its buffers): the error
     surfaces, the gradient is neither added nor counted, nothing stays held."""
     h, acc = _acc()
     _apply(h, np.ones(SIZE, np.float32))
-
-    def no_memory(*args: Any, **kwargs: Any) -> Any:
-        raise MemoryError("no memory for the add")
-
-    fake = type("numpy", (), {"add": staticmethod(no_memory)})
-    monkeypatch.setattr(stripes, "np", fake)
+    _no_memory_for_adds(monkeypatch)
     with pytest.raises(MemoryError):
-        _apply(h, np.arange(2 * SIZE, dtype=np.float32)[::2])
+        _apply(h, _STRIDED)
     monkeypatch.undo()
     assert _quiet(acc)
     assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1
@@ -413,16 +423,11 @@ def test_an_add_failing_in_a_committed_round_is_not_counted(
     h, acc = _acc("MEAN")
     paused = _Paused(monkeypatch)
     _apply(h, _full(4.0))
-    strided = np.arange(2 * SIZE, dtype=np.float32)[::2]  # added whole, by one call
-    adding = Background(_apply, h, strided, FRESH)
+    adding = Background(_apply, h, _STRIDED, FRESH)
     assert paused.entered[0].wait(10)
     taking = Background(_take, h, 1)
     wait_until(lambda: acc._sealed is not None)
-
-    def no_memory(*args: Any, **kwargs: Any) -> Any:
-        raise MemoryError("no memory for the add")
-
-    monkeypatch.setattr(stripes, "np", type("numpy", (), {"add": staticmethod(no_memory)}))
+    _no_memory_for_adds(monkeypatch)
     paused.go[0].set()
     assert isinstance(adding.error(), MemoryError)
     np.testing.assert_array_equal(taking.result(), _full(4.0))

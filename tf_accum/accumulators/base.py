@@ -537,14 +537,10 @@ class AccumulatorBase(ABC, Generic[Round]):
         attempt = self._waiting.popleft()
         sealed = _SealedRound(attempt, self._served, self._in_flight, self._count)
         attempt.outcome = self._complete_round_locked()
-        # one statement: an exception arriving before it leaves the adds
-        # counted in _in_flight, landing uncounted (their round is gone)
-        attempt.serial, attempt.sealed, self._sealed, self._in_flight = (
-            self._served,
-            True,
-            sealed,
-            0,
-        )
+        serial = self._served
+        # one line: an exception arriving before it leaves the adds counted in
+        # _in_flight, landing uncounted (their round is gone)
+        attempt.serial, attempt.sealed, self._sealed, self._in_flight = serial, True, sealed, 0
 
     def _serve_sealed_locked(self) -> None:
         """Once every add into the sealed round has landed, hand it to its take."""
