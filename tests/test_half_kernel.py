@@ -25,6 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tf_accum as tfa
 from tests.helpers import (
     WAIT,
     Background,
@@ -42,6 +43,7 @@ from tf_accum.accumulators import arithmetic, half_kernel
 Array = np.ndarray[Any, Any]
 HAS_NUMBA = importlib.util.find_spec("numba") is not None
 needs_numba = pytest.mark.skipif(not HAS_NUMBA, reason="numba (the fast extra) is not installed")
+raw = tfa.raw_ops
 
 
 def compiled() -> half_kernel.Kernels:
@@ -387,6 +389,129 @@ def test_narrowing_in_place_gives_the_numpy_narrowing(clamp: bool) -> None:
     np.testing.assert_array_equal(bits.view(np.uint16)[: bits.size], want)
 
 
+# Counts as a MEAN take converts them to its dtype: small ones, odd ones, powers
+# of two, either side of 2**13 (where a division's subnormal quotients could
+# round twice if done on the images), the largest half and past it (infinite).
+COUNTS = [*range(1, 41), 3**7, 4095, 8191, 8192, 8193, 32768, 65504, 65519, 65520, 2**20]
+
+
+def numpy_quotients(bits: Array, np_dtype: Any, count: int) -> Array:
+    with np.errstate(all="ignore"):
+        quotient: Array = np.divide(bits.view(np_dtype), np.asarray(count).astype(np_dtype))
+    return quotient.view(np.uint16)
+
+
+def divisor_of(np_dtype: Any, count: int) -> np.float32:
+    """The count as a MEAN take converts it (infinite past float16's range), as float32."""
+    with np.errstate(all="ignore"):
+        narrow = np.asarray(count).astype(np_dtype)
+    wide: np.float32 = np.float32(narrow)
+    return wide
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", sorted(NARROW))
+def test_division_of_every_pattern_matches_numpy(kind: str) -> None:
+    """Every float16 or bfloat16 pattern (NaNs with payloads, infinities,
+    subnormals, signed zeros) divided by each count: the bits of numpy's
+    float16 division and of ml_dtypes' bfloat16 division."""
+    kernels = compiled()
+    np_dtype = NARROW[kind][1]
+    loop = kernels.divide_half if kind == "float16" else kernels.divide_bfloat16
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    for count in COUNTS:
+        got = every.copy()
+        loop(got, divisor_of(np_dtype, count))
+        np.testing.assert_array_equal(got, numpy_quotients(every, np_dtype, count), f"{count}")
+
+
+@pytest.mark.parametrize("kind", sorted(NARROW))
+def test_the_division_loops_uncompiled_give_the_same_bits(kind: str) -> None:
+    """The loops' Python source, run as it is (numba or not), on edges and a
+    sample of patterns: what numba compiles means what numpy computes."""
+    np_dtype = NARROW[kind][1]
+    loop = half_kernel.divide_half if kind == "float16" else half_kernel.divide_bfloat16
+    sample = narrow_bits(kind, 600, 21, "any bits")
+    sample[:17] = narrow_bits(kind, 17, 22, "edges")
+    for count in (1, 3, 8, 8193, 65519, 65520):
+        got = sample.copy()
+        with np.errstate(all="ignore"):
+            loop(got, divisor_of(np_dtype, count))
+        np.testing.assert_array_equal(got, numpy_quotients(sample, np_dtype, count), f"{count}")
+
+
+@needs_numba
+@pytest.mark.parametrize("clamp", [False, True])
+def test_narrowing_and_dividing_gives_the_narrowing_then_numpys_division(clamp: bool) -> None:
+    """A MEAN take's one pass over a float16 shadow: every finite half's image
+    (and, when clamping, sums past the largest half), narrowed and divided."""
+    kernels = compiled()
+    bits = images_to_narrow(clamp)
+    narrowed = narrowed_into_new_memory(bits, clamp)
+    for count in (1, 3, 4, 7, 8193, 65520):
+        out = np.empty(bits.size, np.uint16)
+        kernels.narrow_half_dividing(bits, out, clamp, divisor_of(np.float16, count))
+        np.testing.assert_array_equal(out, numpy_quotients(narrowed, np.float16, count))
+
+
+@needs_numba
+def test_bfloat16_dividing_from_the_shadow_gives_ml_dtypes_division() -> None:
+    """Every bfloat16 but NaNs (which never stay in a shadow) as float32 bits."""
+    kernels = compiled()
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    not_nan = every[(every & 0x7FFF) <= 0x7F80]
+    shadow = not_nan.astype(np.uint32) << 16
+    for count in (1, 3, 4, 7, 8193, 2**20):
+        out = np.empty(shadow.size, np.uint16)
+        kernels.narrow_bfloat16_dividing(shadow, out, divisor_of(ml_dtypes.bfloat16, count))
+        expected = numpy_quotients(not_nan, ml_dtypes.bfloat16, count)
+        np.testing.assert_array_equal(out, expected)
+
+
+@needs_numba
+@settings(max_examples=80, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(NARROW)),
+    size=st.sampled_from([8, 9, 17, 64, 1000]),
+    modes=st.lists(
+        st.sampled_from(["any bits", "edges", "ordinary", "large", "tiny"]), min_size=1, max_size=6
+    ),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, size, modes, seed) -> None:
+    """A MEAN take of a round in the shadow divides in the loops' one pass (on
+    two threads past the lowered threshold); one that went on in numpy's
+    narrow arithmetic (a NaN or infinity came) divides there: numpy's bits."""
+    compiled()
+    dtype, np_dtype = NARROW[kind]
+    gradients = [
+        narrow_bits(kind, size, seed + i, mode).view(np_dtype) for i, mode in enumerate(modes)
+    ]
+    passes: list[tuple[bool, bool]] = []  # (in the shadow, divided in one pass)
+    divided = arithmetic._NarrowSum.divided
+
+    def spy(self: Any, count: int) -> Any:
+        in_shadow = self.exact is None
+        result = divided(self, count)
+        passes.append((in_shadow, result is not None))
+        return result
+
+    with (
+        kernels_from(1),
+        mock.patch.object(arithmetic, "NARROW_DIVIDE_PARALLEL", 9),
+        mock.patch.object(arithmetic._NarrowSum, "divided", spy),
+    ):
+        h = raw.ConditionalAccumulator(dtype=dtype, shape=[size])
+        for gradient in gradients:
+            raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+        taken = raw.AccumulatorTakeGradient(handle=h, num_required=1, dtype=dtype)
+    expected = numpy_quotients(simple_sum(gradients).view(np.uint16), np_dtype, len(gradients))
+    assert taken.dtype == np_dtype and taken.shape == (size,)
+    np.testing.assert_array_equal(taken.view(np.uint16), expected)
+    if len(gradients) > 1:  # a round of one gradient is no narrow sum
+        assert len(passes) == 1 and passes[0][0] == passes[0][1]
+
+
 @needs_numba
 def test_a_gradient_stopped_midway_allocates_nothing() -> None:
     """Once the loop has added a block, the round goes on without allocating
@@ -451,7 +576,7 @@ def test_a_failed_compilation_falls_back_for_good() -> None:
 
 def test_threads_starting_at_once_compile_once() -> None:
     made: list[int] = []
-    sentinel = half_kernel.Kernels(None, None, None, None)
+    sentinel = half_kernel.Kernels(*[None] * len(half_kernel.Kernels._fields))
 
     def slow_compile() -> half_kernel.Kernels:
         made.append(threading.get_ident())

@@ -16,6 +16,7 @@ from tf_accum.accumulators.arithmetic import (
     WORKERS,
     RoundSum,
     divide_in_place,
+    divided_sum,
     parallel_copy,
     start_sum,
     sum_adder,
@@ -240,11 +241,15 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:
         assert state is not None
+        mean = self.reduction_type == "MEAN"
+        divided = divided_sum(state, count) if mean else None
+        if divided is not None:
+            return divided
         total = sum_result(state)
         if total.size == 1:
             # a one-element sum is a view of a scratch pair (see arithmetic.start_sum):
             # the caller gets an array of its own, as for every other size
             total = total.copy()
-        if self.reduction_type == "MEAN":
+        if mean:
             divide_in_place(total, count)
         return total
