@@ -469,23 +469,31 @@ def test_bfloat16_dividing_from_the_shadow_gives_ml_dtypes_division() -> None:
 
 
 @needs_numba
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     kind=st.sampled_from(sorted(NARROW)),
-    size=st.sampled_from([8, 9, 17, 64, 1000]),
-    modes=st.lists(
-        st.sampled_from(["any bits", "edges", "ordinary", "large", "tiny"]), min_size=1, max_size=6
+    shape=st.sampled_from([(8,), (9,), (17,), (1000,), (3, 5), (4, 16), (2, 3, 7)]),
+    terms=st.lists(
+        st.tuples(
+            st.sampled_from(["any bits", "edges", "ordinary", "large", "tiny"]),
+            st.sampled_from(LAYOUTS),
+        ),
+        min_size=1,
+        max_size=6,
     ),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, size, modes, seed) -> None:
+def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) -> None:
     """A MEAN take of a round in the shadow divides in the loops' one pass (on
     two threads past the lowered threshold); one that went on in numpy's
-    narrow arithmetic (a NaN or infinity came) divides there: numpy's bits."""
+    narrow arithmetic (a NaN or infinity came) divides there: numpy's bits,
+    in the take's shape, whatever the gradients' layouts."""
     compiled()
     dtype, np_dtype = NARROW[kind]
+    size = int(np.prod(shape))
     gradients = [
-        narrow_bits(kind, size, seed + i, mode).view(np_dtype) for i, mode in enumerate(modes)
+        laid_out(narrow_bits(kind, size, seed + i, mode), shape, np_dtype, layout)
+        for i, (mode, layout) in enumerate(terms)
     ]
     passes: list[tuple[bool, bool]] = []  # (in the shadow, divided in one pass)
     divided = arithmetic._NarrowSum.divided
@@ -501,15 +509,61 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, size, modes, seed) -
         mock.patch.object(arithmetic, "NARROW_DIVIDE_PARALLEL", 9),
         mock.patch.object(arithmetic._NarrowSum, "divided", spy),
     ):
-        h = raw.ConditionalAccumulator(dtype=dtype, shape=[size])
-        for gradient in gradients:
-            raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
-        taken = raw.AccumulatorTakeGradient(handle=h, num_required=1, dtype=dtype)
+        taken = mean_take(dtype, shape, gradients)
     expected = numpy_quotients(simple_sum(gradients).view(np.uint16), np_dtype, len(gradients))
-    assert taken.dtype == np_dtype and taken.shape == (size,)
+    assert taken.dtype == np_dtype and taken.shape == shape
     np.testing.assert_array_equal(taken.view(np.uint16), expected)
-    if len(gradients) > 1:  # a round of one gradient is no narrow sum
+    if passes:  # a round of one gradient, or one kept in numpy's arithmetic, is no narrow sum
         assert len(passes) == 1 and passes[0][0] == passes[0][1]
+
+
+def mean_take(dtype: Any, shape: tuple[int, ...], gradients: list[Array]) -> Array:
+    h = raw.ConditionalAccumulator(dtype=dtype, shape=list(shape))
+    for gradient in gradients:
+        raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+    taken: Array = raw.AccumulatorTakeGradient(handle=h, num_required=1, dtype=dtype)
+    return taken
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    ("kind", "count"),
+    [("bfloat16", 257), ("bfloat16", 3), ("float16", 3), ("float16", 65520)],
+)
+@pytest.mark.parametrize("in_shadow", [True, False])
+def test_a_mean_take_with_the_loops_divides_by_the_count_in_the_dtype(
+    kind: str, count: int, in_shadow: bool
+) -> None:
+    """257 is 256 in bfloat16, 65520 infinite in float16: the loops divide by
+    the count converted to the dtype (as numpy does), whether the round is in
+    its float32 sum or went on in numpy's arithmetic (an infinity came first)."""
+    compiled()
+    dtype, np_dtype = NARROW[kind]
+    first = np.array([[1.5, -3, 0.25, 5], [7, 2**-10, -0.0, 1e-3], [9, 8, 7, 6]], np_dtype)
+    if not in_shadow:
+        first[1, 2] = np.inf
+    later = np.array([[1, 2, 3, 4], [-1, 0.5, 0.125, 3], [-2, -1, 0, 1]], np_dtype)
+    gradients = [first] + [later] * (count - 1)
+    seen: list[bool] = []  # whether the round was in its float32 sum at the take
+    divided = arithmetic._NarrowSum.divided
+    with (
+        mock.patch.object(arithmetic, "NARROW_MIN_ELEMENTS", 8),  # 12 elements: a narrow sum
+        mock.patch.object(arithmetic, "NARROW_DIVIDE_PARALLEL", 2),  # on two threads
+        mock.patch.object(
+            arithmetic._NarrowSum,
+            "divided",
+            lambda self, n: (seen.append(self.exact is None), divided(self, n))[1],
+        ),
+    ):
+        taken = mean_take(dtype, (3, 4), gradients)
+    assert seen == [in_shadow]
+    with np.errstate(all="ignore"):
+        total = np.array(first, copy=True)
+        for _ in range(count - 1):
+            np.add(total, later, out=total)  # numpy's own narrow adds: the reference
+    np.testing.assert_array_equal(
+        taken.view(np.uint16), numpy_quotients(total.view(np.uint16), np_dtype, count)
+    )
 
 
 @needs_numba
