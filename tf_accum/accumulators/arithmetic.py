@@ -255,8 +255,13 @@ def _compiled_narrow_division(total: Array, divisor: Array) -> Callable[[Array],
     return divide
 
 
-def divide_in_place(total: Array, counts: Any) -> Array:
+def divide_in_place(
+    total: Array, counts: Any, before_writing: Callable[[], None] | None = None
+) -> Array:
     """Divide ``total`` by ``counts`` (a scalar or per-row array), in its own dtype.
+
+    ``before_writing`` is called once nothing can fail any more, just before
+    ``total`` changes (an integer division allocates first).
 
     Floating and complex types divide by the count converted to the dtype (so
     float16 rounds exactly as TensorFlow's kernels do). Integer types divide
@@ -268,11 +273,6 @@ def divide_in_place(total: Array, counts: Any) -> Array:
         with quiet_float_errors():  # a count past float16's range is infinite, not an error
             divisor = np.asarray(counts).astype(dtype)
         compiled = _compiled_narrow_division(total, divisor)
-        if compiled is not None:
-            split_elementwise(
-                compiled, (total.reshape(-1).view(np.uint16),), NARROW_DIVIDE_PARALLEL
-            )
-            return total
         reciprocal = exact_reciprocal(divisor)
 
         def divide(part: Array) -> None:
@@ -283,7 +283,13 @@ def divide_in_place(total: Array, counts: Any) -> Array:
                 else:
                     np.multiply(part, reciprocal, out=part)
 
-        if divisor.ndim == 0:
+        if before_writing is not None:
+            before_writing()
+        if compiled is not None:
+            split_elementwise(
+                compiled, (total.reshape(-1).view(np.uint16),), NARROW_DIVIDE_PARALLEL
+            )
+        elif divisor.ndim == 0:
             split_elementwise(divide, (total,))
         else:
             divide(total)
@@ -295,7 +301,10 @@ def divide_in_place(total: Array, counts: Any) -> Array:
     if dtype.kind == "i":
         # floor division rounds negative quotients down; truncation rounds up.
         quotient += (wide - quotient * divisor != 0) & (wide < 0)
-    total[...] = quotient.astype(dtype)
+    narrow = quotient.astype(dtype)
+    if before_writing is not None:
+        before_writing()
+    total[...] = narrow
     return total
 
 

@@ -160,6 +160,9 @@ class AccumulatorBase(ABC, Generic[Round]):
         self._global_step = 0
         self._count = 0
         self._served = 0
+        # the latest served round whose own buffers its take began to change
+        # (see _keep_for_taker): never put back
+        self._kept_by_taker = 0
         self._waiting: collections.deque[_TakeAttempt[Round]] = collections.deque()
         self._closed = False
         self._n_accepted = 0
@@ -193,8 +196,19 @@ class AccumulatorBase(ABC, Generic[Round]):
         raise NotImplementedError
 
     @abstractmethod
-    def _finish_round(self, state: Round, count: int) -> Any:
-        """Turn a detached round into the take's result (runs without the lock)."""
+    def _finish_round(self, state: Round, count: int, serial: int) -> Any:
+        """Turn a detached round (the ``serial``-th served) into the take's
+        result (runs without the lock). If this raises, the round is put back
+        unless :meth:`_keep_for_taker` was called."""
+
+    def _keep_for_taker(self, serial: int) -> None:
+        """Called by :meth:`_finish_round` just before it changes the served
+        round ``serial``'s own buffers in place (a MEAN's division): from then
+        on the round is never put back, since it would go back changed, not as
+        it was; an exception that follows (only an injected one can: the
+        changes allocate nothing) loses it whole."""
+        with self._lock:
+            self._kept_by_taker = max(self._kept_by_taker, serial)
 
     # --- shared operations ----------------------------------------------------
 
@@ -328,7 +342,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                         self._flush_locked()  # shuts the gate if only they hold it up
             if attempt is not None:
                 served = self._wait(attempt, timeout, cancellation)
-            return self._finish_round(served[0], served[1])  # type: ignore[index]
+            return self._finish_round(*served)  # type: ignore[misc]
         except BaseException:
             # whatever went wrong, and wherever: no dead take stays queued, and
             # a served round whose result was not computed goes back
@@ -496,7 +510,7 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     def _put_back_locked(self, state: Round, count: int, serial: int) -> bool:
         """Undo the served round ``serial`` if nothing has happened since; say whether it was."""
-        if self._closed or self._served != serial or self._count:
+        if self._closed or self._served != serial or self._count or serial <= self._kept_by_taker:
             return False
         try:
             self._attach_round_locked(state)

@@ -239,7 +239,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     apply._counts_rejections = True  # type: ignore[attr-defined]
     apply_dense = apply
 
-    def _finish_round(self, state: _Sum, count: int) -> np.ndarray[Any, Any]:
+    def _finish_round(self, state: _Sum, count: int, serial: int) -> np.ndarray[Any, Any]:
         assert state is not None
         mean = self.reduction_type == "MEAN"
         divided = divided_sum(state, count) if mean else None
@@ -251,5 +251,5 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             # the caller gets an array of its own, as for every other size
             total = total.copy()
         if mean:
-            divide_in_place(total, count)
+            divide_in_place(total, count, lambda: self._keep_for_taker(serial))
         return total

@@ -129,9 +129,12 @@ def _text(shape: tuple[int, ...]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def _divide_rows(rows: Array, counts: Array) -> None:
+def _divide_rows(
+    rows: Array, counts: Array, before_writing: Callable[[], None] | None = None
+) -> None:
     """Divide each row by its count, in place. Rows touched once are left as they
-    are (with scattered updates most rows are)."""
+    are (with scattered updates most rows are). ``before_writing`` is called
+    once nothing can fail any more, just before ``rows`` change."""
     several = counts > 1
     picked = np.flatnonzero(several)
     picked_count = picked.shape[0]
@@ -139,19 +142,21 @@ def _divide_rows(rows: Array, counts: Array) -> None:
         return
     tail = (1,) * (rows.ndim - 1)
     if picked_count == counts.shape[0]:
-        divide_in_place(rows, counts.reshape((-1, *tail)))
+        divide_in_place(rows, counts.reshape((-1, *tail)), before_writing)
         return
     if picked_count * 2 > counts.shape[0]:
         # mostly rows touched several times: one pass over all rows, then the
         # others put back as they were, costs less than gathering the many
         kept = np.flatnonzero(~several)
         saved = np.take(rows, kept, axis=0)
-        divide_in_place(rows, counts.reshape((-1, *tail)))
+        divide_in_place(rows, counts.reshape((-1, *tail)), before_writing)
         if saved.size:
             np.put(_rows_as_items(rows), kept, _rows_as_items(saved))
         return
     part = np.take(rows, picked, axis=0)
     divide_in_place(part, counts[picked].reshape((-1, *tail)))
+    if before_writing is not None:
+        before_writing()
     rows[picked] = part
 
 
@@ -736,7 +741,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     apply_sparse = apply
 
-    def _finish_round(self, state: SparseRound | None, count: int) -> SparseTakeResult:
+    def _finish_round(self, state: SparseRound | None, count: int, serial: int) -> SparseTakeResult:
         assert state is not None
         used = state.used
         rows = state.rows[:used]
@@ -777,7 +782,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         if mean and handed_over:
             # the round's own rows, divided where they are: last, once nothing
             # else can fail, since a round put back must be undivided
-            _divide_rows(values, counts)
+            _divide_rows(values, counts, lambda: self._keep_for_taker(serial))
         return result
 
     def _dividing_gather(self, state: SparseRound, order: Array) -> tuple[Any, Array] | None:
