@@ -93,7 +93,7 @@ def test_a_take_whose_result_fails_leaves_its_round(kind: str, monkeypatch: Any)
 
     acc = current_table().lookup(h)
 
-    def fail(state: Any, count: int) -> Any:
+    def fail(state: Any, count: int, serial: int) -> Any:
         raise MemoryError("no room for the result")
 
     monkeypatch.setattr(acc, "_finish_round", fail)
