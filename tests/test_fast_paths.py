@@ -45,6 +45,7 @@ def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6)
         mock.patch.object(arithmetic, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(arithmetic, "PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(arithmetic, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(arithmetic, "RECIPROCAL_MIN_ELEMENTS", 1),
         mock.patch.object(arithmetic, "WORKERS", max(arithmetic.WORKERS, 2)),
     ):
         yield

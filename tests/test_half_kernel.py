@@ -101,6 +101,29 @@ def laid_out(bits: Array, shape: tuple[int, ...], np_dtype: Any, layout: str) ->
     return out
 
 
+# a round's gradients: (flavour of values, layout) each
+TERMS = st.lists(
+    st.tuples(
+        st.sampled_from(["any bits", "edges", "ordinary", "large", "tiny"]),
+        st.sampled_from(LAYOUTS),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def gradients_of(
+    kind: str, shape: tuple[int, ...], terms: list[tuple[str, str]], seed: int
+) -> list[Array]:
+    """One gradient of ``shape`` per (flavour, layout) of ``terms``."""
+    size = int(np.prod(shape))
+    np_dtype = NARROW[kind][1]
+    return [
+        laid_out(narrow_bits(kind, size, seed + i, mode), shape, np_dtype, layout)
+        for i, (mode, layout) in enumerate(terms)
+    ]
+
+
 def round_bits(gradients: list[Array], np_dtype: Any, loops: bool) -> list[Array]:
     """The running sum's bits after each gradient, with the compiled loops or without."""
     with kernels_from(1) if loops else numpy_only():
@@ -120,24 +143,13 @@ def round_bits(gradients: list[Array], np_dtype: Any, loops: bool) -> list[Array
 @given(
     kind=st.sampled_from(sorted(NARROW)),
     shape=st.sampled_from([(8,), (9,), (10,), (11,), (17,), (64,), (3, 5), (4, 16), (1000,)]),
-    terms=st.lists(
-        st.tuples(
-            st.sampled_from(["any bits", "edges", "ordinary", "large", "tiny"]),
-            st.sampled_from(LAYOUTS),
-        ),
-        min_size=1,
-        max_size=6,
-    ),
+    terms=TERMS,
     seed=st.integers(0, 2**32 - 1),
 )
 def test_compiled_and_numpy_rounds_give_the_same_bits(kind, shape, terms, seed) -> None:
     compiled()
     np_dtype = NARROW[kind][1]
-    size = int(np.prod(shape))
-    gradients = [
-        laid_out(narrow_bits(kind, size, seed + i, mode), shape, np_dtype, layout)
-        for i, (mode, layout) in enumerate(terms)
-    ]
+    gradients = gradients_of(kind, shape, terms, seed)
     with_loops = round_bits(gradients, np_dtype, loops=True)
     without = round_bits(gradients, np_dtype, loops=False)
     for step, (fast, slow) in enumerate(zip(with_loops, without, strict=True)):
@@ -385,7 +397,7 @@ def test_narrowing_in_place_gives_the_numpy_narrowing(clamp: bool) -> None:
     kernels = compiled()
     bits = images_to_narrow(clamp)
     want = narrowed_into_new_memory(bits, clamp)
-    kernels.narrow_half_in_place(bits, clamp)
+    kernels.narrow_half_into(bits, bits.view(np.uint16), clamp)
     np.testing.assert_array_equal(bits.view(np.uint16)[: bits.size], want)
 
 
@@ -473,14 +485,7 @@ def test_bfloat16_dividing_from_the_shadow_gives_ml_dtypes_division() -> None:
 @given(
     kind=st.sampled_from(sorted(NARROW)),
     shape=st.sampled_from([(8,), (9,), (17,), (1000,), (3, 5), (4, 16), (2, 3, 7)]),
-    terms=st.lists(
-        st.tuples(
-            st.sampled_from(["any bits", "edges", "ordinary", "large", "tiny"]),
-            st.sampled_from(LAYOUTS),
-        ),
-        min_size=1,
-        max_size=6,
-    ),
+    terms=TERMS,
     seed=st.integers(0, 2**32 - 1),
 )
 def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) -> None:
@@ -490,11 +495,7 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) 
     in the take's shape, whatever the gradients' layouts."""
     compiled()
     dtype, np_dtype = NARROW[kind]
-    size = int(np.prod(shape))
-    gradients = [
-        laid_out(narrow_bits(kind, size, seed + i, mode), shape, np_dtype, layout)
-        for i, (mode, layout) in enumerate(terms)
-    ]
+    gradients = gradients_of(kind, shape, terms, seed)
     passes: list[tuple[bool, bool]] = []  # (in the shadow, divided in one pass)
     divided = arithmetic._NarrowSum.divided
 

@@ -95,6 +95,10 @@ WORKERS = max(1, min(os.cpu_count() or 1, 4))
 PARALLEL_MIN_ELEMENTS = 4_000_000
 COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
 NARROW_PARALLEL_MIN_ELEMENTS = 4_000_000
+# Finding a count's exact reciprocal (exact_reciprocal) costs about 2.5 us, and
+# multiplying by it saves 20-40 ps an element over dividing: below this a MEAN
+# divides (divide_in_place of 1 element by 4: 5.2 us with it, 2.5 us without).
+RECIPROCAL_MIN_ELEMENTS = 1 << 16
 # The compiled float16/bfloat16 division (a MEAN take's) on two threads, taking
 # 3 gradients, one thread against two: float16 0.45/0.61 ms at 3e5 elements,
 # 0.87/0.78 at 1e6, 3.3/2.1 at 4e6; bfloat16 0.15/0.26, 0.38/0.39, 1.18/0.81.
@@ -209,6 +213,15 @@ def add_in_place(total: Array, gradient: Array) -> None:
         split_elementwise(adder, (total, gradient))
 
 
+def count_in(dtype: np.dtype[Any], counts: Any) -> Array:
+    """``counts`` (a MEAN take's, a scalar or per-row) converted to ``dtype``,
+    which a MEAN divides by, as TensorFlow's kernels do; from 65520 on a
+    float16 count is infinite, quietly."""
+    with quiet_float_errors():
+        converted: Array = np.asarray(counts).astype(dtype)
+    return converted
+
+
 def exact_reciprocal(divisor: Array) -> Array | None:
     """``1 / divisor`` in its dtype when multiplying by it divides exactly, else None.
 
@@ -236,8 +249,8 @@ def _compiled_narrow_division(total: Array, divisor: Array) -> Callable[[Array],
     """The compiled division of a C-contiguous float16 or bfloat16 ``total`` by
     the scalar ``divisor`` (taking its uint16 bits), when half_kernel's loops
     are loaded; else None. numpy's own float16 division and ml_dtypes' bfloat16
-    division are scalar code: a 1e6-element MEAN take spent 3.8 and 1.5 ms
-    dividing, against 0.5 and 0.3 ms in the loops (same bits)."""
+    division are scalar code: dividing 1e6 elements took 3.3 and 2.0 ms,
+    against 0.5 and 0.3 ms in the loops (same bits)."""
     kernels = half_kernel.loaded()
     if kernels is None or divisor.ndim or not total.flags.c_contiguous:
         return None
@@ -270,10 +283,10 @@ def divide_in_place(
     """
     dtype = total.dtype
     if dtype.kind not in "iu":
-        with quiet_float_errors():  # a count past float16's range is infinite, not an error
-            divisor = np.asarray(counts).astype(dtype)
+        divisor = count_in(dtype, counts)
         compiled = _compiled_narrow_division(total, divisor)
-        reciprocal = exact_reciprocal(divisor)
+        small = total.size < RECIPROCAL_MIN_ELEMENTS
+        reciprocal = None if compiled is not None or small else exact_reciprocal(divisor)
 
         def divide(part: Array) -> None:
             # each thread has its own floating-point error state
@@ -459,8 +472,7 @@ class _NarrowSum:
         kernels = self._kernels
         if kernels is None or self.exact is not None:
             return None
-        with quiet_float_errors():  # a count past float16's range is infinite
-            divisor = np.float32(np.asarray(count).astype(self.dtype))
+        divisor = np.float32(count_in(self.dtype, count))  # exact: a narrow value
         loop = self._narrow_dividing(kernels)
         out = np.empty(self.shadow.shape, np.uint16)
         bits = self.shadow.reshape(-1).view(np.uint32)
@@ -568,7 +580,7 @@ class HalfSum(_NarrowSum):
         bits = self.shadow.reshape(-1).view(np.uint32)
         clamp = self._past_largest()
         if self._kernels is not None:
-            self._kernels.narrow_half_in_place(bits, clamp)
+            self._kernels.narrow_half_into(bits, bits.view(np.uint16), clamp)
         else:
             # element i's two bytes land in element i // 2's, which an earlier
             # chunk, or this one (read whole into scratch first), has read
