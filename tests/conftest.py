@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
 
@@ -10,6 +12,18 @@ import tf_accum as tfa
 from tests.helpers import SPARSE_PATHS, sparse_row_loops
 
 raw = tfa.raw_ops
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job (``cmd &``) with SIGINT ignored, and
+    # tf_accum rightly leaves an ignored SIGINT alone; the interrupt tests
+    # send real SIGINTs and need them to reach Python as in a terminal, so
+    # the session gets Python's own handler back before any test runs.
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _dense_ops(prefix: str, constructor: str) -> SimpleNamespace:

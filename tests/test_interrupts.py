@@ -7,6 +7,9 @@ import _thread
 import contextlib
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from typing import Any
@@ -60,6 +63,33 @@ def test_the_deferring_handler_is_installed_and_chains_to_the_default() -> None:
         _thread.interrupt_main()
         _noop()
     raw.DestroyResourceOp(resource=h)
+
+
+_IGNORING_CHILD = textwrap.dedent(
+    """
+    import os, signal
+    import numpy as np
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as nohup and a shell's `cmd &` start it
+    import tf_accum as tfa
+    from tf_accum.accumulators import interrupts
+    raw = tfa.raw_ops
+    h = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[2], reduction_type="SUM")
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(2, np.float32))
+    os.kill(os.getpid(), signal.SIGINT)  # ignored: nothing may surface
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(2, np.float32))
+    taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=tfa.float32)
+    print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, interrupts.installed(), taken.tolist())
+    """
+)
+
+
+def test_a_process_that_ignores_sigint_keeps_ignoring_it() -> None:
+    # a job started to survive Ctrl-C must not become interruptible by tf_accum
+    done = subprocess.run(
+        [sys.executable, "-c", _IGNORING_CHILD], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "[2.0,", "2.0]"]
 
 
 def test_interrupt_main_during_a_waiting_take_surfaces_and_the_take_is_withdrawn() -> None:
