@@ -167,9 +167,14 @@ def add_bfloat16(shadow: Array, gradient: Array) -> bool:
     return bool(largest > _INF32)
 
 
-# A finite half's magnitude bits shifted to a float32's place give its value
-# times 2**-112 (arithmetic.HalfSum's image); this brings it back.
-_TWO_112 = np.float32(2.0**112)
+# A normal half's magnitude bits shifted to a float32's place, plus this, are
+# its float32 bits: the exponent rebiased from half's 15 to float32's 127.
+_EXPONENT_REBIAS = np.uint32(112 << 23)
+# A subnormal half's fraction bits in a float32 whose exponent is 2**-14 give
+# 2**-14 more than its value, a normal float32 minus 2**-14.
+_SUBNORMAL_BIAS = np.uint32(113 << 23)
+_TWO_MINUS_14 = np.float32(2.0**-14)
+_HALF_SMALLEST_NORMAL = np.uint32(0x400)
 _TWO_MINUS_14_BITS = np.uint32(0x38800000)  # below it, a half is subnormal (or zero)
 _HALF_REBIAS = np.uint32(112 << 10)  # float32's exponent bias less half's, in place
 _HALF_ULP_SCALE = np.float32(0.5)  # its unit in the last place is the smallest half
@@ -184,14 +189,20 @@ def half_quotient(h: Any, divisor: Any) -> Any:
     division, and the quotient rounded to the nearest half, ties to even; a
     NaN keeps its sign and the top of its payload."""
     h = np.uint32(h)
-    sign = np.uint32((h & _SIGN16) << _SHIFT16)
     magnitude = np.uint32(h & _MAGNITUDE16)
-    if magnitude >= _HALF_INF16:  # an infinity or NaN, payload and all
-        wide = np.uint32(sign | _INF32 | ((magnitude & _HALF_PAYLOAD) << _SHIFT13))
-        value = wide.view(np.float32)
-    else:
-        image = np.uint32(sign | (magnitude << _SHIFT13))
-        value = np.float32(image.view(np.float32) * _TWO_112)
+    fraction = np.uint32((magnitude & _HALF_PAYLOAD) << _SHIFT13)
+    # Widened with no subnormal float32 anywhere: an operation on one costs a
+    # microcode assist of about a hundred cycles, and small float16 gradients
+    # are mostly subnormal (scaling the image, a float32 subnormal for them,
+    # made such a take 5x slower). All three are made and one is picked, so
+    # that the loop stays vectorised.
+    special = np.uint32(_INF32 | fraction)  # an infinity or NaN, payload and all
+    normal = np.uint32((magnitude << _SHIFT13) + _EXPONENT_REBIAS)
+    biased = np.uint32(_SUBNORMAL_BIAS | fraction)
+    subnormal = np.float32(biased.view(np.float32) - _TWO_MINUS_14).view(np.uint32)
+    wide = special if magnitude >= _HALF_INF16 else normal
+    wide = subnormal if magnitude < _HALF_SMALLEST_NORMAL else wide
+    value = np.uint32(wide | ((h & _SIGN16) << _SHIFT16)).view(np.float32)
     quotient = np.float32(value / divisor)
     q = quotient.view(np.uint32)
     q_magnitude = np.uint32(q & _MAGNITUDE32)
