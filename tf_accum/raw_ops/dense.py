@@ -158,8 +158,8 @@ def ResourceAccumulatorTakeGradient(
         NotFoundError: the handle was destroyed.
         ValueError: a negative timeout.
 
-    Differs from TensorFlow (docs/departures.md T2, T8): ``timeout`` is ours; a
-    bad dtype or a non-scalar num_required is refused without queueing the take
-    (TensorFlow crashes).
+    Differs from TensorFlow (docs/departures.md T2, T8, T19): ``timeout`` is
+    ours; a bad dtype or a non-scalar num_required is refused without queueing
+    the take (TensorFlow crashes); subnormal numbers are kept, not flushed to zero.
     """
     return take_gradient("ResourceAccumulatorTakeGradient", handle, num_required, dtype, timeout)

@@ -182,8 +182,8 @@ def SparseAccumulatorTakeGradient(
     Raises:
         As the dense take.
 
-    Differs from TensorFlow (docs/departures.md T2, T8): ``timeout``; a wrong
-    dtype never crashes.
+    Differs from TensorFlow (docs/departures.md T2, T8, T19): ``timeout``; a
+    wrong dtype never crashes; subnormal numbers are kept, not flushed to zero.
     """
     acc = _lookup.accumulator(handle, _TAKE, "sparse")
     _lookup.check_take_dtype(acc, dtype, _TAKE, "int64, {}, int64")
