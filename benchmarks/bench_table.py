@@ -10,8 +10,9 @@ alike; figures are medians over the trials and ratios come from the same run.
 except for bfloat16, which TensorFlow's accumulators do not support: there it
 is over tf_accum's own float32 apply. ``target`` is the issue's goal for the
 ratio. TensorFlow runs its sparse accumulators only in graph mode (their
-handles are references, which eager execution refuses). One row is not in
-the issue's table: the float16 take, held to the float16 apply's target.
+handles are references, which eager execution refuses). Two rows are not in
+the issue's table: the float16 take, of ordinary values and of subnormal
+halves (small gradients), both held to the float16 apply's target.
 
 ``numpy`` is bare numpy doing the row's core work on one thread (for the
 concurrent row: two threads adding into buffers of their own while a third

@@ -69,7 +69,7 @@ _IGNORING_CHILD = textwrap.dedent(
     """
     import os, signal
     import numpy as np
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as nohup and a shell's `cmd &` start it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell's background job (`cmd &`) starts
     import tf_accum as tfa
     from tf_accum.accumulators import interrupts
     raw = tfa.raw_ops
