@@ -14,8 +14,9 @@ once: a call that never returns can still be interrupted.
 
 The protection is a handler for SIGINT that wraps whatever handler was there
 (normally ``signal.default_int_handler``); it is installed from the main thread
-the first time an accumulator is made or waited on there. A handler installed
-later replaces it, and with it the protection; a thread that is being profiled
+the first time an accumulator is made or waited on there while SIGINT has a
+handler (an ignored SIGINT stays ignored). A handler installed later replaces
+it, and with it the protection; a thread that is being profiled
 (``sys.setprofile``) gets interrupts at once. Other signals are not deferred.
 """
 
@@ -69,14 +70,18 @@ def install() -> None:
     """Put the deferring SIGINT handler in place (main thread only; once)."""
     if _State.installed or threading.get_ident() != _State.main:
         return
-    _State.installed = True
     try:
         current = signal.getsignal(signal.SIGINT)
-        if callable(current) and current is not _handler:
-            _State.original = current
-            signal.signal(signal.SIGINT, _handler)
+        if callable(current):
+            if current is not _handler:
+                _State.original = current
+                signal.signal(signal.SIGINT, _handler)
+            _State.installed = True
+        # An ignored (or default) SIGINT is left alone, and looked at again at
+        # the next accumulator or wait: a process started in the background
+        # may give SIGINT a handler later, and is then protected from there on.
     except (ValueError, OSError):  # pragma: no cover - embedded interpreters
-        pass
+        _State.installed = True
 
 
 def installed() -> bool:
