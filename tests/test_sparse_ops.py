@@ -58,6 +58,25 @@ class TestMerge:
         apply(h, [2], [[9]])
         check(take(h, 3), [0, 1, 2], [[3], [4.5], [6]], [4, 1])
 
+    @pytest.mark.parametrize(
+        ("dtype", "signalling", "quiet_bit"),
+        [(np.float16, 0x7C01, 0x0200), (np.float32, 0x7FA12345, 1 << 22),
+         (np.float64, 0x7FF4000000012345, 1 << 51)],
+    )  # fmt: skip
+    def test_mean_leaves_a_row_touched_once_undivided_nan_bits_and_all(
+        self, dtype: type, signalling: int, quiet_bit: int
+    ) -> None:
+        # docs/departures.md T20: TensorFlow divides it by 1, which quiets a
+        # signalling NaN; the row counted twice is divided, and quieted
+        bits = np.dtype(f"uint{np.dtype(dtype).itemsize * 8}")
+        nan = np.array([[signalling]], bits).view(dtype)
+        h = make([3, 1], dtype=tfa.as_dtype(dtype))
+        apply(h, [0, 2], np.concatenate([nan, nan]), dtype=dtype)
+        apply(h, [2], nan, dtype=dtype)
+        got = take(h, 2, dtype=tfa.as_dtype(dtype)).values.view(bits)
+        assert got[0, 0] == signalling
+        assert np.isnan(got[1].view(dtype)).all() and got[1, 0] & quiet_bit
+
     def test_sum(self) -> None:  # S03
         h = make([3, 2], reduction_type="SUM")
         apply(h, [0, 2], [[1, 1], [2, 2]], [3, 2])
