@@ -69,7 +69,7 @@ class TestMerge:
         # docs/departures.md T20: TensorFlow divides it by 1, which quiets a
         # signalling NaN; the row counted twice is divided, and quieted
         bits = np.dtype(f"uint{np.dtype(dtype).itemsize * 8}")
-        nan = np.array([[signalling]], bits).view(dtype)
+        nan: np.ndarray = np.array([[signalling]], bits).view(dtype)
         h = make([3, 1], dtype=tfa.as_dtype(dtype))
         apply(h, [0, 2], np.concatenate([nan, nan]), dtype=dtype)
         apply(h, [2], nan, dtype=dtype)
