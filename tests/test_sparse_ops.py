@@ -75,7 +75,7 @@ class TestMerge:
         apply(h, [2], nan, dtype=dtype)
         got = take(h, 2, dtype=tfa.as_dtype(dtype)).values.view(bits)
         assert got[0, 0] == signalling
-        assert np.isnan(got[1].view(dtype)).all() and got[1, 0] & quiet_bit
+        assert np.isnan(got[1].view(dtype)).all() and int(got[1, 0]) & quiet_bit
 
     def test_sum(self) -> None:  # S03
         h = make([3, 2], reduction_type="SUM")
