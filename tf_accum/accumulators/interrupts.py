@@ -67,7 +67,8 @@ def in_main_thread() -> bool:
 
 
 def install() -> None:
-    """Put the deferring SIGINT handler in place (main thread only; once)."""
+    """Put the deferring SIGINT handler in place (main thread only; once SIGINT
+    has a handler: an ignored one is left alone and looked at again next call)."""
     if _State.installed or threading.get_ident() != _State.main:
         return
     try:
@@ -77,9 +78,8 @@ def install() -> None:
                 _State.original = current
                 signal.signal(signal.SIGINT, _handler)
             _State.installed = True
-        # An ignored (or default) SIGINT is left alone, and looked at again at
-        # the next accumulator or wait: a process started in the background
-        # may give SIGINT a handler later, and is then protected from there on.
+        # a process started in the background may give SIGINT a handler later,
+        # and is then protected from there on
     except (ValueError, OSError):  # pragma: no cover - embedded interpreters
         _State.installed = True
 
