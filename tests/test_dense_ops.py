@@ -338,9 +338,29 @@ class TestConstructorAttributes:
         with pytest.raises(errors.InvalidArgumentError) as info:
             make(ops, reduction_type="mean")
         assert (
-            "Value for attr 'reduction_type' of 'mean' is not in the list of allowed values"
+            "Value for attr 'reduction_type' of \"mean\" is not in the list of allowed values"
             in str(info.value)
         )
+
+    def test_an_empty_reduction_type_is_refused_and_none_is_mean(self, ops) -> None:  # A01, A02
+        with pytest.raises(errors.InvalidArgumentError, match='reduction_type\' of "" is not'):
+            make(ops, reduction_type="")
+        h = make(ops, shape=[1], reduction_type=None)
+        ops.apply(handle=h, local_step=0, gradient=np.array([1.0], np.float32))
+        ops.apply(handle=h, local_step=0, gradient=np.array([3.0], np.float32))
+        np.testing.assert_array_equal(ops.take(handle=h, num_required=2, dtype=tfa.float32), [2.0])
+
+    def test_string_attributes_may_be_bytes(self, ops) -> None:  # A06
+        h = make(ops, shape=[1], reduction_type=b"SUM", shared_name=b"bytes-name")
+        assert make(ops, shape=[1], reduction_type="SUM", shared_name="bytes-name") == h
+        ops.apply(handle=h, local_step=0, gradient=np.array([1.0], np.float32))
+        ops.apply(handle=h, local_step=0, gradient=np.array([3.0], np.float32))
+        np.testing.assert_array_equal(ops.take(handle=h, num_required=2, dtype=tfa.float32), [4.0])
+
+    def test_dtype_as_tensorflow_enum_number(self, ops) -> None:  # A13
+        h = make(ops, dtype=2, shape=[1])
+        ops.apply(handle=h, local_step=0, gradient=np.array([1.5]))
+        assert ops.take(handle=h, num_required=1, dtype=tfa.float64).dtype == np.float64
 
     @pytest.mark.parametrize("dtype", [tfa.bool, "string", np.bool_])
     def test_dtype_outside_the_op_list(self, ops, dtype) -> None:  # D37
@@ -351,5 +371,5 @@ class TestConstructorAttributes:
         )
 
     def test_not_a_dtype(self, ops) -> None:
-        with pytest.raises(TypeError, match="to a TensorFlow DType"):
+        with pytest.raises(TypeError, match="Expected DataType for argument 'dtype' not 'floaty'"):
             make(ops, dtype="floaty")

@@ -131,6 +131,13 @@ _BY_NAME: dict[str, DType] = {
 }
 _BY_NAME.update({"half": float16, "double": float64, "float": float32})
 
+# TensorFlow's DataType enum numbers, which tf.as_dtype accepts too.
+_BY_ENUM: dict[int, DType] = {
+    1: float32, 2: float64, 3: int32, 4: uint8, 5: int16, 6: int8, 7: string, 8: complex64,
+    9: int64, 10: bool, 11: qint8, 12: quint8, 13: qint32, 14: bfloat16, 15: qint16,
+    16: quint16, 17: uint16, 18: complex128, 19: float16, 20: resource, 22: uint32, 23: uint64,
+}  # fmt: skip
+
 # numpy -> DType: plain types only; a numpy int8 is int8, never qint8.
 _BY_NUMPY: dict[np.dtype[Any], DType] = {
     t.numpy_dtype: t for t in (*ACCUMULATOR_DTYPES, bool) if not t.is_quantized
@@ -142,7 +149,8 @@ def as_dtype(type_value: Any) -> DType:
 
     Args:
         type_value: a DType; a name string (``"float32"``, ``"half"``,
-            ``"qint8"``, ...); a numpy dtype or scalar type (``np.float32``,
+            ``"qint8"``, ...); TensorFlow's DataType enum number (``1`` is
+            float32, ``19`` float16); a numpy dtype or scalar type (``np.float32``,
             ``ml_dtypes.bfloat16``); or any object whose ``name`` attribute is a
             TensorFlow dtype name, which includes TensorFlow's own DType.
 
@@ -167,6 +175,11 @@ def as_dtype(type_value: Any) -> DType:
             return found
         if type_value is str or type_value is bytes:
             return string
+    elif isinstance(type_value, (int, float)):
+        # as in TensorFlow, 1.0 and True find the enum number 1 too
+        found = _BY_ENUM.get(type_value)  # type: ignore[arg-type]
+        if found is not None:
+            return found
     else:
         name = getattr(type_value, "name", None)
         if isinstance(name, str) and name in _BY_NAME:

@@ -24,6 +24,11 @@ def _dims_of(shape: Any) -> Iterable[Any] | None:
     if hasattr(shape, "as_list") and hasattr(shape, "rank"):
         # TensorFlow's TensorShape; its as_list() refuses an unknown rank.
         return None if shape.rank is None else shape.as_list()
+    if not isinstance(shape, (str, bytes, Iterable)):
+        try:
+            return [operator.index(shape)]  # one dimension, as tf.TensorShape(3) is [3]
+        except TypeError:
+            pass
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
         raise TypeError(
             f"shape must be a sequence of dimensions or None, got {shape!r} of type "

@@ -24,7 +24,7 @@ from tf_accum.graph.ops import as_tensor, graph_input
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.raw_ops._keyword_only import snake_case
 from tf_accum.raw_ops._timeout import check_timeout
-from tf_accum.raw_ops.constructors import accumulator_dtype
+from tf_accum.raw_ops.constructors import accumulator_dtype, string_attr
 
 HANDLE = "handle"
 VALUES = "T"  # the gradient's own dtype, inferred from the value
@@ -98,6 +98,10 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
         attrs["dtype"] = (
             accumulator_dtype(attrs["dtype"]) if spec.constructor else as_dtype(attrs["dtype"])
         )
+    if spec.constructor:
+        # string attributes of the wrong type are refused when built, as TensorFlow's builder does
+        for key in ("container", "shared_name"):
+            attrs[key] = string_attr(attrs.get(key), key)
     if spec.blocking:
         # a bad timeout is a Python argument error: refused when built, as eagerly
         attrs["timeout"] = check_timeout(attrs.get("timeout"))

@@ -20,7 +20,11 @@ def accumulator_dtype(dtype: Any) -> DType:
     Raises:
         TypeError: not a dtype, or one the accumulator ops do not allow.
     """
-    found = as_dtype(dtype)
+    try:
+        found = as_dtype(dtype)
+    except TypeError:
+        # the op builder's message, which names the argument
+        raise TypeError(f"Expected DataType for argument 'dtype' not {dtype!r}.") from None
     if found not in ACCUMULATOR_DTYPES:
         allowed = ", ".join(t.name for t in ACCUMULATOR_DTYPES)
         raise TypeError(
@@ -31,34 +35,42 @@ def accumulator_dtype(dtype: Any) -> DType:
 
 
 def string_attr(value: Any, arg_name: str) -> str:
-    """A string attribute: None is "" (TensorFlow's default); anything else not a str is refused.
+    """A string attribute: None is "" (TensorFlow's default), bytes are decoded as UTF-8.
+
+    Bytes that are not UTF-8 keep each undecodable byte as a lone surrogate, so
+    that two different byte strings stay two different names.
 
     Raises:
-        TypeError: not a string.
+        TypeError: neither a string nor bytes.
     """
     if value is None:
         return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
     if not isinstance(value, str):
         raise TypeError(f"Expected string for argument '{arg_name}' not {value!r}.")
     return value
 
 
 def check_reduction_type(reduction_type: Any) -> str:
-    """ "MEAN" or "SUM"; None is the default, "MEAN".
+    """ "MEAN" or "SUM" (as str or bytes); None is the default, "MEAN".
+
+    The empty string is refused, as TensorFlow refuses it: only None means the
+    default.
 
     Raises:
-        TypeError: not a string.
+        TypeError: neither a string nor bytes.
         InvalidArgumentError: another string.
     """
-    reduction_type = string_attr(reduction_type, "reduction_type") or "MEAN"
-    if reduction_type not in REDUCTION_TYPES:
+    checked = "MEAN" if reduction_type is None else string_attr(reduction_type, "reduction_type")
+    if checked not in REDUCTION_TYPES:
         raise errors.InvalidArgumentError(
             None,
             None,
-            f"Value for attr 'reduction_type' of {reduction_type!r} is not in the list of "
+            f"Value for attr 'reduction_type' of \"{checked}\" is not in the list of "
             'allowed values: "MEAN", "SUM"',
         )
-    return str(reduction_type)
+    return checked
 
 
 def check_size(shape: DeclaredShape, kind: str) -> DeclaredShape:
@@ -128,12 +140,14 @@ def ConditionalAccumulator(
             constructor call with the same container and name gets the same
             accumulator, for as long as it exists.
         reduction_type: "MEAN" (a take divides by the count; None means
-            "MEAN") or "SUM".
+            "MEAN", "" is refused) or "SUM"; bytes are accepted for it, for
+            container and for shared_name.
         name: the base of a private accumulator's name.
 
     Raises:
-        TypeError: a dtype outside the list, a malformed shape, or a
-            container, shared_name or reduction_type that is not a string.
+        TypeError: not a dtype, a dtype outside the list, a malformed shape,
+            or a container, shared_name or reduction_type that is neither a
+            string nor bytes.
         OverflowError: a dimension above 2**63 - 1.
         InvalidArgumentError: a bad reduction_type, a dimension below -1, a
             shape of more than 2**63 - 1 elements, or a shared name already

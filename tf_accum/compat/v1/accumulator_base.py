@@ -15,16 +15,16 @@ from tf_accum.shapes import DeclaredShape, parse_tensor_shape
 
 
 def check_reduction_type(reduction_type: Any, op_name: str) -> str:
-    """ "MEAN" or "SUM" (None means "MEAN", as in TensorFlow).
+    """ "MEAN" or "SUM" (as str or bytes; None means "MEAN", "" is refused, as in TensorFlow).
 
     Raises:
-        TypeError: not a string.
+        TypeError: neither a string nor bytes.
         ValueError: another string (TensorFlow's graph-mode error).
     """
-    checked = string_attr(reduction_type, "reduction_type") or "MEAN"
+    checked = "MEAN" if reduction_type is None else string_attr(reduction_type, "reduction_type")
     if checked not in ("MEAN", "SUM"):
         raise ValueError(
-            f"Attr 'reduction_type' of '{op_name}' Op passed string '{reduction_type}' not "
+            f"Attr 'reduction_type' of '{op_name}' Op passed string '{checked}' not "
             'in: "MEAN", "SUM".'
         )
     return checked
