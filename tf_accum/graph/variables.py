@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.dtypes import DType, int64, resource
+from tf_accum.dtypes import DType, resource
 from tf_accum.graph import mode
 from tf_accum.graph.graph import (
-    GLOBAL_STEP,
     GLOBAL_VARIABLES,
     TRAINABLE_VARIABLES,
     Graph,
@@ -27,8 +26,10 @@ from tf_accum.graph.graph import (
 )
 from tf_accum.graph.ops import dtype_of_array, graph_input, group, infer_array
 from tf_accum.graph.tensor_shape import TensorShape, as_shape
+from tf_accum.shapes import kernel_text
 
 Array = np.ndarray[Any, Any]
+LOCAL_VARIABLES = "local_variables"
 
 
 class VariableStore:
@@ -52,6 +53,11 @@ class VariableStore:
             )
         return found
 
+    def read_or(self, variable: Variable, default: Any) -> Any:
+        """The value, or ``default`` if the variable has none in this session."""
+        found = self._values.get(variable)
+        return default if found is None else found
+
     def assign(self, variable: Variable, value: Any) -> Array:
         array = _frozen(np.array(value, dtype=variable.dtype.numpy_dtype))
         with self._lock:
@@ -59,8 +65,21 @@ class VariableStore:
         return array
 
     def assign_add(self, variable: Variable, delta: Any) -> Array:
+        return self.update(variable, lambda old: np.add(old, _same_shape(old, delta)))
+
+    def assign_sub(self, variable: Variable, delta: Any) -> Array:
+        return self.update(variable, lambda old: np.subtract(old, _same_shape(old, delta)))
+
+    def update(self, variable: Variable, change: Callable[[Array], Array]) -> Array:
+        """Replace the value by ``change(value)``, atomically; returns the new value.
+
+        Raises:
+            FailedPreconditionError: the variable is not initialized.
+            whatever ``change`` raises (the value is then left as it was).
+        """
         with self._lock:
-            array = _frozen(np.add(self.read(variable), delta, dtype=variable.dtype.numpy_dtype))
+            found = change(self.read(variable))
+            array = _frozen(np.asarray(found, dtype=variable.dtype.numpy_dtype))
             self._values[variable] = array
         return array
 
@@ -69,17 +88,47 @@ class VariableStore:
             self._values.clear()
 
 
+def _same_shape(value: Array, delta: Any) -> Any:
+    if np.shape(delta) != value.shape:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Cannot update variable with shape {kernel_text(value.shape)} using a Tensor with "
+            f"shape {kernel_text(np.shape(delta))}, shapes must be equal.",
+        )
+    return delta
+
+
+def check_merge(first: TensorShape, second: TensorShape) -> None:
+    """Refuse two static shapes that cannot be one, as TensorFlow's shape inference does.
+
+    Raises:
+        ValueError: different ranks, or a dimension known in both that differs.
+    """
+    if first.rank is None or second.rank is None:
+        return
+    if first.rank != second.rank:
+        raise ValueError(f"Shapes must be equal rank, but are {first.rank} and {second.rank}")
+    ours, theirs = first.as_tuple() or (), second.as_tuple() or ()
+    for axis, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        if a is not None and b is not None and a != b:
+            raise ValueError(
+                f"Dimension {axis} in both shapes must be equal, but are {a} and {b}. Shapes are "
+                f"{kernel_text(ours)} and {kernel_text(theirs)}."
+            )
+
+
 def _frozen(array: Array) -> Array:
     array.setflags(write=False)
     return array
 
 
 def _initialize(context: Any, inputs: list[Any]) -> tuple[()]:
-    _store(context).assign(inputs[0], inputs[1])
+    store_of(context).assign(inputs[0], inputs[1])
     return ()
 
 
-def _store(context: Any) -> VariableStore:
+def store_of(context: Any) -> VariableStore:
     store: VariableStore = context.session.variables
     return store
 
@@ -122,6 +171,11 @@ class Variable:
     ) -> None:
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
+        if collections is not None and not isinstance(collections, (list, tuple, set)):
+            raise ValueError(
+                "collections argument to Variable constructor must be a list, tuple, or set. "
+                f"Got {collections} of type {type(collections)}"
+            )
         if callable(initial_value):
             initial_value = initial_value()
         self._trainable = True if trainable is None else bool(trainable)
@@ -172,17 +226,18 @@ class Variable:
                 name="Assign",
             )
             self._snapshot = self._read_op(graph, "Read/ReadVariableOp")
-        for key in collections if collections is not None else [GLOBAL_VARIABLES]:
+        keys = list(collections) if collections is not None else [GLOBAL_VARIABLES]
+        if self._trainable and TRAINABLE_VARIABLES not in keys:
+            keys.append(TRAINABLE_VARIABLES)  # as TensorFlow: whatever collections were given
+        for key in dict.fromkeys(keys):
             graph.add_to_collection(key, self)
-        if self._trainable and collections is None:
-            graph.add_to_collection(TRAINABLE_VARIABLES, self)
 
     def _read_op(self, graph: Graph, name: str) -> Tensor:
         op = graph.create_op(
             "ReadVariableOp",
             [self._handle.outputs[0]],
             [(self._dtype, self._shape)],
-            lambda context, inputs: (_store(context).read(inputs[0]),),
+            lambda context, inputs: (store_of(context).read(inputs[0]),),
             name=name,
         )
         return op.outputs[0]
@@ -265,7 +320,7 @@ class Variable:
     ) -> Any:
         """Set the value; returns the new value (a Tensor in graph mode)."""
         return self._update(
-            value, name or "AssignVariableOp", lambda store, v, x: store.assign(v, x)
+            value, name or "AssignVariableOp", lambda store, v, x: store.assign(v, x), merged=False
         )
 
     def assign_add(
@@ -276,8 +331,74 @@ class Variable:
             delta, name or "AssignAddVariableOp", lambda store, v, x: store.assign_add(v, x)
         )
 
+    def assign_sub(
+        self, delta: Any, use_locking: Any = None, name: str | None = None, read_value: bool = True
+    ) -> Any:
+        """Subtract ``delta`` atomically; returns the new value (a Tensor in graph mode).
+
+        ``delta`` must have the variable's shape (no broadcasting) and convert
+        to its dtype.
+
+        Raises:
+            ValueError: a shape that cannot be the variable's, or a Tensor of
+                another dtype (when the op is built).
+            TypeError: values that do not convert to the variable's dtype.
+            InvalidArgumentError: a fed value of another shape (when it runs).
+            FailedPreconditionError: the variable is not initialized (when it runs).
+        """
+        return self._update(
+            delta, name or "AssignSubVariableOp", lambda store, v, x: store.assign_sub(v, x)
+        )
+
+    def load(self, value: Any, session: Any = None) -> None:
+        """Set the value in ``session`` (default: the default session) without building an op.
+
+        As TensorFlow does, this runs the variable's initializer with ``value``
+        fed as the initial value, so ``value`` must have the variable's shape.
+
+        Raises:
+            ValueError: no session given and no default session; a value of
+                another shape.
+            TypeError: values that do not convert to the variable's dtype.
+        """
+        if self._graph is None:
+            self.assign(value)
+            return
+        from tf_accum.graph.session import get_default_session
+
+        session = session or get_default_session()
+        if session is None:
+            raise ValueError(
+                "Either session argument should be provided or default session should be "
+                "established"
+            )
+        session.run(self._initializer, {self._initial_value: value})
+
+    def initialized_value(self) -> Any:
+        """The value once initialized: a Tensor that, in a session, is the
+        variable's value if it was initialized there and its initial value otherwise.
+
+        Use it for an initial value of another variable that depends on this one.
+        """
+        if self._graph is None:
+            return self._value.copy()
+        graph = self._graph
+        with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
+            op = graph.create_op(
+                "InitializedValue",
+                [self._handle.outputs[0], self._initial_value],
+                [(self._dtype, self._shape)],
+                lambda context, inputs: (store_of(context).read_or(inputs[0], inputs[1]),),
+                name=f"{self._handle.name}/initialized_value",
+            )
+        return op.outputs[0]
+
     def _update(
-        self, value: Any, name: str, apply: Callable[[VariableStore, Variable, Any], Array]
+        self,
+        value: Any,
+        name: str,
+        apply: Callable[[VariableStore, Variable, Any], Array],
+        merged: bool = True,
     ) -> Any:
         if self._graph is None:
             local = VariableStore()
@@ -292,13 +413,16 @@ class Variable:
                 f"Tensor conversion requested dtype {self._dtype.name} for Tensor with dtype "
                 f"{source.dtype.name}: {source!r}"
             )
-        if not self._shape.is_compatible_with(source.shape):
+        if merged:
+            # as TensorFlow's shape inference for AssignAdd/AssignSub: no broadcasting
+            check_merge(self._shape, source.shape)
+        elif not self._shape.is_compatible_with(source.shape):
             raise ValueError(f"Shapes {source.shape} and {self._shape} are incompatible")
         op = graph.create_op(
             name,
             [self._handle.outputs[0], source],
             [(self._dtype, self._shape)],
-            lambda context, inputs: (apply(_store(context), inputs[0], inputs[1]),),
+            lambda context, inputs: (apply(store_of(context), inputs[0], inputs[1]),),
             name=name,
         )
         return op.outputs[0]
@@ -338,15 +462,27 @@ def assign_add(ref: Variable, value: Any, use_locking: Any = None, name: str | N
     return ref.assign_add(value, name=name)
 
 
+def assign_sub(ref: Variable, value: Any, use_locking: Any = None, name: str | None = None) -> Any:
+    """``ref.assign_sub(value)``: subtract ``value`` (of the variable's shape) atomically."""
+    return ref.assign_sub(value, name=name)
+
+
 def global_variables(scope: str | None = None) -> list[Variable]:
-    """The default graph's global variables."""
-    found = mode.get_default_graph().get_collection(GLOBAL_VARIABLES)
-    return [v for v in found if scope is None or v.name.startswith(scope)]
+    """The default graph's global variables (its ``GLOBAL_VARIABLES`` collection).
+
+    With ``scope``, those whose name starts with a match of that regular expression.
+    """
+    return mode.get_default_graph().get_collection(GLOBAL_VARIABLES, scope)
 
 
 def trainable_variables(scope: str | None = None) -> list[Variable]:
-    found = mode.get_default_graph().get_collection(TRAINABLE_VARIABLES)
-    return [v for v in found if scope is None or v.name.startswith(scope)]
+    """The default graph's trainable variables (its ``TRAINABLE_VARIABLES`` collection)."""
+    return mode.get_default_graph().get_collection(TRAINABLE_VARIABLES, scope)
+
+
+def local_variables(scope: str | None = None) -> list[Variable]:
+    """The default graph's local variables (made with ``collections=[LOCAL_VARIABLES]``)."""
+    return mode.get_default_graph().get_collection(LOCAL_VARIABLES, scope)
 
 
 def variables_initializer(var_list: list[Variable], name: str = "init") -> Operation | None:
@@ -361,37 +497,22 @@ def global_variables_initializer() -> Operation | None:
     return variables_initializer(global_variables(), name="init")
 
 
-def get_global_step(graph: Graph | None = None) -> Variable | None:
-    """The graph's global-step variable, or None."""
-    found = (graph or mode.get_default_graph()).get_collection(GLOBAL_STEP)
-    return found[0] if found else None
-
-
-def get_or_create_global_step(graph: Graph | None = None) -> Variable:
-    """The graph's int64 scalar ``global_step`` variable, made (at 0) if missing."""
-    graph = graph or mode.get_default_graph()
-    existing = get_global_step(graph)
-    if existing is not None:
-        return existing
-    with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
-        step = Variable(
-            np.int64(0),
-            trainable=False,
-            name="global_step",
-            dtype=int64,
-            collections=[GLOBAL_VARIABLES, GLOBAL_STEP],
-        )
-    return step
+def local_variables_initializer() -> Operation | None:
+    """An op that initializes every local variable of the default graph (None eagerly)."""
+    if mode.building_graph() is None:
+        return None
+    return variables_initializer(local_variables(), name="init")
 
 
 __all__ = [
     "Variable",
     "assign",
     "assign_add",
+    "assign_sub",
     "global_variables",
+    "local_variables",
     "trainable_variables",
     "variables_initializer",
     "global_variables_initializer",
-    "get_global_step",
-    "get_or_create_global_step",
+    "local_variables_initializer",
 ]

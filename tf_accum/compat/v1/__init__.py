@@ -17,6 +17,13 @@ from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
 from tf_accum.dtypes import __all__ as _dtype_names
+from tf_accum.graph.collections import (
+    GraphKeys,
+    add_to_collection,
+    add_to_collections,
+    get_collection,
+    get_collection_ref,
+)
 from tf_accum.graph.graph import Graph, Operation, Tensor
 from tf_accum.graph.mode import (
     disable_eager_execution,
@@ -45,11 +52,15 @@ from tf_accum.graph.variables import (
     Variable,
     assign,
     assign_add,
+    assign_sub,
     global_variables,
     global_variables_initializer,
+    local_variables,
+    local_variables_initializer,
     trainable_variables,
     variables_initializer,
 )
+from tf_accum.graph.scatter import scatter_add, scatter_sub, scatter_update
 from tf_accum.indexed_slices import IndexedSlices
 
 __all__ = [
@@ -98,5 +109,17 @@ __all__ = [
     "trainable_variables",
     "variables_initializer",
     "global_variables_initializer",
+    # variables and collections (issue 26)
+    "assign_sub",
+    "scatter_add",
+    "scatter_sub",
+    "scatter_update",
+    "local_variables",
+    "local_variables_initializer",
+    "GraphKeys",
+    "get_collection",
+    "get_collection_ref",
+    "add_to_collection",
+    "add_to_collections",
     *_dtype_names,
 ]
