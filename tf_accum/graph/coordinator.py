@@ -57,9 +57,8 @@ class Coordinator:
 
         Args:
             ex: None, or the exception that made the caller stop: an
-                exception (call this inside its ``except`` block: the one being
-                handled is recorded) or a ``sys.exc_info()`` tuple. Only the
-                first one reported is kept, for ``join`` to raise.
+                exception or a ``sys.exc_info()`` tuple. Only the first one
+                reported is kept, for ``join`` to raise.
 
         Raises:
             ``ex`` itself, when given after ``join()`` returned or raised
@@ -185,19 +184,11 @@ class Coordinator:
 
 
 def _exc_info_of(reported: ExcInfo | BaseException) -> ExcInfo:
-    """The triple to keep: the tuple given, or the exception being handled."""
     if isinstance(reported, tuple):
         return reported
-    current = sys.exc_info()
-    if current[1] is not None:
-        return (current[0], current[1], current[2])  # type: ignore[return-value]
-    # As TensorFlow: an exception given outside its except block is reported
-    # as this ValueError, which join() raises.
-    error = ValueError(
-        "ex must be a tuple or sys.exc_info must return the current exception: "
-        f"{(None, None, None)}"
-    )
-    return (ValueError, error, None)
+    # TensorFlow 2.21 keeps sys.exc_info() instead, and outside an except
+    # block fails formatting its own message (docs/departures.md, T21)
+    return (type(reported), reported, reported.__traceback__)
 
 
 __all__ = ["Coordinator"]
