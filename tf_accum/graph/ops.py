@@ -162,13 +162,19 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
 
     Raises:
         RuntimeError: in eager mode.
-        TypeError: not a dtype.
+        TypeError: not a dtype, or a dimension above 2**63 - 1.
     """
     graph = _graph_or_none()
     if graph is None:
         raise RuntimeError("tf.placeholder() is not compatible with eager execution.")
     wanted = as_dtype(dtype)
     static = as_shape(shape)
+    dims = static.as_list() if static.rank is not None else []
+    if any(d is not None and d > 2**63 - 1 for d in dims):
+        raise TypeError(
+            f"Error converting {dims} (arg name = shape) to a TensorShape: Value out of range: "
+            f"{next(d for d in dims if d is not None and d > 2**63 - 1)}"
+        )
 
     def must_be_fed(context: Any, inputs: list[Any]) -> Sequence[Any]:
         # TensorFlow names the shape only when it has dimensions
