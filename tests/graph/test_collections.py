@@ -15,9 +15,15 @@ pytestmark = pytest.mark.usefixtures("graph")
 def test_graph_keys_are_tensorflows_strings() -> None:
     keys = tf.GraphKeys
     assert (keys.GLOBAL_VARIABLES, keys.LOCAL_VARIABLES, keys.TRAINABLE_VARIABLES) == (
-        "variables", "local_variables", "trainable_variables")
+        "variables",
+        "local_variables",
+        "trainable_variables",
+    )
     assert (keys.GLOBAL_STEP, keys.VARIABLES, keys.MODEL_VARIABLES) == (
-        "global_step", "variables", "model_variables")
+        "global_step",
+        "variables",
+        "model_variables",
+    )
 
 
 def test_variables_go_to_their_collections() -> None:
@@ -30,8 +36,11 @@ def test_variables_go_to_their_collections() -> None:
     # as TensorFlow: trainable variables are listed whatever collections were given
     assert tf.trainable_variables() == [plain, local, mine]
     assert tf.get_collection("mine") == [mine, frozen]
-    with pytest.raises(ValueError, match=r"^collections argument to Variable constructor must "
-                       r"be a list, tuple, or set\. Got mine of type <class 'str'>$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^collections argument to Variable constructor must "
+        r"be a list, tuple, or set\. Got mine of type <class 'str'>$",
+    ):
         tf.Variable(3.0, collections="mine")
 
 
@@ -39,6 +48,7 @@ def test_local_variables_initializer() -> None:
     local = tf.Variable(3, collections=[tf.GraphKeys.LOCAL_VARIABLES], name="local")
     glob = tf.Variable(1.0, name="glob")
     init = tf.local_variables_initializer()
+    assert init is not None
     assert init.type == "NoOp" and init.name == "init"
     assert init.control_inputs == (local.initializer,)
     with tf.Session() as sess:
@@ -61,7 +71,7 @@ def test_get_and_add_to_collection() -> None:
     tf.add_to_collections(["p", "q"], 1)
     assert tf.get_collection("p") == tf.get_collection("q") == [1]
     with pytest.raises(TypeError, match="unhashable"):
-        tf.add_to_collection(["x", "y"], 1)
+        tf.add_to_collection(["x", "y"], 1)  # type: ignore[arg-type]
 
 
 def test_get_collection_scope_is_a_regular_expression_on_names() -> None:
@@ -77,8 +87,12 @@ def test_get_collection_scope_is_a_regular_expression_on_names() -> None:
 def test_global_step_functions() -> None:
     assert tf.train.get_global_step() is None
     step = tf.train.create_global_step()
-    assert (step.name, step.dtype, step.shape, step.trainable) == (
-        "global_step:0", tf.int64, (), False)
+    assert (step.name, step.dtype, step.shape, step.trainable) == (  # type: ignore[comparison-overlap]
+        "global_step:0",
+        tf.int64,
+        (),
+        False,
+    )
     assert tf.get_collection(tf.GraphKeys.GLOBAL_STEP) == [step]
     assert step in tf.global_variables()
     assert tf.train.get_global_step() is step

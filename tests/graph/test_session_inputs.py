@@ -30,8 +30,11 @@ def test_python_ints_the_fed_dtype_cannot_hold() -> None:
     pb = tf.placeholder(tf.bool)
     with tf.Session() as sess:
         for tensor, value, kind in [
-            (p32, 2**40, "int32"), (pu8, -1, "uint8"), (pu8, 256, "uint8"),
-            (pi64, 2**63, "int64"), (pb, 2, "bool"),
+            (p32, 2**40, "int32"),
+            (pu8, -1, "uint8"),
+            (pu8, 256, "uint8"),
+            (pi64, 2**63, "int64"),
+            (pb, 2, "bool"),
         ]:
             with pytest.raises(TypeError, match=_incompatible(value, kind)):
                 sess.run(tensor, {tensor: value})
@@ -93,7 +96,11 @@ def test_indexed_slices_fetch_to_indexed_slices_value() -> None:
     no_shape = tf.IndexedSlices(tf.constant([[1.0, 2.0]]), tf.constant([1]))
     with tf.Session() as sess:
         got = sess.run(sl)
-        assert type(got) is IndexedSlicesValue and got._fields == ("values", "indices", "dense_shape")
+        assert type(got) is IndexedSlicesValue and got._fields == (
+            "values",
+            "indices",
+            "dense_shape",
+        )
         assert got.values.dtype == np.float32 and got.values.tolist() == [[1, 2]]
         assert got.indices.dtype == np.int32 and got.indices.tolist() == [1]
         assert got.dense_shape.tolist() == [3, 2]

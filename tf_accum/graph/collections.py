@@ -13,14 +13,21 @@ from collections.abc import Hashable, Iterable
 from typing import Any
 
 from tf_accum.graph import mode
-from tf_accum.graph.graph import GLOBAL_STEP, GLOBAL_VARIABLES, TRAINABLE_VARIABLES
+from tf_accum.graph.graph import (
+    GLOBAL_STEP,
+    GLOBAL_VARIABLES,
+    LOCAL_VARIABLES,
+    TRAINABLE_VARIABLES,
+    Operation,
+)
+from tf_accum.graph.ops import group
 
 
 class GraphKeys:
     """The standard collection names, the strings TensorFlow uses."""
 
     GLOBAL_VARIABLES = GLOBAL_VARIABLES
-    LOCAL_VARIABLES = "local_variables"
+    LOCAL_VARIABLES = LOCAL_VARIABLES
     METRIC_VARIABLES = "metric_variables"
     MODEL_VARIABLES = "model_variables"
     TRAINABLE_VARIABLES = TRAINABLE_VARIABLES
@@ -73,10 +80,53 @@ def _names(names: Any) -> Iterable[Any]:
     return tuple(dict.fromkeys(names))
 
 
+def global_variables(scope: str | None = None) -> list[Any]:
+    """The default graph's global variables (its ``GLOBAL_VARIABLES`` collection).
+
+    With ``scope``, those whose name starts with a match of that regular expression.
+    """
+    return mode.get_default_graph().get_collection(GLOBAL_VARIABLES, scope)
+
+
+def trainable_variables(scope: str | None = None) -> list[Any]:
+    """The default graph's trainable variables (its ``TRAINABLE_VARIABLES`` collection)."""
+    return mode.get_default_graph().get_collection(TRAINABLE_VARIABLES, scope)
+
+
+def local_variables(scope: str | None = None) -> list[Any]:
+    """The default graph's local variables (made with ``collections=[LOCAL_VARIABLES]``)."""
+    return mode.get_default_graph().get_collection(LOCAL_VARIABLES, scope)
+
+
+def variables_initializer(var_list: list[Any], name: str = "init") -> Operation | None:
+    """An op that runs the initializers of ``var_list``."""
+    return group(*[v.initializer for v in var_list], name=name)
+
+
+def global_variables_initializer() -> Operation | None:
+    """An op that initializes every global variable of the default graph (None eagerly)."""
+    if mode.building_graph() is None:
+        return None
+    return variables_initializer(global_variables(), name="init")
+
+
+def local_variables_initializer() -> Operation | None:
+    """An op that initializes every local variable of the default graph (None eagerly)."""
+    if mode.building_graph() is None:
+        return None
+    return variables_initializer(local_variables(), name="init")
+
+
 __all__ = [
     "GraphKeys",
     "add_to_collection",
     "add_to_collections",
     "get_collection",
     "get_collection_ref",
+    "global_variables",
+    "local_variables",
+    "trainable_variables",
+    "variables_initializer",
+    "global_variables_initializer",
+    "local_variables_initializer",
 ]

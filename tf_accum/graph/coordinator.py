@@ -89,9 +89,9 @@ class Coordinator:
     def stop_on_exception(self) -> Iterator[None]:
         """Inside the block, any exception is reported with ``request_stop`` and swallowed::
 
-            with coord.stop_on_exception():
-                while not coord.should_stop():
-                    ...
+        with coord.stop_on_exception():
+            while not coord.should_stop():
+                ...
         """
         try:
             yield

@@ -50,11 +50,11 @@ def get_global_step(graph: Graph | None = None) -> Any:
 
 def _check_global_step(step: Any) -> None:
     if not isinstance(step, (Variable, Tensor)):
-        raise TypeError(f"Existing \"global_step\" must be a Variable or Tensor: {step}.")
+        raise TypeError(f'Existing "global_step" must be a Variable or Tensor: {step}.')
     if not step.dtype.is_integer:
-        raise TypeError(f"Existing \"global_step\" does not have integer type: {step.dtype!r}")
+        raise TypeError(f'Existing "global_step" does not have integer type: {step.dtype!r}')
     if step.shape.rank != 0 and step.shape.is_fully_defined():
-        raise TypeError(f"Existing \"global_step\" is not scalar: {step.shape}")
+        raise TypeError(f'Existing "global_step" is not scalar: {step.shape}')
 
 
 def create_global_step(graph: Graph | None = None) -> Variable:
@@ -96,9 +96,8 @@ def global_step(sess: Any, global_step_tensor: Any) -> int:
     Raises:
         TypeError: the value is not a number.
     """
-    if mode.building_graph() is None and isinstance(global_step_tensor, Variable):
-        if global_step_tensor.graph is None:
-            return int(global_step_tensor.numpy())
+    if isinstance(global_step_tensor, Variable) and global_step_tensor.graph is None:
+        return int(global_step_tensor.numpy())  # an eager variable
     return int(sess.run(global_step_tensor))
 
 

@@ -26,6 +26,7 @@ Kernel = Callable[["RunContext", list[Any]], Sequence[Any]]
 
 GLOBAL_VARIABLES = "variables"
 TRAINABLE_VARIABLES = "trainable_variables"
+LOCAL_VARIABLES = "local_variables"
 GLOBAL_STEP = "global_step"
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
@@ -444,7 +445,9 @@ class Graph:
         if scope is None:
             return items
         pattern = re.compile(scope)
-        return [i for i in items if isinstance(getattr(i, "name", None), str) and pattern.match(i.name)]
+        return [
+            i for i in items if isinstance(getattr(i, "name", None), str) and pattern.match(i.name)
+        ]
 
     def get_collection_ref(self, name: str) -> list[Any]:
         """Collection ``name`` itself (made empty if missing): changes to it are the graph's."""

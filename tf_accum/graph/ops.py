@@ -60,7 +60,8 @@ def infer_array(value: Any, dtype: Any = None) -> Array:
         return np.asarray(value, dtype=object)
     if isinstance(value, bool) or (isinstance(value, np.ndarray) and value.dtype == np.bool_):
         return np.asarray(value)
-    return tensor_array(value)
+    # as TensorFlow: a Python float beyond float32 is an error eagerly, inf in a graph
+    return tensor_array(value, out_of_range=_graph_or_none() is not None)
 
 
 def _const_op(graph: Graph, array: Array, name: str | None) -> Tensor:

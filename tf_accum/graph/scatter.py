@@ -19,7 +19,8 @@ from tf_accum.graph import mode
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.ops import graph_input, infer_array
 from tf_accum.graph.tensor_shape import TensorShape
-from tf_accum.graph.variables import Variable, check_merge, store_of
+from tf_accum.graph.variable_store import check_merge
+from tf_accum.graph.variables import Variable, store_of
 from tf_accum.shapes import kernel_text
 
 Array = np.ndarray[Any, Any]

@@ -24,7 +24,7 @@ from tf_accum.graph import mode
 from tf_accum.graph.executor import Plan, execute, make_plan
 from tf_accum.graph.fetches import fetched_value, flatten
 from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
-from tf_accum.graph.variables import VariableStore
+from tf_accum.graph.variable_store import VariableStore
 from tf_accum.resources.local import LocalResourceTable
 
 _local = threading.local()
@@ -90,7 +90,9 @@ class Session:
                 "accumulators across processes use tf_accum.distributed.connect().",
             )
         if graph is not None and not isinstance(graph, Graph):
-            raise TypeError(f'Argument `graph` must be a tf.Graph, but got "{type(graph).__name__}"')
+            raise TypeError(
+                f'Argument `graph` must be a tf.Graph, but got "{type(graph).__name__}"'
+            )
         self._graph = graph if graph is not None else mode.get_default_graph()
         self.table = LocalResourceTable()
         self.variables = VariableStore()

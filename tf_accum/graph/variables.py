@@ -8,13 +8,11 @@ FailedPreconditionError. In eager mode a Variable simply holds a numpy array.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tf_accum import errors
 from tf_accum.dtypes import DType, resource
 from tf_accum.graph import mode
 from tf_accum.graph.graph import (
@@ -24,103 +22,20 @@ from tf_accum.graph.graph import (
     Operation,
     Tensor,
 )
-from tf_accum.graph.ops import dtype_of_array, graph_input, group, infer_array
+from tf_accum.graph.ops import dtype_of_array, graph_input, infer_array
 from tf_accum.graph.tensor_shape import TensorShape, as_shape
-from tf_accum.shapes import kernel_text
+from tf_accum.graph.variable_store import VariableStore, check_merge, frozen
+from tf_accum.indexed_slices import IndexedSlices
 
 Array = np.ndarray[Any, Any]
-LOCAL_VARIABLES = "local_variables"
 
 
-class VariableStore:
-    """One session's variable values. Values are replaced, never changed in place,
-    so a value handed to a reader stays what it read."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[Variable, Array] = {}
-
-    def read(self, variable: Variable) -> Array:
-        found = self._values.get(variable)
-        if found is None:
-            raise errors.FailedPreconditionError(
-                None,
-                None,
-                f"Could not find variable {variable.op.name}. This could mean that the variable "
-                "has been deleted. In TF1, it can also mean the variable is uninitialized. Debug "
-                f"info: container=localhost, status error message=Resource localhost/"
-                f"{variable.op.name}/N10tensorflow3VarE does not exist.",
-            )
-        return found
-
-    def read_or(self, variable: Variable, default: Any) -> Any:
-        """The value, or ``default`` if the variable has none in this session."""
-        found = self._values.get(variable)
-        return default if found is None else found
-
-    def assign(self, variable: Variable, value: Any) -> Array:
-        array = _frozen(np.array(value, dtype=variable.dtype.numpy_dtype))
-        with self._lock:
-            self._values[variable] = array
-        return array
-
-    def assign_add(self, variable: Variable, delta: Any) -> Array:
-        return self.update(variable, lambda old: np.add(old, _same_shape(old, delta)))
-
-    def assign_sub(self, variable: Variable, delta: Any) -> Array:
-        return self.update(variable, lambda old: np.subtract(old, _same_shape(old, delta)))
-
-    def update(self, variable: Variable, change: Callable[[Array], Array]) -> Array:
-        """Replace the value by ``change(value)``, atomically; returns the new value.
-
-        Raises:
-            FailedPreconditionError: the variable is not initialized.
-            whatever ``change`` raises (the value is then left as it was).
-        """
-        with self._lock:
-            found = change(self.read(variable))
-            array = _frozen(np.asarray(found, dtype=variable.dtype.numpy_dtype))
-            self._values[variable] = array
-        return array
-
-    def clear(self) -> None:
-        with self._lock:
-            self._values.clear()
-
-
-def _same_shape(value: Array, delta: Any) -> Any:
-    if np.shape(delta) != value.shape:
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            f"Cannot update variable with shape {kernel_text(value.shape)} using a Tensor with "
-            f"shape {kernel_text(np.shape(delta))}, shapes must be equal.",
+def _rows_of(sparse_delta: Any) -> tuple[Any, Any]:
+    if not isinstance(sparse_delta, IndexedSlices):
+        raise TypeError(
+            f"Argument `sparse_delta` must be a `tf.IndexedSlices`. Received arg: {sparse_delta}"
         )
-    return delta
-
-
-def check_merge(first: TensorShape, second: TensorShape) -> None:
-    """Refuse two static shapes that cannot be one, as TensorFlow's shape inference does.
-
-    Raises:
-        ValueError: different ranks, or a dimension known in both that differs.
-    """
-    if first.rank is None or second.rank is None:
-        return
-    if first.rank != second.rank:
-        raise ValueError(f"Shapes must be equal rank, but are {first.rank} and {second.rank}")
-    ours, theirs = first.as_tuple() or (), second.as_tuple() or ()
-    for axis, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        if a is not None and b is not None and a != b:
-            raise ValueError(
-                f"Dimension {axis} in both shapes must be equal, but are {a} and {b}. Shapes are "
-                f"{kernel_text(ours)} and {kernel_text(theirs)}."
-            )
-
-
-def _frozen(array: Array) -> Array:
-    array.setflags(write=False)
-    return array
+    return sparse_delta.indices, sparse_delta.values
 
 
 def _initialize(context: Any, inputs: list[Any]) -> tuple[()]:
@@ -182,7 +97,7 @@ class Variable:
         graph = mode.building_graph()
         self._graph = graph
         if graph is None:
-            self._value = _frozen(np.array(infer_array(initial_value, dtype)))
+            self._value = frozen(np.array(infer_array(initial_value, dtype)))
             self._dtype = dtype_of_array(self._value)
             self._shape = TensorShape(self._value.shape)
             self._name = f"{name or 'Variable'}:0"
@@ -318,23 +233,33 @@ class Variable:
     def assign(
         self, value: Any, use_locking: Any = None, name: str | None = None, read_value: bool = True
     ) -> Any:
-        """Set the value; returns the new value (a Tensor in graph mode)."""
+        """Set the value; returns the new value (a Tensor in graph mode), or
+        with ``read_value=False`` the op (None eagerly)."""
         return self._update(
-            value, name or "AssignVariableOp", lambda store, v, x: store.assign(v, x), merged=False
+            value,
+            name or "AssignVariableOp",
+            lambda store, v, x: store.assign(v, x),
+            read_value,
+            merged=False,
         )
 
     def assign_add(
         self, delta: Any, use_locking: Any = None, name: str | None = None, read_value: bool = True
     ) -> Any:
-        """Add ``delta`` atomically; returns the new value (a Tensor in graph mode)."""
+        """Add ``delta`` atomically; returns the new value (a Tensor in graph mode),
+        or with ``read_value=False`` the op (None eagerly)."""
         return self._update(
-            delta, name or "AssignAddVariableOp", lambda store, v, x: store.assign_add(v, x)
+            delta,
+            name or "AssignAddVariableOp",
+            lambda store, v, x: store.assign_add(v, x),
+            read_value,
         )
 
     def assign_sub(
         self, delta: Any, use_locking: Any = None, name: str | None = None, read_value: bool = True
     ) -> Any:
-        """Subtract ``delta`` atomically; returns the new value (a Tensor in graph mode).
+        """Subtract ``delta`` atomically; returns the new value (a Tensor in graph
+        mode), or with ``read_value=False`` the op (None eagerly).
 
         ``delta`` must have the variable's shape (no broadcasting) and convert
         to its dtype.
@@ -347,8 +272,33 @@ class Variable:
             FailedPreconditionError: the variable is not initialized (when it runs).
         """
         return self._update(
-            delta, name or "AssignSubVariableOp", lambda store, v, x: store.assign_sub(v, x)
+            delta,
+            name or "AssignSubVariableOp",
+            lambda store, v, x: store.assign_sub(v, x),
+            read_value,
         )
+
+    def scatter_add(self, sparse_delta: Any, use_locking: bool = False, name: Any = None) -> Any:
+        """Add an IndexedSlices' rows to those rows; as ``scatter_add(self, ...)``.
+
+        Raises:
+            TypeError: ``sparse_delta`` is not an IndexedSlices.
+        """
+        from tf_accum.graph.scatter import scatter_add
+
+        return scatter_add(self, *_rows_of(sparse_delta), name=name)
+
+    def scatter_sub(self, sparse_delta: Any, use_locking: bool = False, name: Any = None) -> Any:
+        """Subtract an IndexedSlices' rows from those rows; as ``scatter_sub(self, ...)``."""
+        from tf_accum.graph.scatter import scatter_sub
+
+        return scatter_sub(self, *_rows_of(sparse_delta), name=name)
+
+    def scatter_update(self, sparse_delta: Any, use_locking: bool = False, name: Any = None) -> Any:
+        """Set those rows to an IndexedSlices' rows; as ``scatter_update(self, ...)``."""
+        from tf_accum.graph.scatter import scatter_update
+
+        return scatter_update(self, *_rows_of(sparse_delta), name=name)
 
     def load(self, value: Any, session: Any = None) -> None:
         """Set the value in ``session`` (default: the default session) without building an op.
@@ -398,14 +348,17 @@ class Variable:
         value: Any,
         name: str,
         apply: Callable[[VariableStore, Variable, Any], Array],
+        read_value: bool,
         merged: bool = True,
     ) -> Any:
+        """The op changing the value: its new value, or with ``read_value=False``
+        the op itself (eagerly: the new value, or None)."""
         if self._graph is None:
             local = VariableStore()
             local._values[self] = self._value
             self._value = apply(local, self, infer_array(value, self._dtype))
             fresh: Array = self._value.copy()
-            return fresh
+            return fresh if read_value else None
         graph = mode.building_graph() or self._graph
         source = graph_input(graph, value, self._dtype)
         if source.dtype != self._dtype:
@@ -425,7 +378,7 @@ class Variable:
             lambda context, inputs: (apply(store_of(context), inputs[0], inputs[1]),),
             name=name,
         )
-        return op.outputs[0]
+        return op.outputs[0] if read_value else op
 
     def __repr__(self) -> str:
         return f"<tf.Variable '{self._name}' shape={self._shape} dtype={self._dtype.name}>"
@@ -467,52 +420,9 @@ def assign_sub(ref: Variable, value: Any, use_locking: Any = None, name: str | N
     return ref.assign_sub(value, name=name)
 
 
-def global_variables(scope: str | None = None) -> list[Variable]:
-    """The default graph's global variables (its ``GLOBAL_VARIABLES`` collection).
-
-    With ``scope``, those whose name starts with a match of that regular expression.
-    """
-    return mode.get_default_graph().get_collection(GLOBAL_VARIABLES, scope)
-
-
-def trainable_variables(scope: str | None = None) -> list[Variable]:
-    """The default graph's trainable variables (its ``TRAINABLE_VARIABLES`` collection)."""
-    return mode.get_default_graph().get_collection(TRAINABLE_VARIABLES, scope)
-
-
-def local_variables(scope: str | None = None) -> list[Variable]:
-    """The default graph's local variables (made with ``collections=[LOCAL_VARIABLES]``)."""
-    return mode.get_default_graph().get_collection(LOCAL_VARIABLES, scope)
-
-
-def variables_initializer(var_list: list[Variable], name: str = "init") -> Operation | None:
-    """An op that runs the initializers of ``var_list``."""
-    return group(*[v.initializer for v in var_list], name=name)
-
-
-def global_variables_initializer() -> Operation | None:
-    """An op that initializes every global variable of the default graph (None eagerly)."""
-    if mode.building_graph() is None:
-        return None
-    return variables_initializer(global_variables(), name="init")
-
-
-def local_variables_initializer() -> Operation | None:
-    """An op that initializes every local variable of the default graph (None eagerly)."""
-    if mode.building_graph() is None:
-        return None
-    return variables_initializer(local_variables(), name="init")
-
-
 __all__ = [
     "Variable",
     "assign",
     "assign_add",
     "assign_sub",
-    "global_variables",
-    "local_variables",
-    "trainable_variables",
-    "variables_initializer",
-    "global_variables_initializer",
-    "local_variables_initializer",
 ]

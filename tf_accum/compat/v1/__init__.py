@@ -23,6 +23,12 @@ from tf_accum.graph.collections import (
     add_to_collections,
     get_collection,
     get_collection_ref,
+    global_variables,
+    global_variables_initializer,
+    local_variables,
+    local_variables_initializer,
+    trainable_variables,
+    variables_initializer,
 )
 from tf_accum.graph.graph import Graph, Operation, Tensor
 from tf_accum.graph.mode import (
@@ -46,6 +52,7 @@ from tf_accum.graph.ops import (
     placeholder_with_default,
 )
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
+from tf_accum.graph.scatter import scatter_add, scatter_sub, scatter_update
 from tf_accum.graph.session import InteractiveSession, Session, get_default_session
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
 from tf_accum.graph.variables import (
@@ -53,14 +60,7 @@ from tf_accum.graph.variables import (
     assign,
     assign_add,
     assign_sub,
-    global_variables,
-    global_variables_initializer,
-    local_variables,
-    local_variables_initializer,
-    trainable_variables,
-    variables_initializer,
 )
-from tf_accum.graph.scatter import scatter_add, scatter_sub, scatter_update
 from tf_accum.indexed_slices import IndexedSlices
 
 __all__ = [
