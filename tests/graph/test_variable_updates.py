@@ -158,6 +158,13 @@ def test_scatter_errors_at_run_time_change_nothing() -> None:
                 r"params\.shape\[1:\] or updates\.shape = \[\], got updates\.shape \[3\], "
                 r"indices\.shape \[2\], params\.shape \[4,2\]$",
             ),
+            (  # T21: TensorFlow 2.21 reads past such rows; refused here
+                [0, 1],
+                np.ones((2, 3)),
+                r"^Must have updates\.shape = indices\.shape \+ "
+                r"params\.shape\[1:\] or updates\.shape = \[\], got updates\.shape \[2,3\], "
+                r"indices\.shape \[2\], params\.shape \[4,2\]$",
+            ),
         ]
         for indices, updates, message in cases:
             with pytest.raises(errors.InvalidArgumentError, match=message):
