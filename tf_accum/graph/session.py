@@ -133,7 +133,8 @@ class Session:
 
         Returns:
             ``fetches`` with each element replaced by its value (numpy arrays,
-            numpy scalars for scalars, None for operations).
+            numpy scalars for scalars, None for operations, an
+            ``IndexedSlicesValue`` of arrays for an IndexedSlices).
 
         Raises:
             RuntimeError: the session is closed.
