@@ -139,27 +139,19 @@ def _changed(value: Array, indices: Any, updates: Any, change: Change) -> Array:
         )
     expected = where.shape + value.shape[1:]
     if given.ndim and given.shape != expected:
-        if given.ndim != where.ndim + value.ndim - 1:
-            raise errors.InvalidArgumentError(
-                None,
-                None,
-                "Must have updates.shape = indices.shape + params.shape[1:] or updates.shape = "
-                f"[], got updates.shape {kernel_text(given.shape)}, indices.shape "
-                f"{kernel_text(where.shape)}, params.shape {kernel_text(value.shape)}",
-            )
-        if given.shape[: where.ndim] != where.shape:
+        if given.ndim == where.ndim + value.ndim - 1 and given.shape[: where.ndim] != where.shape:
             raise errors.InvalidArgumentError(
                 None,
                 None,
                 f"The shape of indices ({kernel_text(where.shape)}) must be a prefix of the shape "
                 f"of updates ({kernel_text(given.shape)})",
             )
-        # TensorFlow 2.21 does not check the rest (it reads past or short of
-        # the updates); tf_accum refuses such updates.
+        # TensorFlow 2.21 checks only the rank and the prefix, and reads past
+        # (or short of) rows of another shape: refused here (T21)
         raise errors.InvalidArgumentError(
             None,
             None,
-            f"Must have updates.shape = indices.shape + params.shape[1:] or updates.shape = [], "
+            "Must have updates.shape = indices.shape + params.shape[1:] or updates.shape = [], "
             f"got updates.shape {kernel_text(given.shape)}, indices.shape "
             f"{kernel_text(where.shape)}, params.shape {kernel_text(value.shape)}",
         )
@@ -181,7 +173,7 @@ def _scatter_eagerly(ref: Variable, indices: Any, updates: Any, change: Change) 
     if is_symbolic(indices) or is_symbolic(updates):
         raise TypeError("An eager Variable cannot be changed by graph Tensors.")
     where = infer_array(indices)
-    if where.dtype.kind not in "iu" or where.dtype.itemsize < 4 or where.dtype.kind == "u":
+    if where.dtype not in (np.int32, np.int64):
         raise TypeError(
             f"Value passed to parameter 'indices' has DataType {where.dtype} not in list of "
             "allowed values: int32, int64"
