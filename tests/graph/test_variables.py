@@ -95,7 +95,7 @@ def test_global_step(graph) -> None:
     step = tf.train.get_or_create_global_step()
     assert tf.train.get_or_create_global_step() is step
     assert tf.train.get_global_step() is step
-    assert (step.name, step.dtype, step.shape) == ("global_step:0", tf.int64, ())  # type: ignore[comparison-overlap]
+    assert (step.name, step.dtype, step.shape) == ("global_step:0", tf.int64, ())
     assert step in tf.global_variables() and step not in tf.trainable_variables()
     with tf.name_scope("scoped"), tf.control_dependencies([tf.no_op()]):
         assert tf.train.get_or_create_global_step() is step

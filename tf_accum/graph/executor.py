@@ -3,10 +3,18 @@
 Ops of one run that do not depend on each other may run concurrently, as in
 TensorFlow: a run that fetches a take together with the applies it waits for
 completes. Non-blocking ops run on the calling thread in dependency order; a
-blocking op (a take) runs there too when nothing else is left to do, and on a
-thread of its own otherwise. Every take of a run joins the run's
-Cancellation, so a deadline, a failed sibling op or a closing session
-withdraws it and it consumes nothing.
+blocking op (a take) runs there too when nothing else is left to do, and on
+another thread otherwise. Every take of a run joins the run's Cancellation,
+so a deadline, a failed sibling op or a closing session withdraws it and it
+consumes nothing.
+
+A waiting take holds its thread, so the threads are bounded: a run's takes
+share at most ``TAKE_THREADS`` threads, except a take that ops able to serve
+a waiting take depend on (an apply, a destroy, downstream of it). Such a take
+gets a thread of its own at once: a take waiting on the bounded threads may
+be waiting for exactly that apply. Any other take waiting for a thread cannot
+be what a running take waits for (what it gives only flows to ops that serve
+no take), so running it later changes no outcome and cannot deadlock.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import contextvars
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +37,10 @@ if TYPE_CHECKING:
     from tf_accum.graph.session import Session
 
 JOIN_WAIT = 30.0  # seconds for a cancelled take's thread to return; only reached if broken
+TAKE_THREADS = 8  # threads a run's takes share (TensorFlow's inter-op pool is about as large)
+# ops that can let a waiting take return: they add gradients or destroy an accumulator
+_SERVING_SUFFIX = "ApplyGradient"
+_SERVING_TYPES = frozenset({"DestroyResourceOp"})
 
 
 def deadline_error() -> errors.DeadlineExceededError:
@@ -54,6 +66,9 @@ class Plan:
     consumers: dict[Operation, tuple[Operation, ...]]
     blocking: bool
     sequential: bool
+    # blocking ops that an op able to serve a waiting take depends on: each
+    # gets a thread at once (see the module's docstring)
+    urgent: frozenset[Operation] = frozenset()
 
 
 def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> Plan:
@@ -97,7 +112,22 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
         {op: tuple(c) for op, c in consumers.items()},
         bool(blocking),
         len(blocking) <= 1,
+        _urgent(order, blocking, consumers) if len(blocking) > 1 else frozenset(),
     )
+
+
+def _serves_takes(op: Operation) -> bool:
+    return op.type.endswith(_SERVING_SUFFIX) or op.type in _SERVING_TYPES
+
+
+def _urgent(
+    order: list[Operation], blocking: list[Operation], consumers: dict[Operation, list[Operation]]
+) -> frozenset[Operation]:
+    """The blocking ops that some op able to serve a waiting take depends on."""
+    serving_below: dict[Operation, bool] = {}
+    for op in reversed(order):  # consumers come later in ``order``
+        serving_below[op] = any(_serves_takes(c) or serving_below[c] for c in consumers[op])
+    return frozenset(op for op in blocking if serving_below[op])
 
 
 def _blocking_op_last(
@@ -181,7 +211,12 @@ def _store(
 
 
 class _Scheduler:
-    """Dataflow order for a plan with blocking ops; state local to one run."""
+    """Dataflow order for a plan with blocking ops; state local to one run.
+
+    Blocking ops wait in ``queued`` for one of at most ``TAKE_THREADS``
+    workers, which take them in order and end when none is left; urgent ones
+    get a thread of their own. Every outcome comes back through ``finished``.
+    """
 
     def __init__(
         self, run: RunContext, plan: Plan, values: dict[Tensor, Any], fed: dict[Tensor, Any]
@@ -198,6 +233,10 @@ class _Scheduler:
         ] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
         self.in_flight = 0
+        self.lock = threading.Lock()
+        self.queued: collections.deque[tuple[Operation, list[Any]]] = collections.deque()
+        self.workers = 0
+        self.abandoned = False
 
     def run(self) -> None:
         try:
@@ -209,7 +248,7 @@ class _Scheduler:
                         self._complete(op, _call(self.run_context.for_op(op), op, self.values))
                         continue
                     for op in blocked:
-                        self._start_thread(op)
+                        self._submit(op)
                 if self.left and not self.ready:
                     self._wait_for_one()
         except BaseException:
@@ -234,28 +273,45 @@ class _Scheduler:
             if not self.pending[consumer]:
                 self.ready.append(consumer)
 
-    def _start_thread(self, op: Operation) -> None:
+    def _submit(self, op: Operation) -> None:
+        """Run ``op`` on another thread: its own if urgent, else a worker's."""
         inputs = [self.values[t] for t in op.inputs]
-        context = self.run_context.for_op(op)
-        finished = self.finished
-
-        def work() -> None:
-            try:
-                finished.put((op, op.kernel(context, inputs), None))
-            except BaseException as error:  # handed to the run's thread
-                if isinstance(error, errors.OpError) and error.op is None:
-                    error._op = op
-                finished.put((op, None, error))
-
-        thread = threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(work,),
-            name=f"tf_accum run {op.name}",
-            daemon=True,
-        )
         self.in_flight += 1
+        if op in self.plan.urgent:
+            self._start(lambda: self._execute(op, inputs), f"tf_accum run {op.name}")
+            return
+        with self.lock:
+            self.queued.append((op, inputs))
+            if self.workers >= TAKE_THREADS:
+                return
+            self.workers += 1
+        self._start(self._work, "tf_accum run worker")
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(
+            target=contextvars.copy_context().run, args=(target,), name=name, daemon=True
+        )
         self.threads.append(thread)
         thread.start()
+
+    def _work(self) -> None:
+        """A worker: run queued blocking ops until none is left (or the run is abandoned)."""
+        while True:
+            with self.lock:
+                if not self.queued or self.abandoned:
+                    self.workers -= 1
+                    return
+                op, inputs = self.queued.popleft()
+            self._execute(op, inputs)
+
+    def _execute(self, op: Operation, inputs: list[Any]) -> None:
+        context = self.run_context.for_op(op)
+        try:
+            self.finished.put((op, op.kernel(context, inputs), None))
+        except BaseException as error:  # handed to the run's thread
+            if isinstance(error, errors.OpError) and error.op is None:
+                error._op = op
+            self.finished.put((op, None, error))
 
     def _wait_for_one(self) -> None:
         deadline = self.run_context.deadline
@@ -275,7 +331,10 @@ class _Scheduler:
         self._complete(op, outputs)
 
     def _abandon(self) -> None:
-        """Withdraw the run's waiting takes and let their threads end."""
+        """Withdraw the run's waiting takes, drop the queued ones, and let the threads end."""
+        with self.lock:
+            self.abandoned = True
+            self.queued.clear()
         self.run_context.cancellation.cancel(sibling_failed_error())
         for thread in self.threads:
             thread.join(JOIN_WAIT)

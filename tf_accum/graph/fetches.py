@@ -5,11 +5,22 @@ with values."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tf_accum.graph.graph import Graph, Operation, Tensor
+from tf_accum.indexed_slices import IndexedSlices
+
+
+class IndexedSlicesValue(NamedTuple):
+    """What ``Session.run`` returns for an IndexedSlices fetch: its values,
+    indices and dense shape as numpy arrays (``dense_shape`` None when the
+    IndexedSlices has none), as TensorFlow's IndexedSlicesValue."""
+
+    values: Any
+    indices: Any
+    dense_shape: Any
 
 
 def flatten(
@@ -52,7 +63,7 @@ def flatten(
                 None if v is None and f == "dense_shape" else visit(v)
                 for f, v in zip(fetch._fields, fetch, strict=True)
             ]
-            kind: Any = type(fetch)
+            kind: Any = IndexedSlicesValue if isinstance(fetch, IndexedSlices) else type(fetch)
             return lambda values: kind(*[None if p is None else p(values) for p in parts])
         if isinstance(fetch, (list, tuple)):
             parts_seq = [visit(v) for v in fetch]

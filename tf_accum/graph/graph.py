@@ -26,6 +26,7 @@ Kernel = Callable[["RunContext", list[Any]], Sequence[Any]]
 
 GLOBAL_VARIABLES = "variables"
 TRAINABLE_VARIABLES = "trainable_variables"
+LOCAL_VARIABLES = "local_variables"
 GLOBAL_STEP = "global_step"
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\\/>-]*$")
@@ -437,9 +438,25 @@ class Graph:
         with self._lock:
             self._collections.setdefault(name, []).append(value)
 
-    def get_collection(self, name: str) -> list[Any]:
+    def get_collection(self, name: str, scope: str | None = None) -> list[Any]:
+        """A copy of collection ``name``; with ``scope``, the items whose name matches it."""
         with self._lock:
-            return list(self._collections.get(name, ()))
+            items = list(self._collections.get(name, ()))
+        if scope is None:
+            return items
+        pattern = re.compile(scope)
+        return [
+            i for i in items if isinstance(getattr(i, "name", None), str) and pattern.match(i.name)
+        ]
+
+    def get_collection_ref(self, name: str) -> list[Any]:
+        """Collection ``name`` itself (made empty if missing): changes to it are the graph's."""
+        with self._lock:
+            return self._collections.setdefault(name, [])
+
+    def get_all_collection_keys(self) -> list[str]:
+        with self._lock:
+            return list(self._collections)
 
 
 def _as_operation(graph: Graph, item: Any) -> Operation:

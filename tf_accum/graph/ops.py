@@ -60,7 +60,8 @@ def infer_array(value: Any, dtype: Any = None) -> Array:
         return np.asarray(value, dtype=object)
     if isinstance(value, bool) or (isinstance(value, np.ndarray) and value.dtype == np.bool_):
         return np.asarray(value)
-    return tensor_array(value)
+    # as TensorFlow: a Python float beyond float32 is an error eagerly, inf in a graph
+    return tensor_array(value, out_of_range=_graph_or_none() is not None)
 
 
 def _const_op(graph: Graph, array: Array, name: str | None) -> Tensor:
@@ -162,13 +163,19 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
 
     Raises:
         RuntimeError: in eager mode.
-        TypeError: not a dtype.
+        TypeError: not a dtype, or a dimension above 2**63 - 1.
     """
     graph = _graph_or_none()
     if graph is None:
         raise RuntimeError("tf.placeholder() is not compatible with eager execution.")
     wanted = as_dtype(dtype)
     static = as_shape(shape)
+    dims = static.as_list() if static.rank is not None else []
+    if any(d is not None and d > 2**63 - 1 for d in dims):
+        raise TypeError(
+            f"Error converting {dims} (arg name = shape) to a TensorShape: Value out of range: "
+            f"{next(d for d in dims if d is not None and d > 2**63 - 1)}"
+        )
 
     def must_be_fed(context: Any, inputs: list[Any]) -> Sequence[Any]:
         # TensorFlow names the shape only when it has dimensions

@@ -12,7 +12,7 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from tf_accum.graph import mode
 from tf_accum.graph.executor import Plan, execute, make_plan
 from tf_accum.graph.fetches import fetched_value, flatten
 from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
-from tf_accum.graph.variables import VariableStore
+from tf_accum.graph.variable_store import VariableStore
 from tf_accum.resources.local import LocalResourceTable
 
 _local = threading.local()
@@ -89,6 +89,10 @@ class Session:
                 f"Session target {target!r}: tf_accum runs graphs in process only; to share "
                 "accumulators across processes use tf_accum.distributed.connect().",
             )
+        if graph is not None and not isinstance(graph, Graph):
+            raise TypeError(
+                f'Argument `graph` must be a tf.Graph, but got "{type(graph).__name__}"'
+            )
         self._graph = graph if graph is not None else mode.get_default_graph()
         self.table = LocalResourceTable()
         self.variables = VariableStore()
@@ -119,19 +123,24 @@ class Session:
             fetches: a Tensor, Operation, Variable or name, or any nesting of
                 lists, tuples, dicts and named tuples of them. Operations fetch
                 as None; a tensor fetched twice is computed once.
-            feed_dict: values for tensors (placeholders or any other), keyed by
-                the tensor or its name; converted to the tensor's dtype and
-                checked against its static shape.
+            feed_dict: a mapping of values for tensors (placeholders or any
+                other), keyed by the tensor or its name; converted to the
+                tensor's dtype and checked against its static shape. As in
+                TensorFlow, a Python int that the dtype cannot hold is a
+                TypeError; integers in lists and numpy values wrap around.
             options: a ``RunOptions``; ``timeout_in_ms`` bounds the run.
             run_metadata: accepted and left empty.
 
         Returns:
             ``fetches`` with each element replaced by its value (numpy arrays,
-            numpy scalars for scalars, None for operations).
+            numpy scalars for scalars, None for operations, an
+            ``IndexedSlicesValue`` of arrays for an IndexedSlices).
 
         Raises:
             RuntimeError: the session is closed.
-            TypeError, ValueError: a bad fetch or feed.
+            TypeError: a bad fetch, a ``feed_dict`` that is no mapping, a
+                Python int the fed tensor's dtype cannot hold.
+            ValueError: a bad fetch or feed.
             DeadlineExceededError: the run took longer than ``timeout_in_ms``; a
                 take it was waiting in is withdrawn and consumes nothing.
             CancelledError: the session was closed during the run (a waiting
@@ -179,6 +188,11 @@ class Session:
     def _feeds(self, feed_dict: Any) -> dict[Tensor, Any]:
         if not feed_dict:
             return {}
+        if not isinstance(feed_dict, Mapping):
+            raise TypeError(
+                "FlattenDictItems: 'dict' must be a dictionary or collection.Mapping type "
+                f"object, instead of '{type(feed_dict).__name__}'."
+            )
         fed: dict[Tensor, Any] = {}
         graph = self._graph
         for key, value in feed_dict.items():
@@ -286,15 +300,48 @@ class InteractiveSession(Session):
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None) -> None:
         super().__init__(target, graph, config)
+        self._creator = threading.get_ident()
         self._interactive = contextlib.ExitStack()
         self._interactive.enter_context(self._graph.as_default())
         self._interactive.enter_context(self.as_default())
 
     def close(self) -> None:
+        """As ``Session.close``; on the thread that made it, it stops being the default.
+
+        Closed on another thread, it stays the default session (and its graph
+        the default graph) of the thread that made it, as in TensorFlow 2.21:
+        that thread's ``eval()`` then raises RuntimeError (a closed session).
+        """
         super().close()
-        # AssertionError: closed on another thread than the one that made it default
-        with contextlib.suppress(AssertionError):
-            self._interactive.close()
+        if threading.get_ident() == self._creator:
+            with contextlib.suppress(AssertionError, ValueError):
+                self._interactive.close()
+
+
+def _numeric_feed(value: Any, dtype: np.dtype[Any]) -> Any:
+    """``value`` as an array of ``dtype``, with TensorFlow's rules for integers.
+
+    Raises:
+        TypeError: a Python int that an integer or bool ``dtype`` does not hold
+            (into a float dtype it rounds).
+        OverflowError: a Python int beyond 64 bits.
+    """
+    if isinstance(value, int) and dtype.kind in "iub":
+        if not -(2**63) <= value < 2**64:
+            raise OverflowError("Python int too large to convert to C long")
+        held = np.array(value).astype(dtype)
+        if held.item() != value:
+            raise TypeError(
+                f"Type of feed value {value} with type {type(value)} is not compatible with "
+                f"Tensor type {dtype.type}. Try explicitly setting the type of the feed tensor to "
+                "a larger type (e.g. int64)."
+            )
+        return held
+    try:
+        return np.asarray(value, dtype=dtype)
+    except OverflowError:
+        # Python ints in a list wrap around, as TensorFlow converts them
+        return np.asarray(value).astype(dtype)
 
 
 def _feed_value(tensor: Tensor, value: Any) -> Any:
@@ -317,7 +364,7 @@ def _feed_value(tensor: Tensor, value: Any) -> Any:
     elif dtype.name in ("resource", "string_ref"):
         return value
     else:
-        array = np.asarray(value, dtype=dtype.numpy_dtype)
+        array = _numeric_feed(value, dtype.numpy_dtype)
     dims = tensor.shape.as_tuple()
     if dims != array.shape and not tensor.shape.is_compatible_with(array.shape):
         raise ValueError(

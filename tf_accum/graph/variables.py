@@ -8,78 +8,42 @@ FailedPreconditionError. In eager mode a Variable simply holds a numpy array.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tf_accum import errors
-from tf_accum.dtypes import DType, int64, resource
+from tf_accum.dtypes import DType, resource
 from tf_accum.graph import mode
 from tf_accum.graph.graph import (
-    GLOBAL_STEP,
     GLOBAL_VARIABLES,
     TRAINABLE_VARIABLES,
     Graph,
     Operation,
     Tensor,
 )
-from tf_accum.graph.ops import dtype_of_array, graph_input, group, infer_array
+from tf_accum.graph.ops import dtype_of_array, graph_input, infer_array
 from tf_accum.graph.tensor_shape import TensorShape, as_shape
+from tf_accum.graph.variable_store import VariableStore, check_merge, frozen
+from tf_accum.indexed_slices import IndexedSlices
 
 Array = np.ndarray[Any, Any]
 
 
-class VariableStore:
-    """One session's variable values. Values are replaced, never changed in place,
-    so a value handed to a reader stays what it read."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[Variable, Array] = {}
-
-    def read(self, variable: Variable) -> Array:
-        found = self._values.get(variable)
-        if found is None:
-            raise errors.FailedPreconditionError(
-                None,
-                None,
-                f"Could not find variable {variable.op.name}. This could mean that the variable "
-                "has been deleted. In TF1, it can also mean the variable is uninitialized. Debug "
-                f"info: container=localhost, status error message=Resource localhost/"
-                f"{variable.op.name}/N10tensorflow3VarE does not exist.",
-            )
-        return found
-
-    def assign(self, variable: Variable, value: Any) -> Array:
-        array = _frozen(np.array(value, dtype=variable.dtype.numpy_dtype))
-        with self._lock:
-            self._values[variable] = array
-        return array
-
-    def assign_add(self, variable: Variable, delta: Any) -> Array:
-        with self._lock:
-            array = _frozen(np.add(self.read(variable), delta, dtype=variable.dtype.numpy_dtype))
-            self._values[variable] = array
-        return array
-
-    def clear(self) -> None:
-        with self._lock:
-            self._values.clear()
-
-
-def _frozen(array: Array) -> Array:
-    array.setflags(write=False)
-    return array
+def _rows_of(sparse_delta: Any) -> tuple[Any, Any]:
+    if not isinstance(sparse_delta, IndexedSlices):
+        raise TypeError(
+            f"Argument `sparse_delta` must be a `tf.IndexedSlices`. Received arg: {sparse_delta}"
+        )
+    return sparse_delta.indices, sparse_delta.values
 
 
 def _initialize(context: Any, inputs: list[Any]) -> tuple[()]:
-    _store(context).assign(inputs[0], inputs[1])
+    store_of(context).assign(inputs[0], inputs[1])
     return ()
 
 
-def _store(context: Any) -> VariableStore:
+def store_of(context: Any) -> VariableStore:
     store: VariableStore = context.session.variables
     return store
 
@@ -122,13 +86,18 @@ class Variable:
     ) -> None:
         if initial_value is None:
             raise ValueError("initial_value must be specified.")
+        if collections is not None and not isinstance(collections, (list, tuple, set)):
+            raise ValueError(
+                "collections argument to Variable constructor must be a list, tuple, or set. "
+                f"Got {collections} of type {type(collections)}"
+            )
         if callable(initial_value):
             initial_value = initial_value()
         self._trainable = True if trainable is None else bool(trainable)
         graph = mode.building_graph()
         self._graph = graph
         if graph is None:
-            self._value = _frozen(np.array(infer_array(initial_value, dtype)))
+            self._value = frozen(np.array(infer_array(initial_value, dtype)))
             self._dtype = dtype_of_array(self._value)
             self._shape = TensorShape(self._value.shape)
             self._name = f"{name or 'Variable'}:0"
@@ -172,17 +141,18 @@ class Variable:
                 name="Assign",
             )
             self._snapshot = self._read_op(graph, "Read/ReadVariableOp")
-        for key in collections if collections is not None else [GLOBAL_VARIABLES]:
+        keys = list(collections) if collections is not None else [GLOBAL_VARIABLES]
+        if self._trainable and TRAINABLE_VARIABLES not in keys:
+            keys.append(TRAINABLE_VARIABLES)  # as TensorFlow: whatever collections were given
+        for key in dict.fromkeys(keys):
             graph.add_to_collection(key, self)
-        if self._trainable and collections is None:
-            graph.add_to_collection(TRAINABLE_VARIABLES, self)
 
     def _read_op(self, graph: Graph, name: str) -> Tensor:
         op = graph.create_op(
             "ReadVariableOp",
             [self._handle.outputs[0]],
             [(self._dtype, self._shape)],
-            lambda context, inputs: (_store(context).read(inputs[0]),),
+            lambda context, inputs: (store_of(context).read(inputs[0]),),
             name=name,
         )
         return op.outputs[0]
@@ -263,28 +233,132 @@ class Variable:
     def assign(
         self, value: Any, use_locking: Any = None, name: str | None = None, read_value: bool = True
     ) -> Any:
-        """Set the value; returns the new value (a Tensor in graph mode)."""
+        """Set the value; returns the new value (a Tensor in graph mode), or
+        with ``read_value=False`` the op (None eagerly)."""
         return self._update(
-            value, name or "AssignVariableOp", lambda store, v, x: store.assign(v, x)
+            value,
+            name or "AssignVariableOp",
+            lambda store, v, x: store.assign(v, x),
+            read_value,
+            merged=False,
         )
 
     def assign_add(
         self, delta: Any, use_locking: Any = None, name: str | None = None, read_value: bool = True
     ) -> Any:
-        """Add ``delta`` atomically; returns the new value (a Tensor in graph mode)."""
+        """Add ``delta`` atomically; returns the new value (a Tensor in graph mode),
+        or with ``read_value=False`` the op (None eagerly)."""
         return self._update(
-            delta, name or "AssignAddVariableOp", lambda store, v, x: store.assign_add(v, x)
+            delta,
+            name or "AssignAddVariableOp",
+            lambda store, v, x: store.assign_add(v, x),
+            read_value,
         )
 
-    def _update(
-        self, value: Any, name: str, apply: Callable[[VariableStore, Variable, Any], Array]
+    def assign_sub(
+        self, delta: Any, use_locking: Any = None, name: str | None = None, read_value: bool = True
     ) -> Any:
+        """Subtract ``delta`` atomically; returns the new value (a Tensor in graph
+        mode), or with ``read_value=False`` the op (None eagerly).
+
+        ``delta`` must have the variable's shape (no broadcasting) and convert
+        to its dtype.
+
+        Raises:
+            ValueError: a shape that cannot be the variable's, or a Tensor of
+                another dtype (when the op is built).
+            TypeError: values that do not convert to the variable's dtype.
+            InvalidArgumentError: a fed value of another shape (when it runs).
+            FailedPreconditionError: the variable is not initialized (when it runs).
+        """
+        return self._update(
+            delta,
+            name or "AssignSubVariableOp",
+            lambda store, v, x: store.assign_sub(v, x),
+            read_value,
+        )
+
+    def scatter_add(self, sparse_delta: Any, use_locking: bool = False, name: Any = None) -> Any:
+        """Add an IndexedSlices' rows to those rows; as ``scatter_add(self, ...)``.
+
+        Raises:
+            TypeError: ``sparse_delta`` is not an IndexedSlices.
+        """
+        from tf_accum.graph.scatter import scatter_add
+
+        return scatter_add(self, *_rows_of(sparse_delta), name=name)
+
+    def scatter_sub(self, sparse_delta: Any, use_locking: bool = False, name: Any = None) -> Any:
+        """Subtract an IndexedSlices' rows from those rows; as ``scatter_sub(self, ...)``."""
+        from tf_accum.graph.scatter import scatter_sub
+
+        return scatter_sub(self, *_rows_of(sparse_delta), name=name)
+
+    def scatter_update(self, sparse_delta: Any, use_locking: bool = False, name: Any = None) -> Any:
+        """Set those rows to an IndexedSlices' rows; as ``scatter_update(self, ...)``."""
+        from tf_accum.graph.scatter import scatter_update
+
+        return scatter_update(self, *_rows_of(sparse_delta), name=name)
+
+    def load(self, value: Any, session: Any = None) -> None:
+        """Set the value in ``session`` (default: the default session) without building an op.
+
+        As TensorFlow does, this runs the variable's initializer with ``value``
+        fed as the initial value, so ``value`` must have the variable's shape.
+
+        Raises:
+            ValueError: no session given and no default session; a value of
+                another shape.
+            TypeError: values that do not convert to the variable's dtype.
+        """
+        if self._graph is None:
+            self.assign(value)
+            return
+        from tf_accum.graph.session import get_default_session
+
+        session = session or get_default_session()
+        if session is None:
+            raise ValueError(
+                "Either session argument should be provided or default session should be "
+                "established"
+            )
+        session.run(self._initializer, {self._initial_value: value})
+
+    def initialized_value(self) -> Any:
+        """The value once initialized: a Tensor that, in a session, is the
+        variable's value if it was initialized there and its initial value otherwise.
+
+        Use it for an initial value of another variable that depends on this one.
+        """
+        if self._graph is None:
+            return self._value.copy()
+        graph = self._graph
+        with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
+            op = graph.create_op(
+                "InitializedValue",
+                [self._handle.outputs[0], self._initial_value],
+                [(self._dtype, self._shape)],
+                lambda context, inputs: (store_of(context).read_or(inputs[0], inputs[1]),),
+                name=f"{self._handle.name}/initialized_value",
+            )
+        return op.outputs[0]
+
+    def _update(
+        self,
+        value: Any,
+        name: str,
+        apply: Callable[[VariableStore, Variable, Any], Array],
+        read_value: bool,
+        merged: bool = True,
+    ) -> Any:
+        """The op changing the value: its new value, or with ``read_value=False``
+        the op itself (eagerly: the new value, or None)."""
         if self._graph is None:
             local = VariableStore()
             local._values[self] = self._value
             self._value = apply(local, self, infer_array(value, self._dtype))
             fresh: Array = self._value.copy()
-            return fresh
+            return fresh if read_value else None
         graph = mode.building_graph() or self._graph
         source = graph_input(graph, value, self._dtype)
         if source.dtype != self._dtype:
@@ -292,16 +366,19 @@ class Variable:
                 f"Tensor conversion requested dtype {self._dtype.name} for Tensor with dtype "
                 f"{source.dtype.name}: {source!r}"
             )
-        if not self._shape.is_compatible_with(source.shape):
+        if merged:
+            # as TensorFlow's shape inference for AssignAdd/AssignSub: no broadcasting
+            check_merge(self._shape, source.shape)
+        elif not self._shape.is_compatible_with(source.shape):
             raise ValueError(f"Shapes {source.shape} and {self._shape} are incompatible")
         op = graph.create_op(
             name,
             [self._handle.outputs[0], source],
             [(self._dtype, self._shape)],
-            lambda context, inputs: (apply(_store(context), inputs[0], inputs[1]),),
+            lambda context, inputs: (apply(store_of(context), inputs[0], inputs[1]),),
             name=name,
         )
-        return op.outputs[0]
+        return op.outputs[0] if read_value else op
 
     def __repr__(self) -> str:
         return f"<tf.Variable '{self._name}' shape={self._shape} dtype={self._dtype.name}>"
@@ -338,60 +415,14 @@ def assign_add(ref: Variable, value: Any, use_locking: Any = None, name: str | N
     return ref.assign_add(value, name=name)
 
 
-def global_variables(scope: str | None = None) -> list[Variable]:
-    """The default graph's global variables."""
-    found = mode.get_default_graph().get_collection(GLOBAL_VARIABLES)
-    return [v for v in found if scope is None or v.name.startswith(scope)]
-
-
-def trainable_variables(scope: str | None = None) -> list[Variable]:
-    found = mode.get_default_graph().get_collection(TRAINABLE_VARIABLES)
-    return [v for v in found if scope is None or v.name.startswith(scope)]
-
-
-def variables_initializer(var_list: list[Variable], name: str = "init") -> Operation | None:
-    """An op that runs the initializers of ``var_list``."""
-    return group(*[v.initializer for v in var_list], name=name)
-
-
-def global_variables_initializer() -> Operation | None:
-    """An op that initializes every global variable of the default graph (None eagerly)."""
-    if mode.building_graph() is None:
-        return None
-    return variables_initializer(global_variables(), name="init")
-
-
-def get_global_step(graph: Graph | None = None) -> Variable | None:
-    """The graph's global-step variable, or None."""
-    found = (graph or mode.get_default_graph()).get_collection(GLOBAL_STEP)
-    return found[0] if found else None
-
-
-def get_or_create_global_step(graph: Graph | None = None) -> Variable:
-    """The graph's int64 scalar ``global_step`` variable, made (at 0) if missing."""
-    graph = graph or mode.get_default_graph()
-    existing = get_global_step(graph)
-    if existing is not None:
-        return existing
-    with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
-        step = Variable(
-            np.int64(0),
-            trainable=False,
-            name="global_step",
-            dtype=int64,
-            collections=[GLOBAL_VARIABLES, GLOBAL_STEP],
-        )
-    return step
+def assign_sub(ref: Variable, value: Any, use_locking: Any = None, name: str | None = None) -> Any:
+    """``ref.assign_sub(value)``: subtract ``value`` (of the variable's shape) atomically."""
+    return ref.assign_sub(value, name=name)
 
 
 __all__ = [
     "Variable",
     "assign",
     "assign_add",
-    "global_variables",
-    "trainable_variables",
-    "variables_initializer",
-    "global_variables_initializer",
-    "get_global_step",
-    "get_or_create_global_step",
+    "assign_sub",
 ]

@@ -24,16 +24,19 @@ _INT_RANGES = {"int64": (INT64_MIN, INT64_MAX), "int32": (-(2**31), 2**31 - 1)}
 def scalar_int(value: Any, arg_name: str, type_name: str) -> int:
     """Convert a step or count argument to a Python int.
 
+    numpy floats truncate toward zero, as in TensorFlow; Python floats are refused.
+
     Raises:
-        ValueError: None.
-        TypeError: ``value`` is a float or otherwise not an integer.
-        ValueError: ``value`` is out of range for ``type_name``.
+        ValueError: None, or an object that is not a value (``object()``).
+        TypeError: ``value`` is a Python float or otherwise not an integer.
+        ValueError: ``value`` is out of range for ``type_name`` (NaN and
+            infinities included).
         InvalidArgumentError: ``value`` is not a scalar.
     """
     if type(value) is int:  # the common case, kept cheap
         number = value
     else:
-        array = _integer_array(value, type_name)
+        array = _integer_array(value, type_name, arg_name)
         if array.ndim != 0:
             raise errors.InvalidArgumentError(
                 None,
@@ -69,9 +72,16 @@ _NONE_MESSAGE = (
 )
 
 
-def _integer_array(value: Any, type_name: str) -> np.ndarray[Any, Any]:
-    # a Python float never converts to an integer tensor; numpy floats holding
-    # whole numbers do (np.float64 is a float subclass, hence the exact test)
+def _unsupported(value: Any) -> ValueError:
+    return ValueError(
+        f"Attempt to convert a value ({value!r}) with an unsupported type ({type(value)}) to a "
+        "Tensor."
+    )
+
+
+def _integer_array(value: Any, type_name: str, arg_name: str) -> np.ndarray[Any, Any]:
+    # a Python float never converts to an integer tensor; numpy floats do,
+    # truncated toward zero (np.float64 is a float subclass, hence the exact test)
     if value is None:
         raise ValueError(_NONE_MESSAGE)
     if type(value) is float:
@@ -86,10 +96,28 @@ def _integer_array(value: Any, type_name: str) -> np.ndarray[Any, Any]:
         ) from None
     if array.dtype.kind in "iub":
         return array
-    if array.dtype.kind == "f" and np.all(np.mod(array, 1) == 0):
-        # numpy floats holding whole numbers convert, as TensorFlow lets them.
-        return array.astype(np.int64)
+    if array.dtype.kind == "f":
+        return _truncated(array, value, arg_name)
+    if array.dtype.kind == "O" and not isinstance(value, (list, tuple, np.ndarray)):
+        raise _unsupported(value)
     raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {type_name}")
+
+
+def _truncated(array: np.ndarray[Any, Any], value: Any, arg_name: str) -> np.ndarray[Any, Any]:
+    """numpy floats as integers, truncated toward zero as TensorFlow casts them.
+
+    Raises:
+        ValueError: NaN, an infinity or a value beyond int64, where TensorFlow's
+            cast has no defined result (docs/departures.md, T21).
+    """
+    whole = np.trunc(array.astype(np.float64))
+    if not np.all((whole >= -(2.0**63)) & (whole < 2.0**63)):
+        raise ValueError(
+            f"Argument {arg_name}={value!r} is not a number in int64's range, so it has no "
+            "integer value"
+        )
+    result: np.ndarray[Any, Any] = whole.astype(np.int64)
+    return result
 
 
 def is_scipy_sparse(value: Any) -> bool:
@@ -131,7 +159,12 @@ def array_from_object(value: Any) -> np.ndarray[Any, Any] | None:
     return None
 
 
-def tensor_array(value: Any) -> np.ndarray[Any, Any]:
+FLOAT32_RANGE_MESSAGE = (
+    "Can't convert Python sequence with a value out of range for a double-precision float."
+)
+
+
+def tensor_array(value: Any, out_of_range: bool = False) -> np.ndarray[Any, Any]:
     """Convert a gradient the way TensorFlow infers a tensor's dtype.
 
     Arrays keep their dtype: numpy arrays (a subclass becomes a plain ndarray
@@ -139,10 +172,14 @@ def tensor_array(value: Any) -> np.ndarray[Any, Any]:
     tensors, JAX arrays) and anything with the array API's ``__dlpack__``;
     none of them is copied when its library can share the memory. Python
     floats become float32 and Python ints int32 (int64 when they do not fit).
+    A finite Python float beyond float32's range is refused, as TensorFlow's
+    eager conversion does, unless ``out_of_range`` (TF1 graph constants: it
+    becomes an infinity).
 
     Raises:
-        ValueError: a ragged nested sequence.
-        TypeError: something that is not numbers, or a SciPy sparse matrix.
+        ValueError: a ragged nested sequence; a Python float beyond float32.
+        ValueError: an object that is not a value (``object()``), as TensorFlow.
+        TypeError: a sequence of what is not numbers, or a SciPy sparse matrix.
     """
     array = array_from_object(value)
     if array is not None:
@@ -152,12 +189,18 @@ def tensor_array(value: Any) -> np.ndarray[Any, Any]:
     except ValueError:
         raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
     if array.dtype == np.float64:
-        return array.astype(np.float32)
+        with np.errstate(over="ignore"):
+            narrow = array.astype(np.float32)
+        if not out_of_range and np.any(np.isinf(narrow) & np.isfinite(array)):
+            raise ValueError(FLOAT32_RANGE_MESSAGE)
+        return narrow
     if array.dtype == np.int64:
         info = np.iinfo(np.int32)
         if array.size == 0 or (array.min() >= info.min and array.max() <= info.max):
             return array.astype(np.int32)
     if array.dtype.kind == "O":
+        if not isinstance(value, (list, tuple)):
+            raise _unsupported(value)
         raise TypeError(f"Cannot convert {value!r} to a tensor: it is not a nested list of numbers")
     return array
 

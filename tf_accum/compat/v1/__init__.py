@@ -17,6 +17,19 @@ from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
 from tf_accum.dtypes import __all__ as _dtype_names
+from tf_accum.graph.collections import (
+    GraphKeys,
+    add_to_collection,
+    add_to_collections,
+    get_collection,
+    get_collection_ref,
+    global_variables,
+    global_variables_initializer,
+    local_variables,
+    local_variables_initializer,
+    trainable_variables,
+    variables_initializer,
+)
 from tf_accum.graph.graph import Graph, Operation, Tensor
 from tf_accum.graph.mode import (
     disable_eager_execution,
@@ -39,16 +52,14 @@ from tf_accum.graph.ops import (
     placeholder_with_default,
 )
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
+from tf_accum.graph.scatter import scatter_add, scatter_sub, scatter_update
 from tf_accum.graph.session import InteractiveSession, Session, get_default_session
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
 from tf_accum.graph.variables import (
     Variable,
     assign,
     assign_add,
-    global_variables,
-    global_variables_initializer,
-    trainable_variables,
-    variables_initializer,
+    assign_sub,
 )
 from tf_accum.indexed_slices import IndexedSlices
 
@@ -98,5 +109,17 @@ __all__ = [
     "trainable_variables",
     "variables_initializer",
     "global_variables_initializer",
+    # variables and collections (issue 26)
+    "assign_sub",
+    "scatter_add",
+    "scatter_sub",
+    "scatter_update",
+    "local_variables",
+    "local_variables_initializer",
+    "GraphKeys",
+    "get_collection",
+    "get_collection_ref",
+    "add_to_collection",
+    "add_to_collections",
     *_dtype_names,
 ]

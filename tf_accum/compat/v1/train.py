@@ -1,5 +1,17 @@
-"""``tf.compat.v1.train``: the global step a TF1 training loop keeps."""
+"""``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators."""
 
-from tf_accum.graph.variables import get_global_step, get_or_create_global_step
+from tf_accum.graph.coordinator import Coordinator
+from tf_accum.graph.global_step import (
+    create_global_step,
+    get_global_step,
+    get_or_create_global_step,
+    global_step,
+)
 
-__all__ = ["get_global_step", "get_or_create_global_step"]
+__all__ = [
+    "Coordinator",
+    "create_global_step",
+    "get_global_step",
+    "get_or_create_global_step",
+    "global_step",
+]

@@ -1,0 +1,194 @@
+"""``Coordinator``: stopping a set of threads together, and reporting the first failure.
+
+Worker threads loop ``while not coord.should_stop()``; any of them may call
+``request_stop()`` (with the exception that made it stop); the main thread
+calls ``join(threads)``, which waits for the stop and the threads, then raises
+the first exception reported, as TensorFlow's ``tf.train.Coordinator`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from types import TracebackType
+from typing import Any
+
+from tf_accum import errors
+
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+
+# How often join() looks again whether its threads ended, while no stop was
+# requested (a thread's end has no event to wait on).
+_JOIN_POLL = 0.05
+
+
+class Coordinator:
+    """Coordinates the stop of threads.
+
+    Args:
+        clean_stop_exception_types: exception types that stop the threads
+            without being an error: ``request_stop(ex)`` with one of them is
+            ``request_stop()``, and ``join`` does not raise it. Default:
+            ``(errors.OutOfRangeError,)``, what an exhausted input raises.
+    """
+
+    def __init__(self, clean_stop_exception_types: Iterable[type[BaseException]] | None = None):
+        if clean_stop_exception_types is None:
+            clean_stop_exception_types = (errors.OutOfRangeError,)
+        self._clean_stop_exception_types = tuple(clean_stop_exception_types)
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._exc_info: ExcInfo | None = None
+        self._joined = False
+        self._registered: set[threading.Thread] = set()
+
+    def _reported(self, ex: Any) -> ExcInfo | BaseException | None:
+        error = ex[1] if isinstance(ex, tuple) and len(ex) == 3 else ex
+        if isinstance(error, self._clean_stop_exception_types):
+            return None
+        reported: ExcInfo | BaseException | None = ex
+        return reported
+
+    def request_stop(self, ex: Any = None) -> None:
+        """Ask every thread to stop; ``should_stop()`` is True from now on.
+
+        Args:
+            ex: None, or the exception that made the caller stop: an
+                exception or a ``sys.exc_info()`` tuple. Only the first one
+                reported is kept, for ``join`` to raise.
+
+        Raises:
+            ``ex`` itself, when given after ``join()`` returned or raised
+            (nobody would see it otherwise); a clean-stop type is not raised.
+        """
+        with self._lock:
+            reported = self._reported(ex)
+            if self._joined and reported is not None:
+                raise reported[1] if isinstance(reported, tuple) else reported
+            if self._stop_event.is_set():
+                return
+            if reported is not None and self._exc_info is None:
+                self._exc_info = _exc_info_of(reported)
+            self._stop_event.set()
+
+    def clear_stop(self) -> None:
+        """Forget the stop request and the exception, so the threads may run again."""
+        with self._lock:
+            self._joined = False
+            self._exc_info = None
+            self._stop_event.clear()
+
+    def should_stop(self) -> bool:
+        """Whether a stop was requested."""
+        return self._stop_event.is_set()
+
+    @contextlib.contextmanager
+    def stop_on_exception(self) -> Iterator[None]:
+        """Inside the block, any exception is reported with ``request_stop`` and swallowed::
+
+        with coord.stop_on_exception():
+            while not coord.should_stop():
+                ...
+        """
+        try:
+            yield
+        except BaseException:  # noqa: BLE001 - reported to join(), which raises it
+            self.request_stop(ex=sys.exc_info())
+
+    def wait_for_stop(self, timeout: float | None = None) -> bool:
+        """Wait until a stop is requested (at most ``timeout`` seconds); whether it was."""
+        return self._stop_event.wait(timeout)
+
+    def register_thread(self, thread: threading.Thread) -> None:
+        """Have ``join()`` wait for ``thread`` too."""
+        with self._lock:
+            self._registered.add(thread)
+
+    def join(
+        self,
+        threads: Iterable[threading.Thread] | None = None,
+        stop_grace_period_secs: float = 120,
+        ignore_live_threads: bool = False,
+    ) -> None:
+        """Wait until the threads end or a stop is requested; after a stop, give
+        the threads ``stop_grace_period_secs`` to end.
+
+        Args:
+            threads: the threads to wait for, besides the registered ones.
+            stop_grace_period_secs: how long the threads may take to end after
+                the stop request.
+            ignore_live_threads: do not raise for threads still running then.
+
+        Raises:
+            the first exception given to ``request_stop`` (not of a clean-stop
+            type), whatever the threads do;
+            RuntimeError: threads still running after the grace period (unless
+                ``ignore_live_threads``), naming them.
+        """
+        with self._lock:
+            waited = list(self._registered.union(threads or ()))
+        while any(t.is_alive() for t in waited) and not self.wait_for_stop(_JOIN_POLL):
+            pass
+        give_up = time.monotonic() + max(0.0, stop_grace_period_secs)
+        for thread in waited:
+            thread.join(max(0.0, give_up - time.monotonic()))
+        stragglers = [t.name for t in waited if t.is_alive()]
+        with self._lock:
+            self._joined = True
+            self._registered = set()
+            if self._exc_info is not None:
+                raise self._exc_info[1]
+            if stragglers and not ignore_live_threads:
+                raise RuntimeError(
+                    f"Coordinator stopped with threads still running: {' '.join(stragglers)}"
+                )
+
+    @property
+    def joined(self) -> bool:
+        """Whether ``join()`` has returned (or raised)."""
+        return self._joined
+
+    def raise_requested_exception(self) -> None:
+        """Raise the exception given to ``request_stop``, if there is one."""
+        with self._lock:
+            if self._exc_info is not None:
+                raise self._exc_info[1]
+
+    def loop(
+        self,
+        timer_interval_secs: float,
+        target: Callable[..., Any],
+        args: Iterable[Any] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> threading.Thread:
+        """Start a thread calling ``target(*args, **kwargs)`` every
+        ``timer_interval_secs`` until a stop is requested (an exception stops it,
+        and is reported). Returns the started thread, registered for ``join``."""
+        call_args = tuple(args or ())
+        call_kwargs = dict(kwargs or {})
+
+        def repeat() -> None:
+            with self.stop_on_exception():
+                while not self.should_stop():
+                    target(*call_args, **call_kwargs)
+                    if self.wait_for_stop(timer_interval_secs):
+                        break
+
+        thread = threading.Thread(target=repeat, daemon=True)
+        self.register_thread(thread)
+        thread.start()
+        return thread
+
+
+def _exc_info_of(reported: ExcInfo | BaseException) -> ExcInfo:
+    if isinstance(reported, tuple):
+        return reported
+    # TensorFlow 2.21 keeps sys.exc_info() instead, and outside an except
+    # block fails formatting its own message (docs/departures.md, T21)
+    return (type(reported), reported, reported.__traceback__)
+
+
+__all__ = ["Coordinator"]
