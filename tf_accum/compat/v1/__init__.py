@@ -5,9 +5,12 @@ variables), so that ``import tf_accum.compat.v1 as tf`` can replace
 
 Eager by default, as in TensorFlow 2: ops act at once. After
 ``disable_eager_execution()``, or inside ``with Graph().as_default():``, the
-raw ops and the classes' methods build ops that a ``Session`` runs. Model code
-(math, layers, autodiff) stays with TensorFlow: only the names listed in
-``__all__`` exist.
+raw ops and the classes' methods build ops that a ``Session`` runs. The
+arithmetic of a synchronous-SGD step is here too (Tensor operators,
+``multiply``, ``reduce_mean``, ``zeros_like``, ...); model code (layers,
+autodiff, optimizers) stays with TensorFlow: only the names listed in
+``__all__`` exist, and any other TensorFlow 1 name raises an AttributeError
+saying so.
 """
 
 from tf_accum import dtypes, errors
@@ -17,7 +20,9 @@ from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
 from tf_accum.dtypes import __all__ as _dtype_names
+from tf_accum.graph.fill_ops import ones, ones_like, zeros, zeros_like
 from tf_accum.graph.graph import Graph, Operation, Tensor
+from tf_accum.graph.math_ops import divide, multiply, negative, square, subtract
 from tf_accum.graph.mode import (
     disable_eager_execution,
     enable_eager_execution,
@@ -38,6 +43,7 @@ from tf_accum.graph.ops import (
     placeholder,
     placeholder_with_default,
 )
+from tf_accum.graph.reduce_ops import reduce_mean, reduce_sum
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
 from tf_accum.graph.session import InteractiveSession, Session, get_default_session
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
@@ -91,6 +97,18 @@ __all__ = [
     "name_scope",
     "add",
     "cast",
+    # math
+    "multiply",
+    "subtract",
+    "divide",
+    "negative",
+    "square",
+    "reduce_sum",
+    "reduce_mean",
+    "zeros",
+    "ones",
+    "zeros_like",
+    "ones_like",
     "Variable",
     "assign",
     "assign_add",
@@ -100,3 +118,16 @@ __all__ = [
     "global_variables_initializer",
     *_dtype_names,
 ]
+
+
+def __getattr__(name: str) -> object:
+    # A TF1 program using a name we lack learns what graph mode covers, not just that it failed.
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(
+        f"module {__name__!r} has no attribute {name!r}: tf_accum's graph mode covers "
+        "accumulator programs (the accumulators, graphs and sessions, placeholders, "
+        "variables and the arithmetic of an SGD step), not the rest of TensorFlow 1. "
+        "The names it has are tf_accum.compat.v1.__all__, listed in the README's "
+        "section on graph mode."
+    )

@@ -1,0 +1,442 @@
+"""Elementwise arithmetic, reductions and filled tensors, with TensorFlow's
+dtypes, static shapes and errors: what a synchronous-SGD chief needs around
+the accumulator (``v - lr * acc.take_grad(n)``).
+
+In graph mode each function builds an op and returns its Tensor; in eager
+mode it acts at once and returns a numpy array. Tensor operators (``t * 0.1``,
+``0.1 * t``, ``-t``, ``abs(t)``) come here through ``Tensor``'s methods and
+build in the tensor's own graph.
+
+Dtype rules, as TensorFlow's: the two operands of a binary op must have the
+same dtype; a Python number or list, or a numpy value, takes the dtype of the
+tensor on the other side when it can (see ``math_convert``); nothing is
+promoted. Mismatches raise TypeError when the op is built, with TensorFlow's
+messages, which differ by entry point (``t + 0.5``, ``t - 0.5``, ``0.5 - t``,
+``t / 0.5`` and ``tf.subtract(t, 0.5)`` each say it their own way). Shapes
+broadcast; shapes that cannot raise ValueError when built if known, else
+InvalidArgumentError when run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tf_accum import errors
+from tf_accum.dtypes import DType, as_dtype, float32, float64, int32, string
+from tf_accum.graph import mode
+from tf_accum.graph.graph import Graph, Tensor, is_symbolic
+from tf_accum.graph.math_convert import array_as, default_array
+from tf_accum.graph.math_shapes import broadcast_shape
+from tf_accum.graph.ops import as_tensor, cast, cast_value, dtype_of_array
+from tf_accum.graph.tensor_shape import TensorShape
+from tf_accum.shapes import kernel_text
+
+Array = np.ndarray[Any, Any]
+ArrayFn = Callable[[Array, Array], Any]
+
+_REAL = ("bfloat16", "float16", "float32", "float64")
+_SIGNED = ("int8", "int16", "int32", "int64")
+_COMPLEX = ("complex64", "complex128")
+# The dtypes each op definition allows, in the order TensorFlow's message lists them.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "AddV2": (*_REAL, "uint8", "uint16", "uint32", "uint64", *_SIGNED, *_COMPLEX),
+    "Sub": (*_REAL, "uint8", "int8", "uint16", "int16", "int32", "int64", *_COMPLEX,
+            "uint32", "uint64"),
+    "Mul": (*_REAL, "uint8", "int8", "uint16", "int16", "int32", "uint32", "uint64", "int64",
+            *_COMPLEX),
+    "FloorMod": (*_SIGNED, "uint8", "uint16", "uint32", "uint64", *_REAL),
+    "Pow": ("bfloat16", "float32", "float16", "float64", *_SIGNED, *_COMPLEX),
+    "Neg": (*_REAL, *_SIGNED, *_COMPLEX),
+    "Abs": (*_REAL, *_SIGNED),
+    "Square": (*_REAL, *_SIGNED, "uint8", "uint16", "uint32", "uint64", *_COMPLEX),
+    "Sum": ("float32", "float64", "int32", "uint8", "int16", "int8", "complex64", "int64",
+            "qint8", "quint8", "qint32", "bfloat16", "qint16", "quint16", "uint16",
+            "complex128", "float16", "uint32", "uint64"),
+}  # fmt: skip
+ALLOWED["RealDiv"] = ALLOWED["FloorDiv"] = ALLOWED["Mul"]
+ALLOWED["Mean"] = ALLOWED["Sum"]
+ALLOWED["ComplexAbs"] = _COMPLEX
+# `/` of integers divides in floating point: small integers in float32, others in float64.
+_TRUEDIV_FLOAT = {"int8": float32, "uint8": float32, "int16": float32, "uint16": float32,
+                  "int32": float64, "uint32": float64, "int64": float64, "uint64": float64}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A non-tensor operand already converted to the dtype it will have."""
+
+    array: Array
+    dtype: DType
+
+
+# --- kernels -------------------------------------------------------------------
+
+
+def _check_broadcast(a: Array, b: Array) -> None:
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            None, None, f"Incompatible shapes: {kernel_text(a.shape)} vs. {kernel_text(b.shape)}"
+        ) from None
+
+
+def _refuse_zero_divisor(b: Array) -> None:
+    if b.dtype.kind in "iu" and np.any(b == 0):
+        raise errors.InvalidArgumentError(None, None, "Integer division by zero")
+
+
+def _floordiv(a: Array, b: Array) -> Any:
+    _refuse_zero_divisor(b)
+    if a.dtype.kind in "iu":
+        return np.floor_divide(a, b)
+    if a.dtype.kind == "c":
+        raise errors.InvalidArgumentError(
+            None, None, f"No OpKernel was registered to support Op 'FloorDiv' with {a.dtype} inputs"
+        )
+    return np.floor(np.true_divide(a, b))  # floor(x / y): 1.0 // 0.1 is 10.0, as in TensorFlow
+
+
+def _floormod(a: Array, b: Array) -> Any:
+    _refuse_zero_divisor(b)
+    if a.dtype.kind in "iu":
+        return np.mod(a, b)
+    rest = np.fmod(a, b)
+    return np.where((rest != 0) & ((b < 0) != (rest < 0)), rest + b, rest)
+
+
+def _pow(a: Array, b: Array) -> Any:
+    if b.dtype.kind == "i" and np.any(b < 0):
+        raise errors.InvalidArgumentError(
+            None, None, "Integers to negative integer powers are not allowed"
+        )
+    return np.power(a, b)
+
+
+def _string_add(a: Array, b: Array) -> Any:
+    return np.frompyfunc(operator.add, 2, 1)(a, b)
+
+
+def _elementwise(fn: Callable[..., Any], out: DType) -> Callable[[Any, list[Any]], Sequence[Any]]:
+    """A kernel applying ``fn`` to the input arrays, its result stored as ``out``."""
+    target = object if out == string else out.numpy_dtype
+
+    def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+        arrays = [np.asarray(value) for value in inputs]
+        if len(arrays) == 2:
+            _check_broadcast(arrays[0], arrays[1])
+        with np.errstate(all="ignore"):
+            return (np.asarray(fn(*arrays), dtype=target),)
+
+    return kernel
+
+
+BINARY: dict[str, ArrayFn] = {
+    "AddV2": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "RealDiv": np.true_divide,
+    "FloorDiv": _floordiv,
+    "FloorMod": _floormod,
+    "Pow": _pow,
+}
+# Operator name -> (op type, scope name).
+OPERATORS = {
+    "add": "AddV2",
+    "sub": "Sub",
+    "mul": "Mul",
+    "truediv": "RealDiv",
+    "floordiv": "FloorDiv",
+    "mod": "FloorMod",
+    "pow": "Pow",
+}
+
+
+# --- building ------------------------------------------------------------------
+
+
+def _graph_of(values: Sequence[Any]) -> Graph | None:
+    for value in values:
+        if is_symbolic(value):
+            graph: Graph = as_tensor(value).graph
+            return graph
+    return mode.building_graph()
+
+
+@contextlib.contextmanager
+def _building_in(graph: Graph | None) -> Iterator[None]:
+    """Build in ``graph`` (a symbolic operand's), as TensorFlow's operators do."""
+    if graph is None or mode.building_graph() is graph:
+        yield
+        return
+    with graph.as_default():
+        yield
+
+
+def _dtype_of(value: Any) -> DType:
+    return value.dtype if isinstance(value, Converted) else as_tensor(value).dtype
+
+
+def op_def_inputs(
+    op_type: str, pairs: Sequence[tuple[str, Any]], allowed: bool = True
+) -> tuple[DType, list[Any]]:
+    """Convert inputs sharing one dtype left to right, as an op definition does:
+    the first fixes the dtype, the others must have it or convert to it.
+
+    Raises:
+        TypeError: a tensor of another dtype, a value that does not convert, or
+            a dtype the op does not allow.
+        ValueError: None.
+    """
+    dtype: DType | None = None
+    first = ""
+    converted: list[Any] = []
+    for param, value in pairs:
+        if isinstance(value, Converted) or is_symbolic(value):
+            have = _dtype_of(value)
+            if dtype is None:
+                dtype, first = have, param
+            elif have != dtype:
+                raise TypeError(
+                    f"Input '{param}' of '{op_type}' Op has type {have.name} that does not match "
+                    f"type {dtype.name} of argument '{first}'."
+                )
+            converted.append(value if isinstance(value, Converted) else as_tensor(value))
+            continue
+        try:
+            if dtype is None:
+                array = default_array(value)
+                dtype, first = dtype_of_array(array), param
+            else:
+                array = array_as(value, dtype)
+        except ValueError as error:
+            raise ValueError(
+                f"Tried to convert '{param}' to a tensor and failed. Error: {error}"
+            ) from None
+        except TypeError as error:
+            if dtype is None or param == first:
+                raise
+            raise TypeError(
+                f"Expected {dtype.name} passed to parameter '{param}' of op '{op_type}', got "
+                f"{value!r} of type '{type(value).__name__}' instead. Error: {error}"
+            ) from None
+        converted.append(Converted(array, dtype))
+    assert dtype is not None
+    if allowed:
+        check_allowed(op_type, first, dtype)
+    return dtype, converted
+
+
+def check_allowed(op_type: str, param: str, dtype: DType) -> None:
+    names = ALLOWED[op_type]
+    if dtype.name not in names:
+        raise TypeError(
+            f"Value passed to parameter '{param}' has DataType {dtype.name} not in list of "
+            f"allowed values: {', '.join(names)}"
+        )
+
+
+def materialize(graph: Graph, value: Any, name: str) -> Tensor:
+    """A tensor for an input: a Tensor as it is, a converted value as a constant ``name``."""
+    from tf_accum.graph.ops import _const_op
+
+    if isinstance(value, Converted):
+        if value.dtype == string:
+            array = np.asarray(value.array, dtype=object)
+            op = graph.create_op(
+                "Const",
+                [],
+                [(string, TensorShape(array.shape))],
+                lambda context, inputs: (array,),
+                name=name,
+                attrs={"value": array, "dtype": string},
+            )
+            return op.outputs[0]
+        return _const_op(graph, value.array, name)
+    return as_tensor(value)
+
+
+def build_binary(op_type: str, scope: str, params: Sequence[str], inputs: Sequence[Any]) -> Any:
+    """The op ``op_type`` of two converted inputs of one dtype, in a scope named ``scope``."""
+    dtype = _dtype_of(inputs[0])
+    fn = _string_add if dtype == string else BINARY[op_type]
+    kernel = _elementwise(fn, dtype)
+    graph = mode.building_graph()
+    if graph is None:
+        return kernel(None, [_eager_value(v) for v in inputs])[0]
+    with graph.name_scope(scope) as full:
+        tensors = [materialize(graph, v, p) for p, v in zip(params, inputs, strict=True)]
+        node = full[:-1]
+        shape = broadcast_shape(node, op_type, tensors[0], tensors[1])
+        op = graph.create_op(
+            op_type, tensors, [(dtype, shape)], kernel, name=full, attrs={"T": dtype}
+        )
+    return op.outputs[0]
+
+
+def _eager_value(value: Any) -> Any:
+    return value.array if isinstance(value, Converted) else value
+
+
+# --- operators -----------------------------------------------------------------
+
+
+def binary_operator(name: str, tensor: Any, other: Any, reflected: bool = False) -> Any:
+    """``tensor <op> other`` (or ``other <op> tensor`` when ``reflected``) for a
+    Tensor's operator method ``name`` (``"add"``, ``"truediv"``, ...).
+
+    Raises:
+        TypeError: the two sides' dtypes differ and ``other`` does not convert.
+        ValueError: ``other`` is None, or the static shapes do not broadcast.
+    """
+    op_type = OPERATORS[name]
+    with _building_in(_graph_of([tensor, other])):
+        dtype = as_tensor(tensor).dtype
+        if reflected:
+            if not is_symbolic(other):
+                other = Converted(array_as(other, dtype), dtype)
+            left, right = other, tensor
+        else:
+            left, right = tensor, other
+            if name in ("add", "truediv") and not is_symbolic(other):
+                right = _converted_with_hint(other, dtype)
+        if name == "truediv":
+            return truediv(left, right, scope="truediv")
+        if op_type == "AddV2" and _dtype_of(left) == string == _dtype_of(right):
+            op_type = "Add"
+            dtype, inputs = op_def_inputs("Add", [("x", left), ("y", right)], allowed=False)
+        else:
+            dtype, inputs = op_def_inputs(op_type, [("x", left), ("y", right)])
+        return build_binary(op_type, name, ("x", "y"), inputs)
+
+
+def _converted_with_hint(value: Any, dtype: DType) -> Converted:
+    """``value`` in ``dtype`` if it converts, else in its own default dtype."""
+    try:
+        return Converted(array_as(value, dtype), dtype)
+    except (TypeError, ValueError):
+        array = default_array(value)
+        return Converted(array, dtype_of_array(array))
+
+
+def truediv(x: Any, y: Any, scope: str = "truediv") -> Any:
+    """``x / y`` of converted inputs: the same dtype, integers divided as floats."""
+    left, right = _dtype_of(x), _dtype_of(y)
+    if left != right:
+        raise TypeError(f"`x` and `y` must have the same dtype, got tf.{left.name} != tf.{right.name}.")
+    target = _TRUEDIV_FLOAT.get(left.name)
+    check_allowed("RealDiv", "x", target or left)
+    graph = mode.building_graph()
+    if graph is None:
+        arrays = [_eager_value(v) for v in (x, y)]
+        if target is not None:
+            arrays = [cast_value(np.asarray(a), target) for a in arrays]
+        return _elementwise(np.true_divide, target or left)(None, arrays)[0]
+    with graph.name_scope(scope) as full:
+        tensors = [materialize(graph, v, p) for p, v in (("x", x), ("y", y))]
+        if target is not None:
+            tensors = [cast(t, target, name="Cast") for t in tensors]
+        dtype = target or left
+        shape = broadcast_shape(full[:-1], "RealDiv", tensors[0], tensors[1])
+        op = graph.create_op(
+            "RealDiv",
+            tensors,
+            [(dtype, shape)],
+            _elementwise(np.true_divide, dtype),
+            name=full,
+            attrs={"T": dtype},
+        )
+    return op.outputs[0]
+
+
+def unary(op_type: str, x: Any, name: str | None) -> Any:
+    """``Neg``, ``Abs`` or ``Square`` of ``x`` (a complex ``Abs`` is ``ComplexAbs``, real-valued)."""
+    with _building_in(_graph_of([x])):
+        dtype, (source,) = op_def_inputs(op_type, [("x", x)], allowed=False)
+        out = dtype
+        fn: Callable[..., Any] = {"Neg": np.negative, "Abs": np.abs, "Square": np.square}[op_type]
+        if op_type == "Abs" and dtype.is_complex:
+            op_type = "ComplexAbs"
+            out = float32 if dtype.name == "complex64" else float64
+        check_allowed(op_type, "x", dtype)
+        kernel = _elementwise(fn, out)
+        graph = mode.building_graph()
+        if graph is None:
+            return kernel(None, [_eager_value(source)])[0]
+        with graph.name_scope(name or op_type) as full:
+            tensor = materialize(graph, source, "x")
+            op = graph.create_op(
+                op_type, [tensor], [(out, tensor.shape)], kernel, name=full, attrs={"T": dtype}
+            )
+        return op.outputs[0]
+
+
+# --- functions -----------------------------------------------------------------
+
+
+def multiply(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x * y`` elementwise, with broadcasting.
+
+    ``x`` fixes the dtype (a Python int gives int32, a float float32); ``y``
+    must have it or convert to it.
+
+    Raises:
+        TypeError: the dtypes differ, or a dtype ``Mul`` does not take.
+        ValueError: None, or static shapes that do not broadcast.
+    """
+    return _binary_function("Mul", x, y, name)
+
+
+def subtract(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x - y`` elementwise, with broadcasting; dtypes and errors as :func:`multiply`."""
+    return _binary_function("Sub", x, y, name)
+
+
+def _binary_function(op_type: str, x: Any, y: Any, name: str | None) -> Any:
+    with _building_in(_graph_of([x, y])):
+        _, inputs = op_def_inputs(op_type, [("x", x), ("y", y)])
+        return build_binary(op_type, name or op_type, ("x", "y"), inputs)
+
+
+def divide(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x / y``: floats divide in their dtype; int8/16 and uint8/16 give float32,
+    int32/64 and uint32/64 float64.
+
+    Raises:
+        TypeError: ``x`` and ``y`` have different dtypes, or ``x`` does not convert
+            to the dtype of a tensor ``y``.
+        ValueError: None, or static shapes that do not broadcast.
+    """
+    with _building_in(_graph_of([x, y])):
+        if not is_symbolic(x):
+            if is_symbolic(y):
+                wanted = as_tensor(y).dtype
+                x = Converted(array_as(x, wanted), wanted)
+            else:
+                array = default_array(x)
+                x = Converted(array, dtype_of_array(array))
+        if not is_symbolic(y):
+            y = _converted_with_hint(y, _dtype_of(x))
+        return truediv(x, y, scope=name or "truediv")
+
+
+def negative(x: Any, name: str | None = None) -> Any:
+    """``-x``. Raises TypeError for unsigned, bool and string dtypes."""
+    return unary("Neg", x, name)
+
+
+def square(x: Any, name: str | None = None) -> Any:
+    """``x * x``. Raises TypeError for bool and string dtypes."""
+    return unary("Square", x, name)
+
+
+def absolute(x: Any, name: str | None = None) -> Any:
+    """``|x|``; of complex values, their real-valued modulus. Raises TypeError for
+    unsigned, bool and string dtypes."""
+    return unary("Abs", x, name)
