@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum.dtypes import DType, as_dtype, float32, string
-from tf_accum.graph import mode
-from tf_accum.graph.graph import is_symbolic
+from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.math_convert import default_array
 from tf_accum.graph.math_ops import _building_in, _graph_of
 from tf_accum.graph.ops import as_tensor, constant, dtype_of_array
@@ -87,15 +86,22 @@ def _static_dims(shape: Any) -> list[int]:
         if item < 0:
             raise ValueError(f"Fill dimensions must be >= 0, but shape {items} has {item}.")
         dims.append(int(item))
-    return dims if isinstance(shape, (list, tuple, TensorShape)) else dims
+    return dims
 
 
 def _filled(shape: Any, dtype: DType, value: int, name: str) -> Any:
+    graph = _graph_of([shape])
     if not is_symbolic(shape):
-        array = _filled_array(_static_dims(shape), dtype, value)
-        return constant(array, dtype=dtype, name=name) if mode.building_graph() else array
-    with _building_in(_graph_of([shape])):
-        graph = mode.building_graph()
+        dims = _static_dims(shape)
+        if graph is None:
+            return _filled_array(dims, dtype, value)
+        if isinstance(shape, (list, tuple, TensorShape)):
+            return constant(_filled_array(dims, dtype, value), dtype=dtype, name=name)
+        # a bare int is a shape tensor to TensorFlow, filled when run
+        with graph.as_default(), graph.name_scope(name) as full:
+            dims_tensor = constant(np.asarray(dims, np.int32), name="shape_as_tensor")
+            return _fill_op(graph, full, dims_tensor, dtype, TensorShape(dims), value)
+    with _building_in(graph):
         assert graph is not None
         dims_tensor = as_tensor(shape)
         if dims_tensor.dtype.name not in ("int32", "int64"):
@@ -107,39 +113,54 @@ def _filled(shape: Any, dtype: DType, value: int, name: str) -> Any:
         static = TensorShape([None] * rank) if rank is not None else TensorShape(None)
         if dims_tensor.op.type == "Const":
             static = TensorShape([int(d) for d in np.asarray(dims_tensor.op.get_attr("value"))])
-
-        def fill(context: Any, inputs: list[Any]) -> Sequence[Any]:
-            return (_filled_array([int(d) for d in np.asarray(inputs[0])], dtype, value),)
-
-        op = graph.create_op("Fill", [dims_tensor], [(dtype, static)], fill, name=name)
-        return op.outputs[0]
+        return _fill_op(graph, name, dims_tensor, dtype, static, value)
 
 
-def _like(
-    tensor: Any, dtype: Any, value: int, name: str, optimize: bool, op_type: str
-) -> Any:
-    with _building_in(_graph_of([tensor])):
-        graph = mode.building_graph()
-        if not is_symbolic(tensor):
-            array = default_array(tensor)
-            wanted = as_dtype(dtype) if dtype is not None else dtype_of_array(array)
-            filled = _filled_array(array.shape, wanted, value)
-            return constant(filled, dtype=wanted, name=name) if graph is not None else filled
-        assert graph is not None
+def _fill_op(
+    graph: Graph,
+    name: str,
+    source: Tensor,
+    dtype: DType,
+    static: TensorShape,
+    value: int,
+    op_type: str = "Fill",
+    like: bool = False,
+) -> Tensor:
+    """An op filling a shape read when it runs: ``source``'s value, or its shape if ``like``."""
+
+    def fill(context: Any, inputs: list[Any]) -> Sequence[Any]:
+        dims = np.shape(inputs[0]) if like else [int(d) for d in np.asarray(inputs[0])]
+        return (_filled_array(dims, dtype, value),)
+
+    op = graph.create_op(op_type, [source], [(dtype, static)], fill, name=name)
+    return op.outputs[0]
+
+
+def _like(tensor: Any, dtype: Any, value: int, name: str, optimize: bool, op_type: str) -> Any:
+    graph = _graph_of([tensor])
+    if not is_symbolic(tensor):
+        array = default_array(tensor)
+        wanted = as_dtype(dtype) if dtype is not None else dtype_of_array(array)
+        if graph is None:
+            return _filled_array(array.shape, wanted, value)
+        if op_type == "ZerosLike":
+            return constant(_filled_array(array.shape, wanted, value), dtype=wanted, name=name)
+        with graph.as_default():
+            tensor = constant(array, name=f"{name}/input")
+    assert graph is not None
+    with _building_in(graph):
         source = as_tensor(tensor)
         wanted = as_dtype(dtype) if dtype is not None else source.dtype
-        if optimize and source.shape.is_fully_defined():
+        known = optimize and source.shape.is_fully_defined()
+        if known and op_type == "ZerosLike":
             dims = [int(d) for d in source.shape.as_list()]  # type: ignore[arg-type]
             return constant(_filled_array(dims, wanted, value), dtype=wanted, name=name)
-
-        def fill(context: Any, inputs: list[Any]) -> Sequence[Any]:
-            return (_filled_array(np.shape(inputs[0]), wanted, value),)
-
-        op = graph.create_op(
-            op_type if wanted == source.dtype else "Fill",
-            [source],
-            [(wanted, source.shape)],
-            fill,
-            name=name,
-        )
-        return op.outputs[0]
+        if known:
+            # TensorFlow fills the static shape: the tensor itself is not run
+            with graph.name_scope(name) as full:
+                dims_tensor = constant(
+                    np.asarray(source.shape.as_list(), np.int32), name="Shape/shape_as_tensor"
+                )
+                return _fill_op(graph, full, dims_tensor, wanted, source.shape, value)
+        kind = op_type if op_type == "ZerosLike" and wanted == source.dtype else "Fill"
+        return _fill_op(graph, name, source, wanted, source.shape, value, kind, like=True)

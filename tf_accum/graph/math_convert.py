@@ -57,17 +57,23 @@ def array_as(value: Any, dtype: DType) -> Array:
         array = np.asarray(value)
         if dtype == string:
             if array.dtype.kind not in "USO":
-                raise TypeError(f"Expected string, but got {_first(array)} of type "
-                                f"'{type(_first(array)).__name__}'.")
+                raise TypeError(
+                    f"Expected string, but got {_first(array)} of type "
+                    f"'{type(_first(array)).__name__}'."
+                )
             return array.astype(object)
         if array.dtype.kind in "USO":
             leaf = _first(array)
-            raise TypeError(f"Expected {dtype.name}, but got {leaf} of type '{type(leaf).__name__}'.")
+            raise TypeError(
+                f"Expected {dtype.name}, but got {leaf} of type '{type(leaf).__name__}'."
+            )
         with np.errstate(all="ignore"):
             return array.astype(dtype.numpy_dtype)
     for leaf in _leaves(value):
         if not _holds(dtype, leaf):
-            raise TypeError(f"Expected {dtype.name}, but got {leaf} of type '{type(leaf).__name__}'.")
+            raise TypeError(
+                f"Expected {dtype.name}, but got {leaf} of type '{type(leaf).__name__}'."
+            )
     if dtype == string:
         return np.asarray(value, dtype=object)
     try:

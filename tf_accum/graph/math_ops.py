@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.dtypes import DType, as_dtype, float32, float64, int32, string
+from tf_accum.dtypes import DType, as_dtype, float32, float64, string
 from tf_accum.graph import mode
 from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.math_convert import array_as, default_array
-from tf_accum.graph.math_shapes import broadcast_shape
+from tf_accum.graph.math_shapes import broadcast_shape, type_enum
 from tf_accum.graph.ops import as_tensor, cast, cast_value, dtype_of_array
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.shapes import kernel_text
@@ -96,10 +96,6 @@ def _floordiv(a: Array, b: Array) -> Any:
     _refuse_zero_divisor(b)
     if a.dtype.kind in "iu":
         return np.floor_divide(a, b)
-    if a.dtype.kind == "c":
-        raise errors.InvalidArgumentError(
-            None, None, f"No OpKernel was registered to support Op 'FloorDiv' with {a.dtype} inputs"
-        )
     return np.floor(np.true_divide(a, b))  # floor(x / y): 1.0 // 0.1 is 10.0, as in TensorFlow
 
 
@@ -111,11 +107,27 @@ def _floormod(a: Array, b: Array) -> Any:
     return np.where((rest != 0) & ((b < 0) != (rest < 0)), rest + b, rest)
 
 
+def _no_complex_floordiv(context: Any, dtype: DType) -> None:
+    # the op definition allows complex numbers, but TensorFlow has no kernel for them
+    node = context.op.name if context is not None and context.op is not None else "FloorDiv"
+    raise errors.InvalidArgumentError(
+        None,
+        None,
+        f"No OpKernel was registered to support Op 'FloorDiv' used by {{{{node {node}}}}} with "
+        f"these attrs: [T={type_enum(dtype)}]",
+    )
+
+
 def _pow(a: Array, b: Array) -> Any:
     if b.dtype.kind == "i" and np.any(b < 0):
         raise errors.InvalidArgumentError(
             None, None, "Integers to negative integer powers are not allowed"
         )
+    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
+        # numpy's float32 pow may miss the correctly rounded result by an ulp; a
+        # wider pow rounded once matches TensorFlow's
+        wider = np.float64 if a.dtype.itemsize == 4 else np.float32
+        return np.power(a.astype(wider), b.astype(wider))
     return np.power(a, b)
 
 
@@ -129,6 +141,8 @@ def _elementwise(fn: Callable[..., Any], out: DType) -> Callable[[Any, list[Any]
 
     def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
         arrays = [np.asarray(value) for value in inputs]
+        if fn is _floordiv and out.is_complex:
+            _no_complex_floordiv(context, out)
         if len(arrays) == 2:
             _check_broadcast(arrays[0], arrays[1])
         with np.errstate(all="ignore"):
@@ -202,6 +216,8 @@ def op_def_inputs(
             have = _dtype_of(value)
             if dtype is None:
                 dtype, first = have, param
+                if allowed:
+                    check_allowed(op_type, first, dtype)
             elif have != dtype:
                 raise TypeError(
                     f"Input '{param}' of '{op_type}' Op has type {have.name} that does not match "
@@ -213,6 +229,8 @@ def op_def_inputs(
             if dtype is None:
                 array = default_array(value)
                 dtype, first = dtype_of_array(array), param
+                if allowed:
+                    check_allowed(op_type, first, dtype)
             else:
                 array = array_as(value, dtype)
         except ValueError as error:
@@ -222,24 +240,37 @@ def op_def_inputs(
         except TypeError as error:
             if dtype is None or param == first:
                 raise
+            if mode.building_graph() is None:
+                raise TypeError(
+                    f"Cannot convert {value!r} to EagerTensor of dtype {dtype.name}"
+                ) from None
             raise TypeError(
                 f"Expected {dtype.name} passed to parameter '{param}' of op '{op_type}', got "
                 f"{value!r} of type '{type(value).__name__}' instead. Error: {error}"
             ) from None
         converted.append(Converted(array, dtype))
     assert dtype is not None
-    if allowed:
-        check_allowed(op_type, first, dtype)
     return dtype, converted
 
 
 def check_allowed(op_type: str, param: str, dtype: DType) -> None:
+    """Refuse a dtype the op does not take: TypeError when building, and
+    InvalidArgumentError in eager mode, as TensorFlow's eager kernels say it."""
     names = ALLOWED[op_type]
-    if dtype.name not in names:
-        raise TypeError(
-            f"Value passed to parameter '{param}' has DataType {dtype.name} not in list of "
-            f"allowed values: {', '.join(names)}"
+    if dtype.name in names:
+        return
+    if mode.building_graph() is None:
+        kernel_names = ", ".join(as_dtype(name).kernel_name for name in names)
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Value for attr 'T' of {dtype.kernel_name} is not in the list of allowed values: "
+            f"{kernel_names}\n\t; NodeDef: {{{{node {op_type}}}}}",
         )
+    raise TypeError(
+        f"Value passed to parameter '{param}' has DataType {dtype.name} not in list of "
+        f"allowed values: {', '.join(names)}"
+    )
 
 
 def materialize(graph: Graph, value: Any, name: str) -> Tensor:
@@ -329,7 +360,9 @@ def truediv(x: Any, y: Any, scope: str = "truediv") -> Any:
     """``x / y`` of converted inputs: the same dtype, integers divided as floats."""
     left, right = _dtype_of(x), _dtype_of(y)
     if left != right:
-        raise TypeError(f"`x` and `y` must have the same dtype, got tf.{left.name} != tf.{right.name}.")
+        raise TypeError(
+            f"`x` and `y` must have the same dtype, got tf.{left.name} != tf.{right.name}."
+        )
     target = _TRUEDIV_FLOAT.get(left.name)
     check_allowed("RealDiv", "x", target or left)
     graph = mode.building_graph()
@@ -359,7 +392,7 @@ def unary(op_type: str, x: Any, name: str | None) -> Any:
     """``Neg``, ``Abs`` or ``Square`` of ``x`` (a complex ``Abs`` is ``ComplexAbs``, real-valued)."""
     with _building_in(_graph_of([x])):
         dtype, (source,) = op_def_inputs(op_type, [("x", x)], allowed=False)
-        out = dtype
+        scope, out = op_type, dtype
         fn: Callable[..., Any] = {"Neg": np.negative, "Abs": np.abs, "Square": np.square}[op_type]
         if op_type == "Abs" and dtype.is_complex:
             op_type = "ComplexAbs"
@@ -369,7 +402,7 @@ def unary(op_type: str, x: Any, name: str | None) -> Any:
         graph = mode.building_graph()
         if graph is None:
             return kernel(None, [_eager_value(source)])[0]
-        with graph.name_scope(name or op_type) as full:
+        with graph.name_scope(name or scope) as full:
             tensor = materialize(graph, source, "x")
             op = graph.create_op(
                 op_type, [tensor], [(out, tensor.shape)], kernel, name=full, attrs={"T": dtype}

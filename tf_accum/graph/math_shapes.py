@@ -54,16 +54,15 @@ def broadcast_shape(name: str, op_type: str, x: Tensor, y: Tensor) -> TensorShap
         return TensorShape(None)
     left, right = x.shape.as_list(), y.shape.as_list()
     rank = max(len(left), len(right))
-    left = [1] * (rank - len(left)) + left
-    right = [1] * (rank - len(right)) + right
+    ones: list[int | None] = [1] * rank
+    left = ones[: rank - len(left)] + left
+    right = ones[: rank - len(right)] + right
     dims: list[int | None] = []
     for dim_x, dim_y in zip(left, right, strict=True):
         if dim_x is None or dim_y is None:
             if dim_x is not None and dim_x > 1:
                 dims.append(dim_x)
-            elif dim_y is not None and dim_y > 1:
-                dims.append(dim_y)
-            elif dim_x == 1:
+            elif (dim_y is not None and dim_y > 1) or dim_x == 1:
                 dims.append(dim_y)
             elif dim_y == 1:
                 dims.append(dim_x)
@@ -75,9 +74,7 @@ def broadcast_shape(name: str, op_type: str, x: Tensor, y: Tensor) -> TensorShap
             dims.append(dim_x)
         else:
             text = node_text(name, op_type, f"T={type_enum(x.dtype)}", [x, y])
-            raise ValueError(
-                f"Dimensions must be equal, but are {dim_x} and {dim_y} for {text}."
-            )
+            raise ValueError(f"Dimensions must be equal, but are {dim_x} and {dim_y} for {text}.")
     return TensorShape(dims)
 
 

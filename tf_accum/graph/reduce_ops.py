@@ -116,13 +116,15 @@ def _reduce(
 
 
 def _axis_input(axis: Any) -> Any:
-    """The reduction axes as an int32/int64 input; ``None`` (every axis) stays None."""
+    """The reduction axes as an int32/int64 input (for ``None``, every axis, an empty one)."""
     if axis is None:
         return Converted(np.zeros((0,), np.int32), int32)  # the kernel reduces every axis
     if is_symbolic(axis):
         dtype = as_tensor(axis).dtype
     else:
         array = default_array(axis)
+        if array.size == 0:
+            array = array.astype(np.int32)  # no axes: the attribute's default type
         dtype = dtype_of_array(array)
         axis = Converted(array, dtype)
     if dtype not in (int32, int64):
@@ -159,7 +161,9 @@ def _checked_axes(axes: Array, rank: int) -> tuple[int, ...]:
     for axis in (int(a) for a in axes.reshape(-1)):
         if not -rank <= axis < rank:
             raise errors.InvalidArgumentError(
-                None, None, f"Invalid reduction dimension ({axis} for input with {rank} dimension(s)"
+                None,
+                None,
+                f"Invalid reduction dimension ({axis} for input with {rank} dimension(s)",
             )
         if axis % rank in chosen:
             raise errors.InvalidArgumentError(
@@ -174,8 +178,12 @@ def _checked_axes(axes: Array, rank: int) -> tuple[int, ...]:
 def _mean(array: Array, axes: tuple[int, ...], keep: bool) -> Any:
     count = int(np.prod([array.shape[a] for a in axes])) if axes else 1
     if array.dtype.kind in "iu":
-        wide = np.sum(array, axis=axes, dtype=np.int64 if array.dtype.kind == "i" else np.uint64,
-                      keepdims=keep)
+        wide = np.sum(
+            array,
+            axis=axes,
+            dtype=np.int64 if array.dtype.kind == "i" else np.uint64,
+            keepdims=keep,
+        )
         if count == 0:
             return np.zeros_like(wide)
         quotient = np.abs(wide) // count  # truncated toward zero, as C++ divides

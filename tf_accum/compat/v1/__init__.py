@@ -43,8 +43,8 @@ from tf_accum.graph.ops import (
     placeholder,
     placeholder_with_default,
 )
-from tf_accum.graph.reduce_ops import reduce_mean, reduce_sum
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
+from tf_accum.graph.reduce_ops import reduce_mean, reduce_sum
 from tf_accum.graph.session import InteractiveSession, Session, get_default_session
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
 from tf_accum.graph.variables import (
