@@ -13,6 +13,8 @@ autodiff, optimizers) stays with TensorFlow: only the names listed in
 saying so.
 """
 
+from typing import TYPE_CHECKING
+
 from tf_accum import dtypes, errors
 from tf_accum.compat.v1 import sparse, train
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
@@ -120,14 +122,17 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    # A TF1 program using a name we lack learns what graph mode covers, not just that it failed.
-    if name.startswith("__"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    raise AttributeError(
-        f"module {__name__!r} has no attribute {name!r}: tf_accum's graph mode covers "
-        "accumulator programs (the accumulators, graphs and sessions, placeholders, "
-        "variables and the arithmetic of an SGD step), not the rest of TensorFlow 1. "
-        "The names it has are tf_accum.compat.v1.__all__, listed in the README's "
-        "section on graph mode."
-    )
+if not TYPE_CHECKING:  # type checkers keep reporting unknown names as errors
+
+    def __getattr__(name: str) -> object:
+        # A TF1 program using a name we lack learns what graph mode covers, not just
+        # that it failed.
+        if name.startswith("__"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}: tf_accum's graph mode covers "
+            "accumulator programs (the accumulators, graphs and sessions, placeholders, "
+            "variables and the arithmetic of an SGD step), not the rest of TensorFlow 1. "
+            "The names it has are tf_accum.compat.v1.__all__, listed in the README's "
+            "section on graph mode."
+        )
