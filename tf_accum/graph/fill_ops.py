@@ -16,7 +16,7 @@ import numpy as np
 from tf_accum.dtypes import DType, as_dtype, float32, string
 from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.math_convert import default_array
-from tf_accum.graph.math_ops import _building_in, _graph_of
+from tf_accum.graph.math_ops import building_in, graph_of
 from tf_accum.graph.ops import as_tensor, constant, dtype_of_array
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
 
@@ -90,7 +90,7 @@ def _static_dims(shape: Any) -> list[int]:
 
 
 def _filled(shape: Any, dtype: DType, value: int, name: str) -> Any:
-    graph = _graph_of([shape])
+    graph = graph_of([shape])
     if not is_symbolic(shape):
         dims = _static_dims(shape)
         if graph is None:
@@ -101,7 +101,7 @@ def _filled(shape: Any, dtype: DType, value: int, name: str) -> Any:
         with graph.as_default(), graph.name_scope(name) as full:
             dims_tensor = constant(np.asarray(dims, np.int32), name="shape_as_tensor")
             return _fill_op(graph, full, dims_tensor, dtype, TensorShape(dims), value)
-    with _building_in(graph):
+    with building_in(graph):
         assert graph is not None
         dims_tensor = as_tensor(shape)
         if dims_tensor.dtype.name not in ("int32", "int64"):
@@ -137,7 +137,7 @@ def _fill_op(
 
 
 def _like(tensor: Any, dtype: Any, value: int, name: str, optimize: bool, op_type: str) -> Any:
-    graph = _graph_of([tensor])
+    graph = graph_of([tensor])
     if not is_symbolic(tensor):
         array = default_array(tensor)
         wanted = as_dtype(dtype) if dtype is not None else dtype_of_array(array)
@@ -148,7 +148,7 @@ def _like(tensor: Any, dtype: Any, value: int, name: str, optimize: bool, op_typ
         with graph.as_default():
             tensor = constant(array, name=f"{name}/input")
     assert graph is not None
-    with _building_in(graph):
+    with building_in(graph):
         source = as_tensor(tensor)
         wanted = as_dtype(dtype) if dtype is not None else source.dtype
         known = optimize and source.shape.is_fully_defined()

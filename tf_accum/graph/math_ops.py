@@ -33,8 +33,7 @@ from tf_accum.graph import mode
 from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.math_convert import array_as, default_array
 from tf_accum.graph.math_shapes import broadcast_shape, type_enum
-from tf_accum.graph.ops import as_tensor, cast, cast_value, dtype_of_array
-from tf_accum.graph.tensor_shape import TensorShape
+from tf_accum.graph.ops import as_tensor, cast, cast_value, constant, dtype_of_array
 from tf_accum.shapes import kernel_text
 
 Array = np.ndarray[Any, Any]
@@ -160,7 +159,7 @@ BINARY: dict[str, ArrayFn] = {
     "FloorMod": _floormod,
     "Pow": _pow,
 }
-# Operator name -> (op type, scope name).
+# A Tensor operator method's name (also the name of the ops it builds) -> the op type.
 OPERATORS = {
     "add": "AddV2",
     "sub": "Sub",
@@ -175,7 +174,7 @@ OPERATORS = {
 # --- building ------------------------------------------------------------------
 
 
-def _graph_of(values: Sequence[Any]) -> Graph | None:
+def graph_of(values: Sequence[Any]) -> Graph | None:
     for value in values:
         if is_symbolic(value):
             graph: Graph = as_tensor(value).graph
@@ -184,7 +183,7 @@ def _graph_of(values: Sequence[Any]) -> Graph | None:
 
 
 @contextlib.contextmanager
-def _building_in(graph: Graph | None) -> Iterator[None]:
+def building_in(graph: Graph | None) -> Iterator[None]:
     """Build in ``graph`` (a symbolic operand's), as TensorFlow's operators do."""
     if graph is None or mode.building_graph() is graph:
         yield
@@ -274,22 +273,11 @@ def check_allowed(op_type: str, param: str, dtype: DType) -> None:
 
 
 def materialize(graph: Graph, value: Any, name: str) -> Tensor:
-    """A tensor for an input: a Tensor as it is, a converted value as a constant ``name``."""
-    from tf_accum.graph.ops import _const_op
-
+    """A tensor of ``graph`` (the one being built) for an input: a Tensor as it
+    is, a converted value as a constant called ``name``."""
     if isinstance(value, Converted):
-        if value.dtype == string:
-            array = np.asarray(value.array, dtype=object)
-            op = graph.create_op(
-                "Const",
-                [],
-                [(string, TensorShape(array.shape))],
-                lambda context, inputs: (array,),
-                name=name,
-                attrs={"value": array, "dtype": string},
-            )
-            return op.outputs[0]
-        return _const_op(graph, value.array, name)
+        made: Tensor = constant(value.array, dtype=value.dtype, name=name)
+        return made
     return as_tensor(value)
 
 
@@ -300,7 +288,7 @@ def build_binary(op_type: str, scope: str, params: Sequence[str], inputs: Sequen
     kernel = _elementwise(fn, dtype)
     graph = mode.building_graph()
     if graph is None:
-        return kernel(None, [_eager_value(v) for v in inputs])[0]
+        return kernel(None, [eager_value(v) for v in inputs])[0]
     with graph.name_scope(scope) as full:
         tensors = [materialize(graph, v, p) for p, v in zip(params, inputs, strict=True)]
         node = full[:-1]
@@ -311,7 +299,7 @@ def build_binary(op_type: str, scope: str, params: Sequence[str], inputs: Sequen
     return op.outputs[0]
 
 
-def _eager_value(value: Any) -> Any:
+def eager_value(value: Any) -> Any:
     return value.array if isinstance(value, Converted) else value
 
 
@@ -327,7 +315,7 @@ def binary_operator(name: str, tensor: Any, other: Any, reflected: bool = False)
         ValueError: ``other`` is None, or the static shapes do not broadcast.
     """
     op_type = OPERATORS[name]
-    with _building_in(_graph_of([tensor, other])):
+    with building_in(graph_of([tensor, other])):
         dtype = as_tensor(tensor).dtype
         if reflected:
             if not is_symbolic(other):
@@ -367,7 +355,7 @@ def truediv(x: Any, y: Any, scope: str = "truediv") -> Any:
     check_allowed("RealDiv", "x", target or left)
     graph = mode.building_graph()
     if graph is None:
-        arrays = [_eager_value(v) for v in (x, y)]
+        arrays = [eager_value(v) for v in (x, y)]
         if target is not None:
             arrays = [cast_value(np.asarray(a), target) for a in arrays]
         return _elementwise(np.true_divide, target or left)(None, arrays)[0]
@@ -390,7 +378,7 @@ def truediv(x: Any, y: Any, scope: str = "truediv") -> Any:
 
 def unary(op_type: str, x: Any, name: str | None) -> Any:
     """``Neg``, ``Abs`` or ``Square`` of ``x`` (a complex ``Abs`` is ``ComplexAbs``, real-valued)."""
-    with _building_in(_graph_of([x])):
+    with building_in(graph_of([x])):
         dtype, (source,) = op_def_inputs(op_type, [("x", x)], allowed=False)
         scope, out = op_type, dtype
         fn: Callable[..., Any] = {"Neg": np.negative, "Abs": np.abs, "Square": np.square}[op_type]
@@ -401,7 +389,7 @@ def unary(op_type: str, x: Any, name: str | None) -> Any:
         kernel = _elementwise(fn, out)
         graph = mode.building_graph()
         if graph is None:
-            return kernel(None, [_eager_value(source)])[0]
+            return kernel(None, [eager_value(source)])[0]
         with graph.name_scope(name or scope) as full:
             tensor = materialize(graph, source, "x")
             op = graph.create_op(
@@ -432,7 +420,7 @@ def subtract(x: Any, y: Any, name: str | None = None) -> Any:
 
 
 def _binary_function(op_type: str, x: Any, y: Any, name: str | None) -> Any:
-    with _building_in(_graph_of([x, y])):
+    with building_in(graph_of([x, y])):
         _, inputs = op_def_inputs(op_type, [("x", x), ("y", y)])
         return build_binary(op_type, name or op_type, ("x", "y"), inputs)
 
@@ -446,7 +434,7 @@ def divide(x: Any, y: Any, name: str | None = None) -> Any:
             to the dtype of a tensor ``y``.
         ValueError: None, or static shapes that do not broadcast.
     """
-    with _building_in(_graph_of([x, y])):
+    with building_in(graph_of([x, y])):
         if not is_symbolic(x):
             if is_symbolic(y):
                 wanted = as_tensor(y).dtype

@@ -19,10 +19,10 @@ from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.math_convert import default_array
 from tf_accum.graph.math_ops import (
     Converted,
-    _building_in,
-    _eager_value,
-    _graph_of,
+    building_in,
     check_allowed,
+    eager_value,
+    graph_of,
     materialize,
     op_def_inputs,
 )
@@ -83,14 +83,14 @@ def _reduce(
         raise ValueError("Cannot specify both 'keepdims' and 'keep_dims'.")
     axis = axis if axis is not None else reduction_indices
     keep = bool(keepdims if keepdims is not None else keep_dims)
-    with _building_in(_graph_of([source, axis])):
+    with building_in(graph_of([source, axis])):
         dtype, (value,) = op_def_inputs(op_type, [("input", source)], allowed=False)
         check_allowed(op_type, "input", dtype)
         axis_value = _axis_input(axis)
         kernel = _kernel(op_type, dtype, keep, axis is None)
         graph = mode.building_graph()
         if graph is None:
-            return kernel(None, [_eager_value(value), _eager_value(axis_value)])[0]
+            return kernel(None, [eager_value(value), eager_value(axis_value)])[0]
         with graph.name_scope(name or op_type) as full:
             tensor = materialize(graph, value, "input")
             axes_tensor = materialize(graph, axis_value, "reduction_indices")
