@@ -56,6 +56,34 @@ def _grid() -> list[str]:
             f"T('{dtype}', {values}) / 2",
             f"T('{dtype}', {values}) + 1",
         ]
+    for function in ("multiply", "subtract", "divide"):
+        for left in DTYPES:
+            tensor = f"T('{left}', {LEFT})"
+            others = [f"T('{right}', {RIGHT})" for right in DTYPES]
+            for other in others + ["2", "0.5", "np.array([1.5, 2.0])"]:
+                cases.append(f"tf.{function}({tensor}, {other})")
+                if not other.startswith("T("):
+                    cases.append(f"tf.{function}({other}, {tensor})")
+    matrix = "[[1, 2], [3, -4]]"
+    for dtype in DTYPES + ("uint8", "int8", "complex64"):
+        for function in ("reduce_sum", "reduce_mean"):
+            cases += [
+                f"tf.{function}(T('{dtype}', {matrix}))",
+                f"tf.{function}(T('{dtype}', {matrix}), axis=0)",
+                f"tf.{function}(T('{dtype}', {matrix}), axis=[1], keepdims=True)",
+            ]
+    for dtype in DTYPES + ("uint8", "bool", "string", "complex64"):
+        cases += [
+            f"tf.zeros([2, 1], tf.{dtype})",
+            f"tf.zeros_like(T('{dtype}', [[3, 7]]) if '{dtype}' not in ('bool', 'string') "
+            f"else tf.zeros([1, 2], tf.{dtype}))",
+        ]
+        if dtype != "string":
+            cases += [
+                f"tf.ones([2, 1], tf.{dtype})",
+                f"tf.ones_like(tf.zeros([1, 2], tf.{dtype}))",
+                f"tf.ones_like(P('{dtype}', [None, 2]))",
+            ]
     return cases
 
 
