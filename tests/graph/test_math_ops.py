@@ -30,6 +30,7 @@ from tests.graph.math_table import (
     outcome,
 )
 from tests.helpers import Background
+from tf_accum.graph.operators import TensorOperators
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED: dict[str, dict[str, Any]] = json.loads(RECORD.read_text())
@@ -155,6 +156,39 @@ def test_an_operator_builds_in_its_tensors_graph() -> None:
         _ = t + tf.constant([1.0, 2.0])
     with tf.Session(graph=g) as sess:
         assert sess.run(scaled).tolist() == [2.0, 4.0]
+
+
+class Holder(TensorOperators):
+    """Holds a graph tensor (or, eagerly, a value), as a Variable does."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    @property
+    def graph_element(self) -> Any:
+        if not isinstance(self.value, tf.Tensor):
+            raise AttributeError("an eager holder has no graph tensor")
+        return self.value
+
+    def numpy(self) -> Any:
+        return np.asarray(self.value)
+
+
+def test_a_class_holding_a_tensor_gets_the_operators_by_inheriting_them() -> None:
+    with tf.Graph().as_default():
+        held = Holder(tf.constant([1.0, -2.0]))
+        built = [held * 2, 2 - held, -held, abs(held), held / held]
+        with tf.Session() as sess:
+            values = sess.run(built)
+        with pytest.raises(TypeError, match="Expected float32, but got 0.5j"):
+            _ = 0.5j * held
+    assert [v.tolist() for v in values] == [[2, -4], [1, 4], [-1, 2], [1, 2], [1, 1]]
+    eager = Holder(np.array([1, 2], np.int32))  # eagerly: its value, with TF's dtype rules
+    assert (eager * 3).tolist() == [3, 6] and (eager * 3).dtype == np.int32
+    assert (-eager).tolist() == [-1, -2] and (eager / 2).dtype == np.float64
+    assert (eager + eager).tolist() == [2, 4] and (3 - eager).tolist() == [2, 1]
+    with pytest.raises(TypeError, match=r"^Expected int32, but got 0.5 of type 'float'.$"):
+        _ = 0.5 * eager
 
 
 def test_eager_results_are_numpy_arrays() -> None:

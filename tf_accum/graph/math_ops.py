@@ -316,14 +316,19 @@ def binary_operator(name: str, tensor: Any, other: Any, reflected: bool = False)
     """
     op_type = OPERATORS[name]
     with building_in(graph_of([tensor, other])):
-        dtype = as_tensor(tensor).dtype
+        tensor = _operand(tensor)
+        if not is_symbolic(other) and hasattr(other, "numpy"):
+            other = _operand(other)  # another holder, eagerly: a value of fixed dtype
+        dtype = _dtype_of(tensor)
         if reflected:
-            if not is_symbolic(other):
+            if not isinstance(other, Converted) and not is_symbolic(other):
                 other = Converted(array_as(other, dtype), dtype)
             left, right = other, tensor
         else:
             left, right = tensor, other
-            if name in ("add", "truediv") and not is_symbolic(other):
+            if name in ("add", "truediv") and not (
+                isinstance(other, Converted) or is_symbolic(other)
+            ):
                 right = _converted_with_hint(other, dtype)
         if name == "truediv":
             return truediv(left, right, scope="truediv")
@@ -333,6 +338,15 @@ def binary_operator(name: str, tensor: Any, other: Any, reflected: bool = False)
         else:
             dtype, inputs = op_def_inputs(op_type, [("x", left), ("y", right)])
         return build_binary(op_type, name, ("x", "y"), inputs)
+
+
+def _operand(value: Any) -> Any:
+    """The side of an operator that is the tensor: a graph tensor, or, eagerly, the
+    current value of an object holding one (an eager Variable's ``numpy()``)."""
+    if is_symbolic(value) or not hasattr(value, "numpy"):
+        return as_tensor(value)
+    array = np.asarray(value.numpy())
+    return Converted(array, dtype_of_array(array))
 
 
 def _converted_with_hint(value: Any, dtype: DType) -> Converted:
@@ -379,6 +393,8 @@ def truediv(x: Any, y: Any, scope: str = "truediv") -> Any:
 def unary(op_type: str, x: Any, name: str | None) -> Any:
     """``Neg``, ``Abs`` or ``Square`` of ``x`` (a complex ``Abs`` is ``ComplexAbs``, real-valued)."""
     with building_in(graph_of([x])):
+        if not is_symbolic(x) and hasattr(x, "numpy"):
+            x = _operand(x)
         dtype, (source,) = op_def_inputs(op_type, [("x", x)], allowed=False)
         scope, out = op_type, dtype
         fn: Callable[..., Any] = {"Neg": np.negative, "Abs": np.abs, "Square": np.square}[op_type]
