@@ -112,6 +112,11 @@ SPECIAL = [
     "T('int32', [3, -7]) / 'a'",
     "T('string', [b'a', b'b']) + T('string', [b'c', b'd'])",
     "T('string', [b'a', b'b']) * T('string', [b'c', b'd'])",
+    "T('bool', [True, False]) * T('bool', [True, True])",
+    "T('bool', [True, False]) * True",
+    "False * T('bool', [True, False])",
+    "T('bool', [True, False]) * 1",
+    "T('bool', [True, False]) * [[True], [False]]",
     # broadcasting, static shapes
     "T('float32', [3, -7]) + [[1], [2], [3]]",
     "T('float32', [3, -7]) + [1, 2, 3]",

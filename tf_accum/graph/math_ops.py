@@ -1,6 +1,7 @@
-"""Elementwise arithmetic, reductions and filled tensors, with TensorFlow's
-dtypes, static shapes and errors: what a synchronous-SGD chief needs around
-the accumulator (``v - lr * acc.take_grad(n)``).
+"""Elementwise arithmetic with TensorFlow's dtypes, static shapes and errors:
+what a synchronous-SGD chief needs around the accumulator
+(``v - lr * acc.take_grad(n)``). Reductions are in ``reduce_ops``, filled
+tensors in ``fill_ops``, what the ops compute in ``math_kernels``.
 
 In graph mode each function builds an op and returns its Tensor; in eager
 mode it acts at once and returns a numpy array. Tensor operators (``t * 0.1``,
@@ -20,7 +21,6 @@ InvalidArgumentError when run.
 from __future__ import annotations
 
 import contextlib
-import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,42 +28,16 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.dtypes import DType, as_dtype, float32, float64, string
+from tf_accum.dtypes import DType, as_dtype, float32, float64, int32, string
+from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
 from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.math_convert import array_as, default_array
-from tf_accum.graph.math_shapes import broadcast_shape, type_enum
+from tf_accum.graph.math_kernels import ALLOWED, BINARY, TRUEDIV_FLOAT, elementwise, string_add
+from tf_accum.graph.math_shapes import broadcast_shape
 from tf_accum.graph.ops import as_tensor, cast, cast_value, constant, dtype_of_array
-from tf_accum.shapes import kernel_text
 
 Array = np.ndarray[Any, Any]
-ArrayFn = Callable[[Array, Array], Any]
-
-_REAL = ("bfloat16", "float16", "float32", "float64")
-_SIGNED = ("int8", "int16", "int32", "int64")
-_COMPLEX = ("complex64", "complex128")
-# The dtypes each op definition allows, in the order TensorFlow's message lists them.
-ALLOWED: dict[str, tuple[str, ...]] = {
-    "AddV2": (*_REAL, "uint8", "uint16", "uint32", "uint64", *_SIGNED, *_COMPLEX),
-    "Sub": (*_REAL, "uint8", "int8", "uint16", "int16", "int32", "int64", *_COMPLEX,
-            "uint32", "uint64"),
-    "Mul": (*_REAL, "uint8", "int8", "uint16", "int16", "int32", "uint32", "uint64", "int64",
-            *_COMPLEX),
-    "FloorMod": (*_SIGNED, "uint8", "uint16", "uint32", "uint64", *_REAL),
-    "Pow": ("bfloat16", "float32", "float16", "float64", *_SIGNED, *_COMPLEX),
-    "Neg": (*_REAL, *_SIGNED, *_COMPLEX),
-    "Abs": (*_REAL, *_SIGNED),
-    "Square": (*_REAL, *_SIGNED, "uint8", "uint16", "uint32", "uint64", *_COMPLEX),
-    "Sum": ("float32", "float64", "int32", "uint8", "int16", "int8", "complex64", "int64",
-            "qint8", "quint8", "qint32", "bfloat16", "qint16", "quint16", "uint16",
-            "complex128", "float16", "uint32", "uint64"),
-}  # fmt: skip
-ALLOWED["RealDiv"] = ALLOWED["FloorDiv"] = ALLOWED["Mul"]
-ALLOWED["Mean"] = ALLOWED["Sum"]
-ALLOWED["ComplexAbs"] = _COMPLEX
-# `/` of integers divides in floating point: small integers in float32, others in float64.
-_TRUEDIV_FLOAT = {"int8": float32, "uint8": float32, "int16": float32, "uint16": float32,
-                  "int32": float64, "uint32": float64, "int64": float64, "uint64": float64}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -74,91 +48,6 @@ class Converted:
     dtype: DType
 
 
-# --- kernels -------------------------------------------------------------------
-
-
-def _check_broadcast(a: Array, b: Array) -> None:
-    try:
-        np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise errors.InvalidArgumentError(
-            None, None, f"Incompatible shapes: {kernel_text(a.shape)} vs. {kernel_text(b.shape)}"
-        ) from None
-
-
-def _refuse_zero_divisor(b: Array) -> None:
-    if b.dtype.kind in "iu" and np.any(b == 0):
-        raise errors.InvalidArgumentError(None, None, "Integer division by zero")
-
-
-def _floordiv(a: Array, b: Array) -> Any:
-    _refuse_zero_divisor(b)
-    if a.dtype.kind in "iu":
-        return np.floor_divide(a, b)
-    return np.floor(np.true_divide(a, b))  # floor(x / y): 1.0 // 0.1 is 10.0, as in TensorFlow
-
-
-def _floormod(a: Array, b: Array) -> Any:
-    _refuse_zero_divisor(b)
-    if a.dtype.kind in "iu":
-        return np.mod(a, b)
-    rest = np.fmod(a, b)
-    return np.where((rest != 0) & ((b < 0) != (rest < 0)), rest + b, rest)
-
-
-def _no_complex_floordiv(context: Any, dtype: DType) -> None:
-    # the op definition allows complex numbers, but TensorFlow has no kernel for them
-    node = context.op.name if context is not None and context.op is not None else "FloorDiv"
-    raise errors.InvalidArgumentError(
-        None,
-        None,
-        f"No OpKernel was registered to support Op 'FloorDiv' used by {{{{node {node}}}}} with "
-        f"these attrs: [T={type_enum(dtype)}]",
-    )
-
-
-def _pow(a: Array, b: Array) -> Any:
-    if b.dtype.kind == "i" and np.any(b < 0):
-        raise errors.InvalidArgumentError(
-            None, None, "Integers to negative integer powers are not allowed"
-        )
-    if a.dtype.kind == "f" and a.dtype.itemsize < 8:
-        # numpy's float32 pow may miss the correctly rounded result by an ulp; a
-        # wider pow rounded once matches TensorFlow's
-        wider = np.float64 if a.dtype.itemsize == 4 else np.float32
-        return np.power(a.astype(wider), b.astype(wider))
-    return np.power(a, b)
-
-
-def _string_add(a: Array, b: Array) -> Any:
-    return np.frompyfunc(operator.add, 2, 1)(a, b)
-
-
-def _elementwise(fn: Callable[..., Any], out: DType) -> Callable[[Any, list[Any]], Sequence[Any]]:
-    """A kernel applying ``fn`` to the input arrays, its result stored as ``out``."""
-    target = object if out == string else out.numpy_dtype
-
-    def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
-        arrays = [np.asarray(value) for value in inputs]
-        if fn is _floordiv and out.is_complex:
-            _no_complex_floordiv(context, out)
-        if len(arrays) == 2:
-            _check_broadcast(arrays[0], arrays[1])
-        with np.errstate(all="ignore"):
-            return (np.asarray(fn(*arrays), dtype=target),)
-
-    return kernel
-
-
-BINARY: dict[str, ArrayFn] = {
-    "AddV2": np.add,
-    "Sub": np.subtract,
-    "Mul": np.multiply,
-    "RealDiv": np.true_divide,
-    "FloorDiv": _floordiv,
-    "FloorMod": _floormod,
-    "Pow": _pow,
-}
 # A Tensor operator method's name (also the name of the ops it builds) -> the op type.
 OPERATORS = {
     "add": "AddV2",
@@ -284,8 +173,8 @@ def materialize(graph: Graph, value: Any, name: str) -> Tensor:
 def build_binary(op_type: str, scope: str, params: Sequence[str], inputs: Sequence[Any]) -> Any:
     """The op ``op_type`` of two converted inputs of one dtype, in a scope named ``scope``."""
     dtype = _dtype_of(inputs[0])
-    fn = _string_add if dtype == string else BINARY[op_type]
-    kernel = _elementwise(fn, dtype)
+    fn = string_add if dtype == string else BINARY[op_type]
+    kernel = elementwise(fn, dtype)
     graph = mode.building_graph()
     if graph is None:
         return kernel(None, [eager_value(v) for v in inputs])[0]
@@ -332,12 +221,50 @@ def binary_operator(name: str, tensor: Any, other: Any, reflected: bool = False)
                 right = _converted_with_hint(other, dtype)
         if name == "truediv":
             return truediv(left, right, scope="truediv")
+        if name == "mul" and _dtype_of(left).name == "bool":
+            if not (isinstance(right, Converted) or is_symbolic(right)):
+                right = _converted_with_hint(right, bool_)
+            return _bool_mul([left, right])
         if op_type == "AddV2" and _dtype_of(left) == string == _dtype_of(right):
             op_type = "Add"
             dtype, inputs = op_def_inputs("Add", [("x", left), ("y", right)], allowed=False)
         else:
             dtype, inputs = op_def_inputs(op_type, [("x", left), ("y", right)])
         return build_binary(op_type, name, ("x", "y"), inputs)
+
+
+def _bool_mul(inputs: Sequence[Any]) -> Any:
+    """``x * y`` with a bool ``x``: TensorFlow multiplies both as int32 and casts
+    the product to bool (their logical and, for two bools)."""
+    kernel = elementwise(np.multiply, int32)
+    graph = mode.building_graph()
+    if graph is None:
+        arrays = [cast_value(np.asarray(eager_value(v)), int32) for v in inputs]
+        product = kernel(None, arrays)[0]
+        return product.astype(np.bool_)
+    with graph.name_scope("mul") as full:
+        tensors = [
+            _cast_op(graph, materialize(graph, v, p), int32)
+            for p, v in zip("xy", inputs, strict=True)
+        ]
+        shape = broadcast_shape(full[:-1], "Mul", tensors[0], tensors[1])
+        op = graph.create_op(
+            "Mul", tensors, [(int32, shape)], kernel, name=full, attrs={"T": int32}
+        )
+        return _cast_op(graph, op.outputs[0], bool_)
+
+
+def _cast_op(graph: Graph, tensor: Tensor, dtype: DType) -> Tensor:
+    """A Cast op, even to the tensor's own dtype (as TensorFlow's bool product builds them)."""
+    op = graph.create_op(
+        "Cast",
+        [tensor],
+        [(dtype, tensor.shape)],
+        lambda context, inputs: (cast_value(np.asarray(inputs[0]), dtype),),
+        name="Cast",
+        attrs={"SrcT": tensor.dtype, "DstT": dtype},
+    )
+    return op.outputs[0]
 
 
 def _operand(value: Any) -> Any:
@@ -365,14 +292,14 @@ def truediv(x: Any, y: Any, scope: str = "truediv") -> Any:
         raise TypeError(
             f"`x` and `y` must have the same dtype, got tf.{left.name} != tf.{right.name}."
         )
-    target = _TRUEDIV_FLOAT.get(left.name)
+    target = TRUEDIV_FLOAT.get(left.name)
     check_allowed("RealDiv", "x", target or left)
     graph = mode.building_graph()
     if graph is None:
         arrays = [eager_value(v) for v in (x, y)]
         if target is not None:
             arrays = [cast_value(np.asarray(a), target) for a in arrays]
-        return _elementwise(np.true_divide, target or left)(None, arrays)[0]
+        return elementwise(np.true_divide, target or left)(None, arrays)[0]
     with graph.name_scope(scope) as full:
         tensors = [materialize(graph, v, p) for p, v in (("x", x), ("y", y))]
         if target is not None:
@@ -383,7 +310,7 @@ def truediv(x: Any, y: Any, scope: str = "truediv") -> Any:
             "RealDiv",
             tensors,
             [(dtype, shape)],
-            _elementwise(np.true_divide, dtype),
+            elementwise(np.true_divide, dtype),
             name=full,
             attrs={"T": dtype},
         )
@@ -402,7 +329,7 @@ def unary(op_type: str, x: Any, name: str | None) -> Any:
             op_type = "ComplexAbs"
             out = float32 if dtype.name == "complex64" else float64
         check_allowed(op_type, "x", dtype)
-        kernel = _elementwise(fn, out)
+        kernel = elementwise(fn, out)
         graph = mode.building_graph()
         if graph is None:
             return kernel(None, [eager_value(source)])[0]
