@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum.dtypes import DType, string
+from tf_accum.graph.ops import infer_array
 
 Array = np.ndarray[Any, Any]
 
@@ -37,8 +38,6 @@ def default_array(value: Any) -> Array:
         ValueError: None, or a ragged sequence.
         TypeError: something that is not numbers, bools or strings.
     """
-    from tf_accum.graph.ops import infer_array
-
     refuse_none(value)
     if isinstance(value, complex) and not isinstance(value, (np.generic, np.ndarray)):
         return np.asarray(value, dtype=np.complex128)
