@@ -7,7 +7,8 @@ gradient and the step, a ``ConditionalAccumulator`` or a
 then worker threads call ``Session.run`` to apply gradients while a chief takes
 their mean with a ``RunOptions`` timeout and updates the weights. The model
 code (a least-squares gradient) is numpy and is fed through placeholders, as
-it must be on tf_accum, which has no math or autodiff.
+it must be on tf_accum, which has no autodiff (``tf1_sgd_step`` computes its
+gradients with graph arithmetic instead).
 
 Choose the implementation with ``--backend tensorflow|tf_accum`` (or the
 ``backend`` parameter of :func:`run`); the program is the same either way:

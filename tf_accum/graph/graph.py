@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tf_accum.dtypes import DType
 from tf_accum.graph import mode
+from tf_accum.graph.operators import TensorOperators
 from tf_accum.graph.tensor_shape import TensorShape, as_shape
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ class Operation:
         return f"<tf.Operation '{self._name}' type={self._type}>"
 
 
-class Tensor:
+class Tensor(TensorOperators):
     """An output of an Operation: a value that exists only while a session runs.
 
     Use it as an input of other ops, fetch it with ``Session.run``, or
@@ -190,16 +191,6 @@ class Tensor:
 
     def __len__(self) -> int:
         raise TypeError(f"len is not well defined for a symbolic Tensor ({self.name}).")
-
-    def __add__(self, other: Any) -> Any:
-        from tf_accum.graph.ops import add
-
-        return add(self, other, name="add")
-
-    def __radd__(self, other: Any) -> Any:
-        from tf_accum.graph.ops import add
-
-        return add(other, self, name="add")
 
     __hash__ = object.__hash__
 

@@ -22,6 +22,7 @@ from tf_accum.graph.graph import (
     Operation,
     Tensor,
 )
+from tf_accum.graph.operators import TensorOperators
 from tf_accum.graph.ops import dtype_of_array, graph_input, infer_array
 from tf_accum.graph.tensor_shape import TensorShape, as_shape
 from tf_accum.graph.variable_store import VariableStore, check_merge, frozen
@@ -48,7 +49,7 @@ def store_of(context: Any) -> VariableStore:
     return store
 
 
-class Variable:
+class Variable(TensorOperators):
     """A variable: ``initializer``, ``assign``, ``assign_add``, ``read_value``, ``eval``.
 
     Args:
@@ -387,16 +388,6 @@ class Variable:
 
     def __eq__(self, other: object) -> bool:
         return self is other
-
-    def __add__(self, other: Any) -> Any:
-        from tf_accum.graph.ops import add
-
-        return add(self, other, name="add")
-
-    def __radd__(self, other: Any) -> Any:
-        from tf_accum.graph.ops import add
-
-        return add(other, self, name="add")
 
 
 def assign(

@@ -5,10 +5,15 @@ variables), so that ``import tf_accum.compat.v1 as tf`` can replace
 
 Eager by default, as in TensorFlow 2: ops act at once. After
 ``disable_eager_execution()``, or inside ``with Graph().as_default():``, the
-raw ops and the classes' methods build ops that a ``Session`` runs. Model code
-(math, layers, autodiff) stays with TensorFlow: only the names listed in
-``__all__`` exist.
+raw ops and the classes' methods build ops that a ``Session`` runs. The
+arithmetic of a synchronous-SGD step is here too (Tensor operators,
+``multiply``, ``reduce_mean``, ``zeros_like``, ...); model code (layers,
+autodiff, optimizers) stays with TensorFlow: only the names listed in
+``__all__`` exist, and any other TensorFlow 1 name raises an AttributeError
+saying so.
 """
+
+from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
 from tf_accum.compat.v1 import sparse, train
@@ -30,7 +35,9 @@ from tf_accum.graph.collections import (
     trainable_variables,
     variables_initializer,
 )
+from tf_accum.graph.fill_ops import ones, ones_like, zeros, zeros_like
 from tf_accum.graph.graph import Graph, Operation, Tensor
+from tf_accum.graph.math_ops import divide, multiply, negative, square, subtract
 from tf_accum.graph.mode import (
     disable_eager_execution,
     enable_eager_execution,
@@ -52,6 +59,7 @@ from tf_accum.graph.ops import (
     placeholder_with_default,
 )
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
+from tf_accum.graph.reduce_ops import reduce_mean, reduce_sum
 from tf_accum.graph.scatter import scatter_add, scatter_sub, scatter_update
 from tf_accum.graph.session import InteractiveSession, Session, get_default_session
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
@@ -102,6 +110,18 @@ __all__ = [
     "name_scope",
     "add",
     "cast",
+    # math
+    "multiply",
+    "subtract",
+    "divide",
+    "negative",
+    "square",
+    "reduce_sum",
+    "reduce_mean",
+    "zeros",
+    "ones",
+    "zeros_like",
+    "ones_like",
     "Variable",
     "assign",
     "assign_add",
@@ -123,3 +143,19 @@ __all__ = [
     "add_to_collections",
     *_dtype_names,
 ]
+
+
+if not TYPE_CHECKING:  # type checkers keep reporting unknown names as errors
+
+    def __getattr__(name: str) -> object:
+        # A TF1 program using a name we lack learns what graph mode covers, not just
+        # that it failed.
+        if name.startswith("__"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        raise AttributeError(
+            f"module {__name__!r} has no attribute {name!r}: tf_accum's graph mode covers "
+            "accumulator programs (the accumulators, graphs and sessions, placeholders, "
+            "variables and the arithmetic of an SGD step), not the rest of TensorFlow 1. "
+            "The names it has are tf_accum.compat.v1.__all__, listed in the README's "
+            "section on graph mode."
+        )
