@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import tf_accum as tfa
 from tests.helpers import WAIT
-from tf_accum.accumulators import arithmetic, dense
+from tf_accum.accumulators import dense, division
 from tf_accum.dtypes import ACCUMULATOR_DTYPES
 from tf_accum.resources import current_table
 
@@ -38,7 +38,7 @@ def _bits(dtype: np.dtype[Any], count: int, seed: int) -> list[np.ndarray[Any, A
 
 
 def _mean(total: np.ndarray[Any, Any], count: int) -> np.ndarray[Any, Any]:
-    return arithmetic.divide_in_place(total.copy(), count)
+    return division.divide_in_place(total.copy(), count)
 
 
 @settings(max_examples=150, deadline=None)
@@ -56,7 +56,7 @@ def test_one_element_sums_keep_every_bit(dtype, shape, count, seed, reduction) -
     for gradient in gradients:
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
     running = current_table().lookup(h)._sum  # type: ignore[attr-defined]
-    assert running.base.shape == (2,)  # the two-element buffer of arithmetic._single
+    assert running.base.shape == (2,)  # the two-element buffer of running_sum._single
     taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=count, dtype=dtype)
     raw.DestroyResourceOp(resource=h)
     expected = np.array(gradients[0], copy=True)  # the simple path: one numpy add each

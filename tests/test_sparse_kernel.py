@@ -445,7 +445,7 @@ def test_a_large_dividing_gather_is_shared_between_threads(kind: str, monkeypatc
     """Above sparse.COPY_PARALLEL_MIN_ELEMENTS the gather runs in one part per
     thread; the parts' edges (and sizes either side of the threshold) give the
     same bits as numpy's path."""
-    from tf_accum.accumulators import arithmetic
+    from tf_accum.accumulators import pool
 
     dtype, np_dtype = DTYPES[kind]
     rng = np.random.default_rng(7)
@@ -459,8 +459,8 @@ def test_a_large_dividing_gather_is_shared_between_threads(kind: str, monkeypatc
         spy = Spy(compiled())
         with using(spy.kernels):
             fast = apply_all("keys, map", dtype, "MEAN", (3,), gradients)
-        split = arithmetic.WORKERS > 1 and rows * 3 >= threshold
-        assert spy.calls.count("gather_rows_dividing") == (arithmetic.WORKERS if split else 1)
+        split = pool.WORKERS > 1 and rows * 3 >= threshold
+        assert spy.calls.count("gather_rows_dividing") == (pool.WORKERS if split else 1)
         with using(None):
             slow = apply_all("keys, map", dtype, "MEAN", (3,), gradients)
         np.testing.assert_array_equal(bits(fast.values), bits(slow.values))

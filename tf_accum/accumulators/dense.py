@@ -11,18 +11,16 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators import half_kernel, stripes
-from tf_accum.accumulators.arithmetic import (
-    PARALLEL_MIN_ELEMENTS,
-    WORKERS,
+from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
+from tf_accum.accumulators.division import divide_in_place
+from tf_accum.accumulators.pool import PARALLEL_MIN_ELEMENTS, WORKERS, parallel_copy
+from tf_accum.accumulators.running_sum import (
     RoundSum,
-    divide_in_place,
     divided_sum,
-    parallel_copy,
     start_sum,
     sum_adder,
     sum_result,
 )
-from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.shapes import is_compatible, kernel_text
 
 _Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10
@@ -70,7 +68,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     gradients of a large round are added outside the lock, through the
     stripes of :mod:`stripes`, so that several threads add at once. (float16 and
     bfloat16 sums are kept in float32 and rounded per add: see
-    arithmetic.start_sum.)
+    running_sum.start_sum.)
     """
 
     kind: ClassVar[str] = "dense"
@@ -247,7 +245,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             return divided
         total = sum_result(state)
         if total.size == 1:
-            # a one-element sum is a view of a scratch pair (see arithmetic.start_sum):
+            # a one-element sum is a view of a scratch pair (see running_sum.start_sum):
             # the caller gets an array of its own, as for every other size
             total = total.copy()
         if mean:

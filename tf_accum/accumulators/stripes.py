@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.arithmetic import quiet_float_errors
+from tf_accum.accumulators.quiet import quiet_float_errors
 
 Array = np.ndarray[Any, Any]
 
@@ -31,7 +31,7 @@ STRIPES = 4
 # From this many elements a round's later gradients are added outside the
 # accumulator's lock, through the stripes: at 262,144 two threads lost (1.14x),
 # at 524,288 they gained (0.64x); a lone applier pays about 3 us an add. Sums
-# of arithmetic.PARALLEL_MIN_ELEMENTS and more split each add over the thread
+# of pool.PARALLEL_MIN_ELEMENTS and more split each add over the thread
 # pool instead.
 MIN_ELEMENTS = 1 << 19
 

@@ -69,7 +69,8 @@ def _fresh_lock_after_fork() -> None:
     _process_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_fresh_lock_after_fork)
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
 def using_table(table: ResourceTable) -> ContextBlock[ResourceTable]:
