@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import threading
 import time
 import tracemalloc
@@ -30,7 +29,15 @@ from hypothesis import strategies as st
 
 import tf_accum as tfa
 from tests.helpers import SPARSE_PATHS, WAIT, sparse_row_loops
-from tf_accum.accumulators import division, narrow, pool, quiet, running_sum
+from tf_accum.accumulators import (
+    division,
+    narrow,
+    pool,
+    quiet,
+    running_sum,
+    sparse_keys,
+    sparse_rows,
+)
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -351,9 +358,8 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
     earlier rounds are not found in later ones, though the map is not cleared;
     once a round's entries could pass the largest allowed, the map is zeroed
     and starts again from 0."""
-    sparse_module = sys.modules["tf_accum.accumulators.sparse"]
     # first dimension 16, 4 entries a round: round 3 (base 12) could reach 28
-    monkeypatch.setattr(sparse_module, "MARK_LIMIT", 27)
+    monkeypatch.setattr(sparse_keys, "MARK_LIMIT", 27)
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[16, 2], reduction_type="SUM")
     acc: Any = current_table().lookup(h)  # the in-process accumulator
     bases = []
@@ -369,7 +375,7 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
             )  # fmt: skip
         state = acc._round
         assert state.places is not None
-        assert state.base + 16 <= sparse_module.MARK_LIMIT  # every entry fits
+        assert state.base + 16 <= sparse_keys.MARK_LIMIT  # every entry fits
         bases.append(state.base)
         marked = np.flatnonzero(state.places > state.base)
         assert marked.tolist() == sorted(rows)  # only this round's rows count as held
@@ -451,16 +457,15 @@ def test_sparse_rounds_match_a_dense_reference(
     has grown, its entries of earlier rounds left in it or, when the largest
     entry allowed is low, cleared), by numpy or by the compiled loops."""
     np_dtype = dtype.numpy_dtype
-    sparse_module = sys.modules["tf_accum.accumulators.sparse"]
     with (
         small_thresholds(parallel_min=4),
-        mock.patch.object(sparse_module, "GROWTH", growth),
+        mock.patch.object(sparse_rows, "GROWTH", growth),
         sparse_row_loops(path),
     ):
-        mock.patch.object(sparse_module, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
-        mock.patch.object(sparse_module, "MAP_MIN_FILL", map_min_fill or 1.0).start()
+        mock.patch.object(sparse_rows, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
+        mock.patch.object(sparse_keys, "MAP_MIN_FILL", map_min_fill or 1.0).start()
         if mark_limit is not None:
-            mock.patch.object(sparse_module, "MARK_LIMIT", mark_limit).start()
+            mock.patch.object(sparse_keys, "MARK_LIMIT", mark_limit).start()
         shape = None if map_min_fill is None else [12, None]
         try:
             h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)
