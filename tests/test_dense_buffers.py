@@ -304,3 +304,23 @@ def test_a_one_element_result_is_an_array_of_its_own() -> None:
     taken.resize((3,), refcheck=False)  # as for any array of its own
     np.testing.assert_array_equal(taken, [3.0, 0.0, 0.0])
     raw.DestroyResourceOp(resource=h)
+
+
+def test_without_reliable_reference_counts_a_result_is_never_reused(
+    small_recycling: None,
+) -> None:
+    """Where reference counts cannot tell that a taker dropped its result
+    (free-threaded CPython, PyPy), a taken buffer stays the taker's: the
+    accumulator keeps no reference to it, and every round gets its own."""
+    h = _accumulator()
+    acc: Any = current_table().lookup(h)
+    with mock.patch.object(dense, "RECYCLING", False):
+        first = _round(h, [1.0])
+        watcher = weakref.ref(first)
+        assert acc._watched == []
+        del first
+        gc.collect()
+        assert watcher() is None  # the accumulator held no reference to it
+        second = _round(h, [2.0, 4.0])
+        assert acc._watched == []
+        assert second.flags.owndata and np.all(second == 3.0)

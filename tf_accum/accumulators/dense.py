@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import sysconfig
 import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Optional
@@ -34,6 +35,16 @@ RECYCLE_MIN_BYTES = 1 << 20
 # Handed-over buffers watched for their takers to drop them: two, so that a
 # round starting while the last take still divides its result finds the one before.
 _WATCHED = 2
+
+
+# A handed-over buffer is known to be dropped when its reference count is that
+# of an array only the accumulator's list holds. That holds on CPython with its
+# GIL; free-threaded CPython (biased and deferred counts) and PyPy (no counts)
+# give no such answer, so there a handed-over buffer is never reused: the
+# taker owns it for good. (Lending the buffer through a memoryview instead
+# would tell by a weak reference, but the taker's array would no longer own
+# its data, which callers can see.)
+RECYCLING = sys.implementation.name == "cpython" and not sysconfig.get_config_var("Py_GIL_DISABLED")
 
 
 def _references(array: object) -> int:
@@ -80,7 +91,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _detach_round_locked(self) -> _Sum:
         total = self._sum
         if (
-            type(total) is np.ndarray
+            RECYCLING
+            and type(total) is np.ndarray
             and total.nbytes >= RECYCLE_MIN_BYTES
             and total.flags.owndata  # not a view of memory somebody else owns
         ):
@@ -163,7 +175,6 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         conversion's result): a round's first gradient then becomes the sum
         buffer without another copy.
         """
-        shape = gradient.shape
         if self._narrow and half_kernel.load_pending(gradient.dtype, gradient.size):
             # the first load compiles for about a second: not while holding the lock
             half_kernel.load()
@@ -174,43 +185,12 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                     if self._closed:
                         raise missing_resource_error(self.label)
                     if not self._gate_shut:
-                        total = self._sum
-                        if local_step >= self._global_step:
-                            if total is not None:
-                                # the round's shape already fits the declared one
-                                if total.shape != shape:
-                                    self._n_rejected += 1
-                                    raise _shape_mismatch(kernel_text(total.shape), shape)
-                                if (
-                                    type(total) is np.ndarray
-                                    and total.size >= stripes.MIN_ELEMENTS
-                                    and self._striped(total)
-                                ):
-                                    # split when someone adds alongside (maybe
-                                    # into a sealed round: the stripes are shared)
-                                    job = self._stripes.prepare(
-                                        total,
-                                        gradient,
-                                        self._in_flight > 0 or self._sealed is not None,
-                                    )
-                                    job.round = self._served
-                                    # one statement: running exactly when noted so
-                                    self._in_flight, flight = self._in_flight + 1, job
-                                    break
-                                self._add(total, gradient)
-                            else:
-                                if not self._fits_declared(shape):
-                                    self._n_rejected += 1
-                                    raise _shape_mismatch(kernel_text(self.shape), shape)
-                                self._sum = self._start_round_locked(gradient, owned)
-                            self._accepted_locked()
-                        elif not self._fits_declared(shape):
-                            # stale: only the declared attributes are checked (docs/departures.md T7)
-                            self._n_rejected += 1
-                            raise _shape_mismatch(kernel_text(self.shape), shape)
-                        else:
-                            self._stale_locked()
-                        return
+                        job = self._apply_locked(local_step, gradient, owned)
+                        if job is None:
+                            return
+                        # one statement: running exactly when noted so
+                        self._in_flight, flight = self._in_flight + 1, job
+                        break
                 self._wait_at_gate()
             # a later gradient of a large round: added while other applies add too
             self._stripes.run(flight)
@@ -224,6 +204,44 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 finally:
                     self._land(flight)
             raise
+
+    def _apply_locked(
+        self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool
+    ) -> stripes.StripedAdd | None:
+        """apply's work under the lock, with the gate open: the gradient added
+        (or refused, or counted stale), or, for a later gradient of a large
+        round, the add to run outside the lock, which the caller notes."""
+        shape = gradient.shape
+        total = self._sum
+        if local_step < self._global_step or total is None:
+            if not self._fits_declared(shape):
+                # stale: only the declared attributes are checked (docs/departures.md T7)
+                self._n_rejected += 1
+                raise _shape_mismatch(kernel_text(self.shape), shape)
+            if local_step < self._global_step:
+                self._stale_locked()
+                return None
+            self._sum = self._start_round_locked(gradient, owned)
+        elif total.shape != shape:
+            # the round's shape already fits the declared one
+            self._n_rejected += 1
+            raise _shape_mismatch(kernel_text(total.shape), shape)
+        elif (
+            type(total) is np.ndarray
+            and total.size >= stripes.MIN_ELEMENTS
+            and self._striped(total)
+        ):
+            # split when someone adds alongside (maybe into a sealed round:
+            # the stripes are shared)
+            job = self._stripes.prepare(
+                total, gradient, self._in_flight > 0 or self._sealed is not None
+            )
+            job.round = self._served
+            return job
+        else:
+            self._add(total, gradient)
+        self._accepted_locked()
+        return None
 
     @staticmethod
     def _striped(total: np.ndarray[Any, Any]) -> bool:
