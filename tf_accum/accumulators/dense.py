@@ -28,8 +28,8 @@ _Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10
 
 # From this size a round's first gradient is copied into the buffer of an
 # earlier round when its taker has dropped it, instead of into new memory:
-# faulting in fresh pages costs more than the copy (1e7 float32: a copy into
-# new memory 4.1 ms, into warm memory 1.6 ms), and above glibc's mmap
+# faulting in fresh pages costs more than the copy (a copy into new memory
+# takes a few times a copy into warm memory), and above glibc's mmap
 # threshold (32 MB at most) every new buffer is fresh memory.
 RECYCLE_MIN_BYTES = 1 << 20
 # Handed-over buffers watched for their takers to drop them: two, so that a
