@@ -54,9 +54,9 @@ class SparseTakeResult(NamedTuple):
     def to_scipy(self, format: str = "csr") -> Any:
         """The take as a SciPy sparse array of the accumulator's dense shape.
 
-        See :func:`tf_accum.indexed_slices.rows_to_scipy` (SciPy is imported then).
+        See :func:`tf_accum.scipy_export.rows_to_scipy` (SciPy is imported then).
         """
-        from tf_accum.indexed_slices import rows_to_scipy
+        from tf_accum.scipy_export import rows_to_scipy
 
         return rows_to_scipy(self.indices, self.values, self.shape, format)
 
