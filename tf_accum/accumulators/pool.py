@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tf_accum.accumulators.quiet import in_place_adder
+
+if TYPE_CHECKING:  # imported with the pool, which most processes never start
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 Array = np.ndarray[Any, Any]
 
@@ -50,6 +52,8 @@ def _helpers() -> ThreadPoolExecutor:
     if pool is None:
         with _pool_lock:
             if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 _pool = ThreadPoolExecutor(WORKERS - 1, thread_name_prefix="tf_accum")
             pool = _pool
     return pool
