@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import sysconfig
 import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Optional
@@ -44,7 +43,17 @@ _WATCHED = 2
 # taker owns it for good. (Lending the buffer through a memoryview instead
 # would tell by a weak reference, but the taker's array would no longer own
 # its data, which callers can see.)
-RECYCLING = sys.implementation.name == "cpython" and not sysconfig.get_config_var("Py_GIL_DISABLED")
+def _counts_references() -> bool:
+    if sys.implementation.name != "cpython":
+        return False
+    if sys.platform != "win32":
+        return "t" not in sys.abiflags  # "t": a free-threaded build (PEP 703)
+    import sysconfig  # abiflags are POSIX's; sysconfig costs milliseconds to import
+
+    return not sysconfig.get_config_var("Py_GIL_DISABLED")
+
+
+RECYCLING = _counts_references()
 
 
 def _references(array: object) -> int:
