@@ -19,7 +19,8 @@ import ml_dtypes
 import numpy as np
 
 from benchmarks.harness import fmt_time, print_table
-from tf_accum.accumulators import arithmetic, half_kernel
+from tf_accum.accumulators import half_kernel
+from tf_accum.accumulators.running_sum import start_sum
 
 SIZES = [4096, 16_384, 65_536, 262_144, 1_000_000, 4_000_000]
 
@@ -27,13 +28,13 @@ SIZES = [4096, 16_384, 65_536, 262_144, 1_000_000, 4_000_000]
 def running_sum(gradient: Any, loops: bool) -> Any:
     if loops:
         with mock.patch.object(half_kernel, "MIN_ELEMENTS", 1):
-            total = arithmetic.start_sum(gradient, gradient.dtype)
+            total = start_sum(gradient, gradient.dtype)
     else:  # as if numba were missing
         with (
             mock.patch.object(half_kernel.LOADER, "tried", True),
             mock.patch.object(half_kernel.LOADER, "kernels", None),
         ):
-            total = arithmetic.start_sum(gradient, gradient.dtype)
+            total = start_sum(gradient, gradient.dtype)
     assert (total._kernels is not None) == loops
     return total
 

@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks.bench_threads``. For each operation and size, one
 thread and the pool are timed alternately (medians); the thresholds in
-``tf_accum/accumulators/arithmetic.py`` are set from this table:
+``tf_accum/accumulators/pool.py`` and ``narrow.py`` are set from this table:
 ``PARALLEL_MIN_ELEMENTS`` for adds and divisions of float32,
 ``COPY_PARALLEL_MIN_ELEMENTS`` for copies into new arrays (a round's first
 gradient, a sparse take's gather), ``NARROW_PARALLEL_MIN_ELEMENTS`` for
@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from benchmarks.harness import fmt_time, print_table
-from tf_accum.accumulators import arithmetic
+from tf_accum.accumulators import division, narrow, pool, running_sum
 
 
 def timed(fn: Callable[[], Any], number: int) -> float:
@@ -36,15 +36,15 @@ def operations(size: int) -> dict[str, Callable[[], Any]]:
     rng = np.random.default_rng(0)
     total = rng.random(size, dtype=np.float32)
     gradient = rng.random(size, dtype=np.float32)
-    half = arithmetic.start_sum(gradient.astype(np.float16), np.dtype(np.float16))
+    half = running_sum.start_sum(gradient.astype(np.float16), np.dtype(np.float16))
     half_gradient = gradient.astype(np.float16)
-    brain = arithmetic.start_sum(gradient.astype(ml_dtypes.bfloat16),
+    brain = running_sum.start_sum(gradient.astype(ml_dtypes.bfloat16),
                                  np.dtype(ml_dtypes.bfloat16))  # fmt: skip
     brain_gradient = gradient.astype(ml_dtypes.bfloat16)
     return {
-        "float32 add": lambda: arithmetic.add_in_place(total, gradient),
-        "float32 divide": lambda: arithmetic.divide_in_place(total, 1),
-        "float32 copy (new array)": lambda: arithmetic.parallel_copy(gradient, gradient.dtype),
+        "float32 add": lambda: pool.add_in_place(total, gradient),
+        "float32 divide": lambda: division.divide_in_place(total, 1),
+        "float32 copy (new array)": lambda: pool.parallel_copy(gradient, gradient.dtype),
         "float16 sum add": lambda: half.add(half_gradient),  # type: ignore[union-attr]
         "bfloat16 sum add": lambda: brain.add(brain_gradient),  # type: ignore[union-attr]
     }
@@ -56,29 +56,29 @@ def run(repeat: int, sizes: list[int]) -> None:
         number = max(1, 2_000_000 // size)
         one: dict[str, list[float]] = {}
         pool: dict[str, list[float]] = {}
-        with mock.patch.object(arithmetic, "WORKERS", 1):
+        with mock.patch.object(pool, "WORKERS", 1):
             single = operations(size)
         with (
-            mock.patch.object(arithmetic, "PARALLEL_MIN_ELEMENTS", 1),
-            mock.patch.object(arithmetic, "COPY_PARALLEL_MIN_ELEMENTS", 1),
-            mock.patch.object(arithmetic, "NARROW_PARALLEL_MIN_ELEMENTS", 1),
+            mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", 1),
+            mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", 1),
+            mock.patch.object(narrow, "NARROW_PARALLEL_MIN_ELEMENTS", 1),
         ):
             split = operations(size)
         for _ in range(repeat):
             for name in single:
-                with mock.patch.object(arithmetic, "WORKERS", 1):
+                with mock.patch.object(pool, "WORKERS", 1):
                     one.setdefault(name, []).append(timed(single[name], number))
                 with (
-                    mock.patch.object(arithmetic, "PARALLEL_MIN_ELEMENTS", 1),
-                    mock.patch.object(arithmetic, "COPY_PARALLEL_MIN_ELEMENTS", 1),
-                    mock.patch.object(arithmetic, "NARROW_PARALLEL_MIN_ELEMENTS", 1),
+                    mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", 1),
+                    mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", 1),
+                    mock.patch.object(narrow, "NARROW_PARALLEL_MIN_ELEMENTS", 1),
                 ):
                     pool.setdefault(name, []).append(timed(split[name], number))
         for name in single:
             a, b = statistics.median(one[name]), statistics.median(pool[name])
             rows.append([f"{size:,}", name, fmt_time(a), fmt_time(b), f"{a / b:.2f}"])
     print_table(
-        f"One thread vs {arithmetic.WORKERS} (medians of {repeat} alternating trials)",
+        f"One thread vs {pool.WORKERS} (medians of {repeat} alternating trials)",
         ["elements", "operation", "1 thread", "split", "speed-up"],
         rows,
     )

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import tf_accum as tfa
 from tests.helpers import WAIT
-from tf_accum.accumulators import arithmetic, dense
+from tf_accum.accumulators import dense, division
 from tf_accum.dtypes import ACCUMULATOR_DTYPES
 from tf_accum.resources import current_table
 
@@ -38,7 +38,7 @@ def _bits(dtype: np.dtype[Any], count: int, seed: int) -> list[np.ndarray[Any, A
 
 
 def _mean(total: np.ndarray[Any, Any], count: int) -> np.ndarray[Any, Any]:
-    return arithmetic.divide_in_place(total.copy(), count)
+    return division.divide_in_place(total.copy(), count)
 
 
 @settings(max_examples=150, deadline=None)
@@ -56,7 +56,7 @@ def test_one_element_sums_keep_every_bit(dtype, shape, count, seed, reduction) -
     for gradient in gradients:
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
     running = current_table().lookup(h)._sum  # type: ignore[attr-defined]
-    assert running.base.shape == (2,)  # the two-element buffer of arithmetic._single
+    assert running.base.shape == (2,)  # the two-element buffer of running_sum._single
     taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=count, dtype=dtype)
     raw.DestroyResourceOp(resource=h)
     expected = np.array(gradients[0], copy=True)  # the simple path: one numpy add each
@@ -304,3 +304,23 @@ def test_a_one_element_result_is_an_array_of_its_own() -> None:
     taken.resize((3,), refcheck=False)  # as for any array of its own
     np.testing.assert_array_equal(taken, [3.0, 0.0, 0.0])
     raw.DestroyResourceOp(resource=h)
+
+
+def test_without_reliable_reference_counts_a_result_is_never_reused(
+    small_recycling: None,
+) -> None:
+    """Where reference counts cannot tell that a taker dropped its result
+    (free-threaded CPython, PyPy), a taken buffer stays the taker's: the
+    accumulator keeps no reference to it, and every round gets its own."""
+    h = _accumulator()
+    acc: Any = current_table().lookup(h)
+    with mock.patch.object(dense, "RECYCLING", False):
+        first = _round(h, [1.0])
+        watcher = weakref.ref(first)
+        assert acc._watched == []
+        del first
+        gc.collect()
+        assert watcher() is None  # the accumulator held no reference to it
+        second = _round(h, [2.0, 4.0])
+        assert acc._watched == []
+        assert second.flags.owndata and np.all(second == 3.0)

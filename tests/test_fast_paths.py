@@ -10,15 +10,14 @@ threads, sizes on either side of each threshold).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import math
 import os
-import sys
+import threading
 import time
 import tracemalloc
-import types
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -30,7 +29,15 @@ from hypothesis import strategies as st
 
 import tf_accum as tfa
 from tests.helpers import SPARSE_PATHS, WAIT, sparse_row_loops
-from tf_accum.accumulators import arithmetic
+from tf_accum.accumulators import (
+    division,
+    narrow,
+    pool,
+    quiet,
+    running_sum,
+    sparse_keys,
+    sparse_rows,
+)
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -40,13 +47,13 @@ NARROW = {"float16": (tfa.float16, np.float16), "bfloat16": (tfa.bfloat16, ml_dt
 @contextlib.contextmanager
 def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6) -> Iterator[None]:
     with (
-        mock.patch.object(arithmetic, "CHUNK", chunk),
-        mock.patch.object(arithmetic, "NARROW_MIN_ELEMENTS", narrow_min),
-        mock.patch.object(arithmetic, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
-        mock.patch.object(arithmetic, "PARALLEL_MIN_ELEMENTS", parallel_min),
-        mock.patch.object(arithmetic, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
-        mock.patch.object(arithmetic, "RECIPROCAL_MIN_ELEMENTS", 1),
-        mock.patch.object(arithmetic, "WORKERS", max(arithmetic.WORKERS, 2)),
+        mock.patch.object(narrow, "CHUNK", chunk),
+        mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", narrow_min),
+        mock.patch.object(narrow, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(division, "RECIPROCAL_MIN_ELEMENTS", 1),
+        mock.patch.object(pool, "WORKERS", max(pool.WORKERS, 2)),
     ):
         yield
 
@@ -124,7 +131,7 @@ def test_narrow_sum_of_a_multi_dimensional_transposed_gradient(kind: str) -> Non
             raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=g)
         # the round runs on the float32 path, not numpy's narrow loops
         running = current_table().lookup(h)._sum  # type: ignore[attr-defined]
-        assert isinstance(running, arithmetic.HalfSum | arithmetic.BFloat16Sum)
+        assert isinstance(running, narrow.HalfSum | narrow.BFloat16Sum)
         assert running.exact is None
         taken = raw.AccumulatorTakeGradient(handle=h, num_required=3, dtype=dtype)
     np.testing.assert_array_equal(taken.view(np.uint16), simple_sum(grads).view(np.uint16))
@@ -164,11 +171,11 @@ def test_threaded_add_divide_and_copy_match_one_call(dtype, shape, seed, strided
         np.add(expected, gradient, out=expected)
         divided = np.divide(expected, np.asarray(3).astype(expected.dtype))
     with small_thresholds(parallel_min=2):
-        copied = arithmetic.parallel_copy(source, np.dtype(dtype))
-        arithmetic.add_in_place(copied, gradient)
+        copied = pool.parallel_copy(source, np.dtype(dtype))
+        pool.add_in_place(copied, gradient)
         summed = copied.copy()
         if np.dtype(dtype).kind not in "iu":
-            arithmetic.divide_in_place(copied, 3)
+            division.divide_in_place(copied, 3)
             np.testing.assert_array_equal(copied.view(np.uint8), divided.view(np.uint8))
     assert copied.flags.c_contiguous and copied.dtype == dtype
     np.testing.assert_array_equal(summed.view(np.uint8), expected.view(np.uint8))
@@ -197,7 +204,7 @@ def test_a_division_by_a_power_of_two_multiplies_with_the_bits_of_a_division(
     with np.errstate(all="ignore"):
         divisor = np.asarray(count).astype(dtype)
         expected = np.divide(total, divisor)
-    reciprocal = arithmetic.exact_reciprocal(divisor)
+    reciprocal = division.exact_reciprocal(divisor)
     if reciprocal is not None:
         assert reciprocal.dtype == dtype and float(reciprocal) == 1 / float(divisor)
     if count & (count - 1) == 0 and count <= 2**14:  # every dtype holds 1 / count
@@ -205,7 +212,7 @@ def test_a_division_by_a_power_of_two_multiplies_with_the_bits_of_a_division(
     if math.frexp(float(divisor))[0] != 0.5:  # not a power of two (or infinite)
         assert reciprocal is None
     with small_thresholds(parallel_min=2):
-        divided = arithmetic.divide_in_place(total, count)
+        divided = division.divide_in_place(total, count)
     assert divided is total and divided.dtype == dtype
     np.testing.assert_array_equal(_bytes(divided), _bytes(expected))
 
@@ -215,9 +222,9 @@ def _bytes(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def test_no_exact_reciprocal_for_complex_or_per_row_divisors() -> None:
-    assert arithmetic.exact_reciprocal(np.asarray(4).astype(np.complex64)) is None
-    assert arithmetic.exact_reciprocal(np.array([4.0, 4.0], np.float32)) is None
-    assert arithmetic.exact_reciprocal(np.asarray(np.inf, np.float16)) is None  # 2**16 as float16
+    assert division.exact_reciprocal(np.asarray(4).astype(np.complex64)) is None
+    assert division.exact_reciprocal(np.array([4.0, 4.0], np.float32)) is None
+    assert division.exact_reciprocal(np.asarray(np.inf, np.float16)) is None  # 2**16 as float16
 
 
 def test_a_failing_part_waits_for_the_others_then_raises() -> None:
@@ -230,8 +237,8 @@ def test_a_failing_part_waits_for_the_others_then_raises() -> None:
     def bad() -> None:
         raise ValueError("part failed")
 
-    with mock.patch.object(arithmetic, "WORKERS", 2), pytest.raises(ValueError, match="part"):
-        arithmetic.run_split([bad, slow])
+    with mock.patch.object(pool, "WORKERS", 2), pytest.raises(ValueError, match="part"):
+        pool.run_split([bad, slow])
     assert finished == ["slow"]
 
 
@@ -260,43 +267,74 @@ def test_fast_applies_allocate_nothing_after_the_first(dtype: Any) -> None:
     assert taken[0] == 6 and taken.dtype == dtype.numpy_dtype
 
 
-def _load_arithmetic_without_private_numpy() -> types.ModuleType:
-    """A fresh copy of the arithmetic module on a numpy without ``_extobj_contextvar``."""
-    stub = types.ModuleType("numpy._core.umath")  # no private names: the import fails
-    spec = importlib.util.spec_from_file_location("arithmetic_fallback", arithmetic.__file__)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with mock.patch.dict(sys.modules, {"numpy._core.umath": stub}):
-        spec.loader.exec_module(module)
-    return module
-
-
-def test_public_fallback_for_quiet_errors() -> None:
-    fallback = _load_arithmetic_without_private_numpy()
-    assert not hasattr(fallback, "_extobj_contextvar")
+@pytest.mark.parametrize("context_local", [True, False], ids=["context", "errstate"])
+def test_quiet_errors_leave_the_callers_state(context_local: bool) -> None:
+    """Both ways of silencing (a quiet context per thread on numpy >= 2, and
+    ``np.errstate`` as on older numpy) give infinities and NaNs without a
+    warning or an error, and leave the caller's error state as it was."""
     total = np.array([np.finfo(np.float32).max, 0.0], np.float32)
-    with warnings.catch_warnings():
+    with (
+        mock.patch.object(quiet, "CONTEXT_LOCAL_ERRORS", context_local),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("error")
         with np.errstate(all="raise"):
-            fallback.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
-            fallback.sum_adder(total.dtype)(total, np.array([-np.inf, 0.0], np.float32))
-            with fallback.quiet_float_errors():
+            quiet.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
+            running_sum.sum_adder(total.dtype)(total, np.array([-np.inf, 0.0], np.float32))
+            quiet.quietly(np.divide, total, np.float32(0), out=total)
+            with quiet.quiet_float_errors():
                 np.divide(total, np.float32(0), out=total)
+            assert np.geterr()["over"] == "raise"
     assert np.isnan(total[0]) and np.isinf(total[1])
     # and the error state is back as it was
     with pytest.raises(FloatingPointError), np.errstate(all="raise"):
         np.divide(np.ones(1), 0)
 
 
+def test_quiet_errors_in_several_threads_at_once() -> None:
+    """Each thread has its own quiet context: threads adding quietly at the
+    same time neither fail nor change another thread's error state."""
+    barrier = threading.Barrier(4, timeout=WAIT)
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            barrier.wait()
+            big = np.full(8, np.finfo(np.float32).max, np.float32)
+            with np.errstate(all="raise"):
+                for _ in range(200):
+                    quiet.add_quietly(big, big)
+                with pytest.raises(FloatingPointError):
+                    np.add(np.full(1, 3e38, np.float32), np.float32(3e38))
+            assert np.all(np.isinf(big))
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not failures and not any(thread.is_alive() for thread in threads)
+
+
+def test_no_private_numpy_names() -> None:
+    """The package reaches numpy through its public names only."""
+    package = Path(tfa.__file__).parent
+    for path in package.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "numpy._core" not in text and "_extobj" not in text, path
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_gets_a_working_pool() -> None:
     with small_thresholds(parallel_min=2):
         total = np.zeros(64, np.float32)
-        arithmetic.add_in_place(total, np.ones(64, np.float32))  # the parent's pool exists
+        pool.add_in_place(total, np.ones(64, np.float32))  # the parent's pool exists
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             try:
-                arithmetic.add_in_place(total, np.ones(64, np.float32))
+                pool.add_in_place(total, np.ones(64, np.float32))
                 os._exit(0 if bool(np.all(total == 2)) else 1)
             finally:
                 os._exit(2)
@@ -320,9 +358,8 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
     earlier rounds are not found in later ones, though the map is not cleared;
     once a round's entries could pass the largest allowed, the map is zeroed
     and starts again from 0."""
-    sparse_module = sys.modules["tf_accum.accumulators.sparse"]
     # first dimension 16, 4 entries a round: round 3 (base 12) could reach 28
-    monkeypatch.setattr(sparse_module, "MARK_LIMIT", 27)
+    monkeypatch.setattr(sparse_keys, "MARK_LIMIT", 27)
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[16, 2], reduction_type="SUM")
     acc: Any = current_table().lookup(h)  # the in-process accumulator
     bases = []
@@ -338,7 +375,7 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
             )  # fmt: skip
         state = acc._round
         assert state.places is not None
-        assert state.base + 16 <= sparse_module.MARK_LIMIT  # every entry fits
+        assert state.base + 16 <= sparse_keys.MARK_LIMIT  # every entry fits
         bases.append(state.base)
         marked = np.flatnonzero(state.places > state.base)
         assert marked.tolist() == sorted(rows)  # only this round's rows count as held
@@ -420,16 +457,15 @@ def test_sparse_rounds_match_a_dense_reference(
     has grown, its entries of earlier rounds left in it or, when the largest
     entry allowed is low, cleared), by numpy or by the compiled loops."""
     np_dtype = dtype.numpy_dtype
-    sparse_module = sys.modules["tf_accum.accumulators.sparse"]
     with (
         small_thresholds(parallel_min=4),
-        mock.patch.object(sparse_module, "GROWTH", growth),
+        mock.patch.object(sparse_rows, "GROWTH", growth),
         sparse_row_loops(path),
     ):
-        mock.patch.object(sparse_module, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
-        mock.patch.object(sparse_module, "MAP_MIN_FILL", map_min_fill or 1.0).start()
+        mock.patch.object(sparse_rows, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
+        mock.patch.object(sparse_keys, "MAP_MIN_FILL", map_min_fill or 1.0).start()
         if mark_limit is not None:
-            mock.patch.object(sparse_module, "MARK_LIMIT", mark_limit).start()
+            mock.patch.object(sparse_keys, "MARK_LIMIT", mark_limit).start()
         shape = None if map_min_fill is None else [12, None]
         try:
             h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)

@@ -7,6 +7,7 @@ locks or waited in takes at the fork.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import gc
@@ -14,6 +15,7 @@ import multiprocessing
 import os
 import pickle
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -166,3 +168,40 @@ def test_a_copy_shares_the_accumulator_and_keeps_it_alive(cls: str) -> None:
     del twin
     gc.collect()
     wait_until(lambda: handle not in current_table().live_handles())
+
+
+# Fork hooks in files of other layers, not yet guarded: each must leave this
+# list once it is (the test below fails on a listed file that is guarded).
+UNGUARDED_ELSEWHERE = {
+    "accumulators/interrupts.py",
+    "distributed/connect.py",
+    "distributed/table.py",
+}
+
+
+def _unguarded_fork_hooks(tree: ast.AST) -> int:
+    """How many ``os.register_at_fork(...)`` calls in ``tree`` are not inside
+    an ``if hasattr(os, "register_at_fork"):``."""
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "register_at_fork" in ast.unparse(node.test):
+            guarded.update(id(inner) for part in node.body for inner in ast.walk(part))
+    return sum(
+        1
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and ast.unparse(node.func) == "os.register_at_fork"
+        and id(node) not in guarded
+    )
+
+
+def test_fork_hooks_are_guarded_for_platforms_without_them() -> None:
+    """Windows has no ``os.register_at_fork``: every module registering a hook
+    checks for it first, so that ``import tf_accum`` works there."""
+    package = Path(tfa.__file__).parent
+    unguarded = {
+        path.relative_to(package).as_posix()
+        for path in package.rglob("*.py")
+        if _unguarded_fork_hooks(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert unguarded == UNGUARDED_ELSEWHERE

@@ -38,7 +38,7 @@ from tests.helpers import (
     python_output,
 )
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
-from tf_accum.accumulators import arithmetic, half_kernel
+from tf_accum.accumulators import division, half_kernel, narrow, running_sum
 
 Array = np.ndarray[Any, Any]
 HAS_NUMBA = importlib.util.find_spec("numba") is not None
@@ -127,14 +127,14 @@ def gradients_of(
 def round_bits(gradients: list[Array], np_dtype: Any, loops: bool) -> list[Array]:
     """The running sum's bits after each gradient, with the compiled loops or without."""
     with kernels_from(1) if loops else numpy_only():
-        total = arithmetic.start_sum(gradients[0], np.dtype(np_dtype))
-        assert isinstance(total, arithmetic.HalfSum | arithmetic.BFloat16Sum)
+        total = running_sum.start_sum(gradients[0], np.dtype(np_dtype))
+        assert isinstance(total, narrow.HalfSum | narrow.BFloat16Sum)
         assert (total._kernels is not None) == loops
-        add = arithmetic.sum_adder(np.dtype(np_dtype))
-        seen = [arithmetic.sum_result(total).view(np.uint16).copy()]
+        add = running_sum.sum_adder(np.dtype(np_dtype))
+        seen = [running_sum.sum_result(total).view(np.uint16).copy()]
         for gradient in gradients[1:]:
             add(total, gradient)
-            seen.append(arithmetic.sum_result(total).view(np.uint16).copy())
+            seen.append(running_sum.sum_result(total).view(np.uint16).copy())
     return seen
 
 
@@ -198,8 +198,8 @@ def test_only_a_large_round_loads_the_loops_then_every_round_uses_them(kind: str
 
     def start(size: int) -> Any:
         np_dtype = NARROW[kind][1]
-        total = arithmetic.start_sum(np.ones(size, np_dtype), np.dtype(np_dtype))
-        assert isinstance(total, arithmetic.HalfSum | arithmetic.BFloat16Sum)
+        total = running_sum.start_sum(np.ones(size, np_dtype), np.dtype(np_dtype))
+        assert isinstance(total, narrow.HalfSum | narrow.BFloat16Sum)
         return total._kernels
 
     with fresh_loader(), kernels_from(10), mock.patch.object(half_kernel, "_compile", compile_):
@@ -221,10 +221,10 @@ def test_which_gradients_take_the_loops(kind: str, layout: str, compiled_add: bo
     spy = Spy(compiled())
     bits = narrow_bits(kind, 40, 3, "ordinary")
     with kernels_from(1), mock.patch.object(half_kernel, "load", return_value=spy.kernels):
-        total = arithmetic.start_sum(np.zeros((5, 8), np_dtype), np.dtype(np_dtype))
+        total = running_sum.start_sum(np.zeros((5, 8), np_dtype), np.dtype(np_dtype))
         spy.calls.clear()
-        arithmetic.sum_adder(np.dtype(np_dtype))(total, laid_out(bits, (5, 8), np_dtype, layout))
-        got = arithmetic.sum_result(total)
+        running_sum.sum_adder(np.dtype(np_dtype))(total, laid_out(bits, (5, 8), np_dtype, layout))
+        got = running_sum.sum_result(total)
     add = "add_half_checked" if kind == "float16" else "add_bfloat16"
     assert (add in spy.calls) == compiled_add
     # the two threads of small_thresholds: one call per thread, not per chunk
@@ -245,7 +245,7 @@ def test_half_add_matches_numpy_for_every_finite_gradient() -> None:
     """Every finite half as a gradient, against shadows holding edges, random
     halves and large ones (whose sums pass the largest half)."""
     kernels = compiled()
-    numpy_sum = arithmetic.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
+    numpy_sum = narrow.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
     gradients = finite_half_bits()
     rng = np.random.default_rng(11)
     edges = np.array([b for b in HALF_EDGES if (b & 0x7FFF) <= 0x7BFF], np.uint16)
@@ -273,9 +273,7 @@ def test_bfloat16_add_matches_numpy_for_every_pattern() -> None:
     ml_dtypes' arithmetic once one shows), and it had better not: which NaN
     operand's payload a float add returns is up to the compiler."""
     kernels = compiled()
-    numpy_sum = arithmetic.BFloat16Sum(
-        np.zeros(4, ml_dtypes.bfloat16), np.dtype(ml_dtypes.bfloat16)
-    )
+    numpy_sum = narrow.BFloat16Sum(np.zeros(4, ml_dtypes.bfloat16), np.dtype(ml_dtypes.bfloat16))
     every = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
     not_nan = every[(every & 0x7FFF) <= 0x7F80].astype(np.uint32) << 16
     rng = np.random.default_rng(12)
@@ -316,7 +314,7 @@ def test_largest_magnitude_of_every_pattern() -> None:
 def images_to_narrow(clamp: bool) -> Array:
     """Every finite half's image (and, when clamping, images of sums past the
     largest half), in random order, as float32 bits."""
-    images = arithmetic.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
+    images = narrow.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
     shadow = np.empty(finite_half_bits().size, np.float32)
     images._widen(
         np.random.default_rng(14).permutation(finite_half_bits()).view(np.float16), shadow
@@ -331,7 +329,7 @@ def images_to_narrow(clamp: bool) -> Array:
 
 def narrowed_into_new_memory(bits: Array, clamp: bool) -> Array:
     """HalfSum._narrow's half bit patterns of the images ``bits`` (left as they are)."""
-    expected = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
+    expected = narrow.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
     expected.shadow = bits.view(np.float32).copy()
     expected._bound = 65504.0 if clamp else 0.0
     narrowed: Array = expected._narrow().view(np.uint16)
@@ -349,7 +347,7 @@ def test_numpy_narrowing_in_place_gives_the_narrowing_into_new_memory(
     bits = images_to_narrow(clamp)
     want = narrowed_into_new_memory(bits, clamp)
     with numpy_only():
-        total = arithmetic.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
+        total = narrow.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
     assert total._kernels is None
     total.shadow = bits.view(np.float32)
     total._bound = 65504.0 if clamp else 0.0
@@ -367,13 +365,13 @@ def test_a_numpy_sum_rounding_past_the_largest_half_allocates_nothing() -> None:
 
     size = 1 << 16
     with loops_missing():  # not numpy_only(): its small chunks' bookkeeping allocates
-        total = arithmetic.start_sum(np.full(size, 60000, np.float16), np.dtype(np.float16))
-        assert isinstance(total, arithmetic.HalfSum) and total._kernels is None
+        total = running_sum.start_sum(np.full(size, 60000, np.float16), np.dtype(np.float16))
+        assert isinstance(total, narrow.HalfSum) and total._kernels is None
         gradient = np.full(size, 1.0, np.float16)
         gradient[::3] = 6000  # 66000 rounds to infinity
         # the add, then the check apart, measured alone
-        with mock.patch.object(arithmetic.HalfSum, "_check_overflow", lambda self: None):
-            arithmetic.sum_adder(np.dtype(np.float16))(total, gradient)
+        with mock.patch.object(narrow.HalfSum, "_check_overflow", lambda self: None):
+            running_sum.sum_adder(np.dtype(np.float16))(total, gradient)
         assert total.exact is None and total._past_largest()
         tracemalloc.start()
         try:
@@ -382,7 +380,7 @@ def test_a_numpy_sum_rounding_past_the_largest_half_allocates_nothing() -> None:
         finally:
             tracemalloc.stop()
         assert total.exact is not None  # it goes on in float16
-        got = arithmetic.sum_result(total).view(np.uint16)
+        got = running_sum.sum_result(total).view(np.uint16)
     assert peak < size // 4, f"{peak} bytes allocated by the check of {size} halves"
     with np.errstate(over="ignore"):
         expected = np.full(size, 60000, np.float16) + gradient
@@ -497,7 +495,7 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) 
     dtype, np_dtype = NARROW[kind]
     gradients = gradients_of(kind, shape, terms, seed)
     passes: list[tuple[bool, bool]] = []  # (in the shadow, divided in one pass)
-    divided = arithmetic._NarrowSum.divided
+    divided = narrow.NarrowSum.divided
 
     def spy(self: Any, count: int) -> Any:
         in_shadow = self.exact is None
@@ -507,8 +505,8 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) 
 
     with (
         kernels_from(1),
-        mock.patch.object(arithmetic, "NARROW_DIVIDE_PARALLEL", 9),
-        mock.patch.object(arithmetic._NarrowSum, "divided", spy),
+        mock.patch.object(division, "NARROW_DIVIDE_PARALLEL", 9),
+        mock.patch.object(narrow.NarrowSum, "divided", spy),
     ):
         taken = mean_take(dtype, shape, gradients)
     expected = numpy_quotients(simple_sum(gradients).view(np.uint16), np_dtype, len(gradients))
@@ -546,12 +544,12 @@ def test_a_mean_take_with_the_loops_divides_by_the_count_in_the_dtype(
     later = np.array([[1, 2, 3, 4], [-1, 0.5, 0.125, 3], [-2, -1, 0, 1]], np_dtype)
     gradients = [first] + [later] * (count - 1)
     seen: list[bool] = []  # whether the round was in its float32 sum at the take
-    divided = arithmetic._NarrowSum.divided
+    divided = narrow.NarrowSum.divided
     with (
-        mock.patch.object(arithmetic, "NARROW_MIN_ELEMENTS", 8),  # 12 elements: a narrow sum
-        mock.patch.object(arithmetic, "NARROW_DIVIDE_PARALLEL", 2),  # on two threads
+        mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", 8),  # 12 elements: a narrow sum
+        mock.patch.object(division, "NARROW_DIVIDE_PARALLEL", 2),  # on two threads
         mock.patch.object(
-            arithmetic._NarrowSum,
+            narrow.NarrowSum,
             "divided",
             lambda self, n: (seen.append(self.exact is None), divided(self, n))[1],
         ),
@@ -578,16 +576,16 @@ def test_a_gradient_stopped_midway_allocates_nothing() -> None:
     gradient = np.ones(size, np.float16)
     gradient[size - 10] = np.inf  # in the last block of the second part
     with kernels_from(1):
-        total = arithmetic.start_sum(np.ones(size, np.float16), np.dtype(np.float16))
-        assert isinstance(total, arithmetic.HalfSum)
-        add = arithmetic.sum_adder(np.dtype(np.float16))
+        total = running_sum.start_sum(np.ones(size, np.float16), np.dtype(np.float16))
+        assert isinstance(total, narrow.HalfSum)
+        add = running_sum.sum_adder(np.dtype(np.float16))
         tracemalloc.start()
         try:
             add(total, gradient)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-        result = arithmetic.sum_result(total)
+        result = running_sum.sum_result(total)
         got = result.view(np.uint16)
     assert peak < size // 4, f"{peak} bytes allocated by an add of {size} halves"
     base = result if result.base is None else result.base
@@ -604,12 +602,12 @@ def large_round_without_loops(kind: str) -> None:
     np_dtype = NARROW[kind][1]
     gradients = [narrow_bits(kind, 64, seed, "ordinary").view(np_dtype) for seed in (1, 2, 3)]
     with kernels_from(1):
-        total = arithmetic.start_sum(gradients[0], np.dtype(np_dtype))
-        assert isinstance(total, arithmetic.HalfSum | arithmetic.BFloat16Sum)
+        total = running_sum.start_sum(gradients[0], np.dtype(np_dtype))
+        assert isinstance(total, narrow.HalfSum | narrow.BFloat16Sum)
         assert total._kernels is None
         for gradient in gradients[1:]:
-            arithmetic.sum_adder(np.dtype(np_dtype))(total, gradient)
-        got = arithmetic.sum_result(total)
+            running_sum.sum_adder(np.dtype(np_dtype))(total, gradient)
+        got = running_sum.sum_result(total)
     np.testing.assert_array_equal(got.view(np.uint16), simple_sum(gradients).view(np.uint16))
 
 

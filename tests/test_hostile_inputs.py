@@ -17,8 +17,11 @@ import tf_accum as tfa
 from tests.helpers import Background, Spy, kernels_in_use, wait_for_waiting
 from tests.test_half_kernel import needs_numba
 from tf_accum import errors
-from tf_accum.accumulators import sparse_kernel
+from tf_accum.accumulators import sparse, sparse_index, sparse_kernel, sparse_keys, sparse_rows
 from tf_accum.resources import current_table
+
+# the modules of a sparse round, whose numpy calls the tests below make fail
+SPARSE_MODULES = (sparse, sparse_rows, sparse_index, sparse_keys)
 
 raw = tfa.raw_ops
 compat = tfa.compat.v1
@@ -127,8 +130,6 @@ def _take_path(path: str) -> Iterator[list[str]]:
 def test_a_sparse_mean_take_failing_at_its_result_puts_back_the_rows_undivided(
     monkeypatch, path: str
 ) -> None:
-    from tf_accum.accumulators import sparse
-
     h = raw.SparseConditionalAccumulator(dtype=F32, shape=[8, 2], reduction_type="MEAN")
     # row 6 twice; row 1 arrives after rows 5 and 6 (the take reorders)
     for indices, value in (([5, 6], 2.0), ([1, 6], 4.0)):
@@ -144,7 +145,7 @@ def test_a_sparse_mean_take_failing_at_its_result_puts_back_the_rows_undivided(
     def no_room(rows: Any, order: Any, dividing: Any = None) -> Any:
         raise MemoryError("no room for the result")
 
-    monkeypatch.setattr(sparse, "_gather", no_room)
+    monkeypatch.setattr(sparse, "gather", no_room)
     with _take_path(path), pytest.raises(MemoryError):
         raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
     monkeypatch.undo()
@@ -236,8 +237,6 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
     exactly as it was: the same gradient applied again afterwards is counted
     once. (The round is written last by in-place array methods, which allocate
     nothing.)"""
-    from tf_accum.accumulators import sparse
-
     shape, earlier, failing = _MERGES[case]
     width = shape[1]
     expected: dict[int, list[float]] = {}
@@ -250,7 +249,8 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
         for value, indices in enumerate(earlier, start=1):
             _sparse_apply(h, indices, width, value)
         numpy = _NumpyFailingAt(fail_at)
-        monkeypatch.setattr(sparse, "np", numpy)
+        for module in SPARSE_MODULES:
+            monkeypatch.setattr(module, "np", numpy)
         try:
             _sparse_apply(h, failing, width, len(earlier) + 1)
             assert fail_at is None, f"call {fail_at} did not fail"
@@ -303,8 +303,6 @@ def test_a_sparse_mean_take_failing_anywhere_puts_the_round_back_undivided(
 ) -> None:
     """A MemoryError at any numpy function call of a MEAN take leaves the round
     as it was, rows undivided: the next take gives each row its mean."""
-    from tf_accum.accumulators import sparse
-
     shape, earlier, last = _TAKES[case]
     width = shape[1]
 
@@ -313,7 +311,8 @@ def test_a_sparse_mean_take_failing_anywhere_puts_the_round_back_undivided(
         for value, indices in enumerate([*earlier, last], start=1):
             _sparse_apply(h, indices, width, value)
         numpy = _NumpyFailingAt(fail_at)
-        monkeypatch.setattr(sparse, "np", numpy)
+        for module in SPARSE_MODULES:
+            monkeypatch.setattr(module, "np", numpy)
         try:
             with _take_path(path) as loops:
                 result = raw.SparseAccumulatorTakeGradient(
@@ -349,8 +348,6 @@ def test_a_sparse_take_hands_its_buffers_on_only_once_it_cannot_fail(
     """While a take can still fail (here: making its dense shape), the round's
     buffers are not yet the next round's to reuse: an apply starting a round
     meanwhile cannot write into a round that is then put back."""
-    from tf_accum.accumulators import sparse
-
     shape, earlier, last = _TAKES[case]
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
     for value, indices in enumerate([*earlier, last], start=1):

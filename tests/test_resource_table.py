@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import sys
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -215,3 +217,29 @@ def test_collection_inside_an_accumulator_operation_does_not_deadlock() -> None:
     with pytest.raises(errors.NotFoundError):
         num(h)
     assert isinstance(waiting.error(), errors.CancelledError)
+
+
+def test_an_address_variable_picks_its_registered_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's first table comes from the plug-in registered for an
+    environment variable that is set (the distributed one registers
+    TF_ACCUM_RAY_ADDRESS), imported only then; unset, it is in-process."""
+    from tf_accum.resources import current
+    from tf_accum.resources.local import LocalResourceTable
+
+    made: list[str] = []
+    plug_in = types.ModuleType("tf_accum_test_plug_in")
+
+    def make(address: str) -> LocalResourceTable:
+        made.append(address)
+        return LocalResourceTable()
+
+    plug_in.make = make  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tf_accum_test_plug_in", plug_in)
+    monkeypatch.setattr(current, "_ADDRESS_TABLES", dict(current._ADDRESS_TABLES))
+    monkeypatch.delenv(current.RAY_ADDRESS_VARIABLE, raising=False)
+    current.register_address_table("TF_ACCUM_TEST_ADDRESS", "tf_accum_test_plug_in:make")
+    monkeypatch.delenv("TF_ACCUM_TEST_ADDRESS", raising=False)
+    assert isinstance(current._default_table(), LocalResourceTable) and made == []
+    monkeypatch.setenv("TF_ACCUM_TEST_ADDRESS", "somewhere:1234")
+    assert isinstance(current._default_table(), LocalResourceTable)
+    assert made == ["somewhere:1234"]

@@ -36,7 +36,7 @@ from tests.helpers import (
     python_output,
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
-from tf_accum.accumulators import half_kernel, sparse, sparse_kernel
+from tf_accum.accumulators import half_kernel, sparse_kernel, sparse_keys, sparse_rows
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -76,9 +76,9 @@ def apply_all(
     # whether a round has a slot map depends on its rows (the map may take no
     # more memory than the row buffer): "keys, map" allows one always, "keys,
     # no map" never
-    fill = {"keys, map": 0.0, "keys, no map": math.inf}.get(layout, sparse.MAP_MIN_FILL)
+    fill = {"keys, map": 0.0, "keys, no map": math.inf}.get(layout, sparse_keys.MAP_MIN_FILL)
     try:
-        with mock.patch.object(sparse, "MAP_MIN_FILL", fill):
+        with mock.patch.object(sparse_keys, "MAP_MIN_FILL", fill):
             for indices, values in gradients:
                 raw.SparseAccumulatorApplyGradient(
                     handle=h,
@@ -353,19 +353,19 @@ def test_an_index_changed_after_its_range_check_is_refused_and_changes_nothing(
         )  # fmt: skip
 
     changing = np.array([2, 5, 9], np.int64)
-    cover = sparse.SparseAccumulator._map_covering
+    cover = sparse_keys.KeyedIndex.map_covering
 
     def changed_meanwhile(self: Any, state: Any, top: int) -> None:
         cover(self, state, top)  # the map now covers the gradient's rows
         changing[position] = bad  # as another thread might, just before the claim
 
     spy = Spy(compiled())
-    with using(spy.kernels), mock.patch.object(sparse, "MAP_MIN_FILL", 0.0):
+    with using(spy.kernels), mock.patch.object(sparse_keys, "MAP_MIN_FILL", 0.0):
         apply(np.array([1, 2, 3], np.int64))
         state = current_table().lookup(h)._round  # type: ignore[attr-defined]
         places_before = state.places.copy()
         with (
-            mock.patch.object(sparse.SparseAccumulator, "_map_covering", changed_meanwhile),
+            mock.patch.object(sparse_keys.KeyedIndex, "map_covering", changed_meanwhile),
             pytest.raises(tfa.errors.InvalidArgumentError, match=message),
         ):
             apply(changing)
@@ -442,10 +442,10 @@ def test_a_mean_take_divides_its_rows_as_it_gathers_them(
 @needs_numba
 @pytest.mark.parametrize("kind", sorted(DTYPES))
 def test_a_large_dividing_gather_is_shared_between_threads(kind: str, monkeypatch) -> None:
-    """Above sparse.COPY_PARALLEL_MIN_ELEMENTS the gather runs in one part per
+    """Above sparse_rows.COPY_PARALLEL_MIN_ELEMENTS the gather runs in one part per
     thread; the parts' edges (and sizes either side of the threshold) give the
     same bits as numpy's path."""
-    from tf_accum.accumulators import arithmetic
+    from tf_accum.accumulators import pool
 
     dtype, np_dtype = DTYPES[kind]
     rng = np.random.default_rng(7)
@@ -455,12 +455,12 @@ def test_a_large_dividing_gather_is_shared_between_threads(kind: str, monkeypatc
         gradients.append((indices, rng.standard_normal((25, 3)).astype(np_dtype) * (n + 1)))
     rows = len({i for indices, _ in gradients for i in indices})
     for threshold in (rows * 3 - 1, rows * 3, rows * 3 + 1):
-        monkeypatch.setattr(sparse, "COPY_PARALLEL_MIN_ELEMENTS", threshold)
+        monkeypatch.setattr(sparse_rows, "COPY_PARALLEL_MIN_ELEMENTS", threshold)
         spy = Spy(compiled())
         with using(spy.kernels):
             fast = apply_all("keys, map", dtype, "MEAN", (3,), gradients)
-        split = arithmetic.WORKERS > 1 and rows * 3 >= threshold
-        assert spy.calls.count("gather_rows_dividing") == (arithmetic.WORKERS if split else 1)
+        split = pool.WORKERS > 1 and rows * 3 >= threshold
+        assert spy.calls.count("gather_rows_dividing") == (pool.WORKERS if split else 1)
         with using(None):
             slow = apply_all("keys, map", dtype, "MEAN", (3,), gradients)
         np.testing.assert_array_equal(bits(fast.values), bits(slow.values))

@@ -9,11 +9,16 @@ h = tfa.raw_ops.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[2])
 tfa.raw_ops.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=[1.0, 2.0])
 """
 
-from tf_accum import compat, distributed, dtypes, errors, raw_ops, sparse
+from typing import TYPE_CHECKING, Any
+
+from tf_accum import compat, dtypes, errors, raw_ops, sparse
 from tf_accum.dtypes import *  # noqa: F403 - tfa.float32 etc., like tf.float32
 from tf_accum.dtypes import __all__ as _dtype_names
 from tf_accum.indexed_slices import IndexedSlices
 from tf_accum.raw_ops.common import accumulator_stats
+
+if TYPE_CHECKING:
+    from tf_accum import distributed
 
 __version__ = "0.1.0"
 
@@ -28,3 +33,13 @@ __all__ = [
     "accumulator_stats",
     *_dtype_names,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # tfa.distributed (sockets, hashing, the Ray client's helpers) is imported
+    # at its first use, not by every import of tf_accum
+    if name == "distributed":
+        import importlib
+
+        return importlib.import_module("tf_accum.distributed")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,8 +27,8 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.accumulators import interrupts
 from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.missing import missing_resource_error
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
-from tf_accum.resources.errors import missing_resource_error
 
 logger = logging.getLogger("tf_accum")
 

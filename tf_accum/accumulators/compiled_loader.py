@@ -75,5 +75,5 @@ def _forget_lock() -> None:
     _lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
+if hasattr(os, "register_at_fork"):  # not on Windows
     os.register_at_fork(after_in_child=_forget_lock)

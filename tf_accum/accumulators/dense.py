@@ -11,31 +11,49 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators import half_kernel, stripes
-from tf_accum.accumulators.arithmetic import (
-    PARALLEL_MIN_ELEMENTS,
-    WORKERS,
+from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
+from tf_accum.accumulators.division import divide_in_place
+from tf_accum.accumulators.pool import PARALLEL_MIN_ELEMENTS, WORKERS, parallel_copy
+from tf_accum.accumulators.running_sum import (
     RoundSum,
-    divide_in_place,
     divided_sum,
-    parallel_copy,
     start_sum,
     sum_adder,
     sum_result,
 )
-from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.shapes import is_compatible, kernel_text
 
 _Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10
 
 # From this size a round's first gradient is copied into the buffer of an
 # earlier round when its taker has dropped it, instead of into new memory:
-# faulting in fresh pages costs more than the copy (1e7 float32: a copy into
-# new memory 4.1 ms, into warm memory 1.6 ms), and above glibc's mmap
+# faulting in fresh pages costs more than the copy (a copy into new memory
+# takes a few times a copy into warm memory), and above glibc's mmap
 # threshold (32 MB at most) every new buffer is fresh memory.
 RECYCLE_MIN_BYTES = 1 << 20
 # Handed-over buffers watched for their takers to drop them: two, so that a
 # round starting while the last take still divides its result finds the one before.
 _WATCHED = 2
+
+
+# A handed-over buffer is known to be dropped when its reference count is that
+# of an array only the accumulator's list holds. That holds on CPython with its
+# GIL; free-threaded CPython (biased and deferred counts) and PyPy (no counts)
+# give no such answer, so there a handed-over buffer is never reused: the
+# taker owns it for good. (Lending the buffer through a memoryview instead
+# would tell by a weak reference, but the taker's array would no longer own
+# its data, which callers can see.)
+def _counts_references() -> bool:
+    if sys.implementation.name != "cpython":
+        return False
+    if sys.platform != "win32":
+        return "t" not in sys.abiflags  # "t": a free-threaded build (PEP 703)
+    import sysconfig  # abiflags are POSIX's; sysconfig costs milliseconds to import
+
+    return not sysconfig.get_config_var("Py_GIL_DISABLED")
+
+
+RECYCLING = _counts_references()
 
 
 def _references(array: object) -> int:
@@ -70,7 +88,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     gradients of a large round are added outside the lock, through the
     stripes of :mod:`stripes`, so that several threads add at once. (float16 and
     bfloat16 sums are kept in float32 and rounded per add: see
-    arithmetic.start_sum.)
+    running_sum.start_sum.)
     """
 
     kind: ClassVar[str] = "dense"
@@ -82,7 +100,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _detach_round_locked(self) -> _Sum:
         total = self._sum
         if (
-            type(total) is np.ndarray
+            RECYCLING
+            and type(total) is np.ndarray
             and total.nbytes >= RECYCLE_MIN_BYTES
             and total.flags.owndata  # not a view of memory somebody else owns
         ):
@@ -165,7 +184,6 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         conversion's result): a round's first gradient then becomes the sum
         buffer without another copy.
         """
-        shape = gradient.shape
         if self._narrow and half_kernel.load_pending(gradient.dtype, gradient.size):
             # the first load compiles for about a second: not while holding the lock
             half_kernel.load()
@@ -176,43 +194,12 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                     if self._closed:
                         raise missing_resource_error(self.label)
                     if not self._gate_shut:
-                        total = self._sum
-                        if local_step >= self._global_step:
-                            if total is not None:
-                                # the round's shape already fits the declared one
-                                if total.shape != shape:
-                                    self._n_rejected += 1
-                                    raise _shape_mismatch(kernel_text(total.shape), shape)
-                                if (
-                                    type(total) is np.ndarray
-                                    and total.size >= stripes.MIN_ELEMENTS
-                                    and self._striped(total)
-                                ):
-                                    # split when someone adds alongside (maybe
-                                    # into a sealed round: the stripes are shared)
-                                    job = self._stripes.prepare(
-                                        total,
-                                        gradient,
-                                        self._in_flight > 0 or self._sealed is not None,
-                                    )
-                                    job.round = self._served
-                                    # one statement: running exactly when noted so
-                                    self._in_flight, flight = self._in_flight + 1, job
-                                    break
-                                self._add(total, gradient)
-                            else:
-                                if not self._fits_declared(shape):
-                                    self._n_rejected += 1
-                                    raise _shape_mismatch(kernel_text(self.shape), shape)
-                                self._sum = self._start_round_locked(gradient, owned)
-                            self._accepted_locked()
-                        elif not self._fits_declared(shape):
-                            # stale: only the declared attributes are checked (docs/departures.md T7)
-                            self._n_rejected += 1
-                            raise _shape_mismatch(kernel_text(self.shape), shape)
-                        else:
-                            self._stale_locked()
-                        return
+                        job = self._apply_locked(local_step, gradient, owned)
+                        if job is None:
+                            return
+                        # one statement: running exactly when noted so
+                        self._in_flight, flight = self._in_flight + 1, job
+                        break
                 self._wait_at_gate()
             # a later gradient of a large round: added while other applies add too
             self._stripes.run(flight)
@@ -226,6 +213,44 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 finally:
                     self._land(flight)
             raise
+
+    def _apply_locked(
+        self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool
+    ) -> stripes.StripedAdd | None:
+        """apply's work under the lock, with the gate open: the gradient added
+        (or refused, or counted stale), or, for a later gradient of a large
+        round, the add to run outside the lock, which the caller notes."""
+        shape = gradient.shape
+        total = self._sum
+        if local_step < self._global_step or total is None:
+            if not self._fits_declared(shape):
+                # stale: only the declared attributes are checked (docs/departures.md T7)
+                self._n_rejected += 1
+                raise _shape_mismatch(kernel_text(self.shape), shape)
+            if local_step < self._global_step:
+                self._stale_locked()
+                return None
+            self._sum = self._start_round_locked(gradient, owned)
+        elif total.shape != shape:
+            # the round's shape already fits the declared one
+            self._n_rejected += 1
+            raise _shape_mismatch(kernel_text(total.shape), shape)
+        elif (
+            type(total) is np.ndarray
+            and total.size >= stripes.MIN_ELEMENTS
+            and self._striped(total)
+        ):
+            # split when someone adds alongside (maybe into a sealed round:
+            # the stripes are shared)
+            job = self._stripes.prepare(
+                total, gradient, self._in_flight > 0 or self._sealed is not None
+            )
+            job.round = self._served
+            return job
+        else:
+            self._add(total, gradient)
+        self._accepted_locked()
+        return None
 
     @staticmethod
     def _striped(total: np.ndarray[Any, Any]) -> bool:
@@ -247,7 +272,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             return divided
         total = sum_result(state)
         if total.size == 1:
-            # a one-element sum is a view of a scratch pair (see arithmetic.start_sum):
+            # a one-element sum is a view of a scratch pair (see running_sum.start_sum):
             # the caller gets an array of its own, as for every other size
             total = total.copy()
         if mean:

@@ -1,16 +1,14 @@
 """Compiled loops for float16 and bfloat16 running sums (optional: needs numba).
 
-Why: a float16/bfloat16 running sum (arithmetic.HalfSum, BFloat16Sum) is a
+Why: a float16/bfloat16 running sum (narrow.HalfSum, BFloat16Sum) is a
 float32 "image" rounded to the narrow precision after every add. In numpy that
 is about ten passes over the array per apply (widen, add, four or five for the
 rounding, a scan for infinities and NaNs), each a separate loop over memory.
-Fused into one loop compiled by numba, an apply of 1e6 elements reads the
-gradient and the sum once (a float16 gradient is scanned a block at a time just
-before the block is added, so the scan reads it from the cache; a bfloat16 add
-finds NaNs in the sums it makes): several times faster than numpy. Against
-TensorFlow's own float16 kernel, which keeps its sum in float16 and so moves
-less memory, the apply took 0.9x its time on a machine whose 1e6-element
-arrays stayed in the cache and 1.2x on one where they did not
+Fused into one loop compiled by numba, an apply reads the gradient and the
+sum once (a float16 gradient is scanned a block at a time just before the
+block is added, so the scan reads it from the cache; a bfloat16 add finds NaNs
+in the sums it makes): several times faster than numpy, and near TensorFlow's
+own float16 kernel, which keeps its sum in float16 and so moves less memory
 (benchmarks/bench_table.py).
 
 The loops do exactly the integer and float32 operations the numpy path does,
@@ -19,9 +17,8 @@ both side by side). They cover only the hot part of an apply: the scan of the
 gradient and the add with rounding, and the narrowing of a float16 round that
 goes on in float16 arithmetic; and a MEAN take's division, read straight from
 a round's float32 sum when it is still there (numpy's float16 division and
-ml_dtypes' bfloat16 division are scalar code: dividing 1e6 elements took 3.3
-and 2.0 ms, against 0.5 and 0.3 ms in the loops, whose tests run every
-pattern against them). Everything rarer (the first gradient's
+ml_dtypes' bfloat16 division are scalar code, the loops vector code; their
+tests run every pattern against them). Everything rarer (the first gradient's
 widening, the overflow check, the result's narrowing, and the adds of a round
 that met an infinity or a NaN) stays on the numpy path, which shares the same
 state. When a float16 gradient holds an infinity or a NaN, the loop stops
@@ -50,12 +47,12 @@ Array = np.ndarray[Any, Any]
 # The dtypes whose sums use the loops.
 NARROW_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
-# Rounds of this many elements load the loops (importing numba and compiling:
-# about 1.1 s, once per process). Measured with benchmarks/bench_half_kernel.py:
-# from 256k elements an add saves 0.14 ms or more, repaying that within about
-# 8000 adds; at 64k it would take 36000. Smaller rounds use the loops only when
-# a large one has loaded them already (see :func:`loaded`): they are faster
-# there too (2-4x from 4096 elements), but not worth a second of compiling.
+# Rounds of this many elements load the loops (importing numba and compiling
+# take about a second, once per process): from here the time an add saves
+# repays that within a few thousand adds (benchmarks/bench_half_kernel.py),
+# below it only after many more. Smaller rounds use the loops only when a
+# large one has loaded them already (see :func:`loaded`): they are faster
+# there too, but not worth a second of compiling.
 MIN_ELEMENTS = 262_144
 
 # Constants as numpy scalars, so that numba keeps the arithmetic in uint32
@@ -79,7 +76,7 @@ _SIGN32_TO_16 = np.uint32(0x8000)
 
 # Elements of a float16 gradient scanned, then added, at a time: the block is
 # still in the cache when it is added, so the gradient is read from memory once
-# (1e6 elements: 222 against 271 us for a whole scan followed by the add).
+# (faster than a whole scan followed by the add).
 BLOCK = 2048
 
 
@@ -95,7 +92,7 @@ def largest_magnitude(bits: Array) -> int:
     for i in range(bits.size):
         magnitude = np.uint16(bits[i] & _U16_MAGNITUDE)
         # a branch rather than max(): numba then keeps the loop in uint16 and
-        # vectorises it (1e6 elements: 37 against 127 us here)
+        # vectorises it
         if magnitude > largest:
             largest = magnitude
     return int(largest)
@@ -103,7 +100,7 @@ def largest_magnitude(bits: Array) -> int:
 
 def add_half(shadow: Array, gradient: Array) -> None:
     """``shadow`` (uint32 bits of float32 images of halves, see
-    arithmetic.HalfSum) plus the half bit patterns ``gradient`` (finite),
+    narrow.HalfSum) plus the half bit patterns ``gradient`` (finite),
     rounded to nearest-even at bit 13, in place."""
     total = shadow.view(np.float32)
     for i in range(shadow.size):
@@ -139,11 +136,11 @@ def _checked_half_adder(scan: Any, add: Any) -> Any:
 
 def narrow_half_into(shadow: Array, out: Array, clamp: bool) -> None:
     """The halves whose images ``shadow`` holds (uint32 bits, see
-    arithmetic.HalfSum), as half bit patterns into ``out``, which may be
+    narrow.HalfSum), as half bit patterns into ``out``, which may be
     ``shadow``'s own memory viewed as uint16: element ``i`` then lands in the
     bytes of element ``i // 2``, read before then, so narrowing allocates
     nothing. ``clamp``: a sum past the largest half becomes an infinity. The
-    same bits as arithmetic.HalfSum._narrow."""
+    same bits as narrow.HalfSum._narrow."""
     for i in range(shadow.size):
         bits = shadow[i]
         field = (bits >> _SHIFT13) & _HALF_FIELD
@@ -194,7 +191,7 @@ def half_quotient(h: Any, divisor: Any) -> Any:
     # Widened with no subnormal float32 anywhere: an operation on one costs a
     # microcode assist of about a hundred cycles, and small float16 gradients
     # are mostly subnormal (scaling the image, a float32 subnormal for them,
-    # made such a take 5x slower). All three are made and one is picked, so
+    # made such a take several times slower). All three are made and one is picked, so
     # that the loop stays vectorised.
     special = np.uint32(_INF32 | fraction)  # an infinity or NaN, payload and all
     normal = np.uint32((magnitude << _SHIFT13) + _EXPONENT_REBIAS)
@@ -252,8 +249,7 @@ def _dividers(half: Any, bfloat16: Any, inline: Any = lambda fn: fn) -> tuple[An
         whose bits they are first), divided by the float32 ``divisor``, into
         the float16 patterns ``out``: a MEAN take's result. A block at a time,
         narrowed then divided while in the cache: two simple loops, which the
-        compiler vectorises wider than one fused loop (1e6 elements: 0.66
-        against 0.80 ms)."""
+        compiler vectorises wider than one fused loop."""
         size = shadow.size
         lo = 0
         while lo < size:
@@ -303,7 +299,7 @@ def _compile() -> Kernels:
     shadow = bits(types.uint32)
 
     def jit(fn: Any, signatures: list[Any]) -> Any:
-        # nogil: arithmetic's thread pool runs the parts of a large sum at once
+        # nogil: pool.py's thread pool runs the parts of a large sum at once
         return numba.njit(signatures, nogil=True)(fn)
 
     def inlined(fn: Any) -> Any:

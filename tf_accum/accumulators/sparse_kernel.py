@@ -4,21 +4,17 @@ Why: adding a gradient's rows to the rows a round already holds is, in numpy,
 a gather of the held rows into a temporary, the add, and a scatter back (plus
 a gather and a scatter of their counts): three passes over the rows and a
 temporary. One compiled loop adds each gradient row into its held row in
-place and counts it: an apply of 1e4 held rows of 64 float32 is about 3x
-faster, of 1e3 about 2x. A second loop also sets the gradient's new rows
+place and counts it, several times faster. A second loop also sets the gradient's new rows
 (free slots) in the same pass, so a gradient mixing held and new rows needs
 no gather of either part (with a declared first dimension). A third loop
 gathers a MEAN take's rows into index order and divides them on the way, in
-one pass: a take of 8 gradients of 1e4 rows of 64 float32 (80,000 rows out of
-order) took 1.40 against 1.71 ms, since the rows counted more than once are
-no longer gathered, divided and put back first. A fourth loop serves a
+one pass, so that the rows counted more than once are no longer gathered,
+divided and put back first. A fourth loop serves a
 round with a slot map: it finds a gradient's rows in the map (all the map's
 entries first, so that their cache misses overlap), gives the new rows their
 slots and merges their keys into the round's sorted keys, writing only its
 own outputs; the second loop then writes the rows and the new rows' map
-entries too. Next to TensorFlow's graph cycle, an apply of 1e4 rows of 64
-float32 into 7e4 held rows spends about 0.75 ms in the two loops against
-1 ms in the numpy passes and the sort they replace.
+entries too: two loops in place of the numpy passes and the sort.
 
 The loop does the same single add per element as numpy (``held + gradient``,
 in that order, in the rows' own dtype), so the bits are the same
@@ -56,15 +52,12 @@ SLOT_BITS = 32  # a round's key: the row index above these bits, its slot in the
 SLOT_MASK = (1 << SLOT_BITS) - 1
 
 # Gradients of this many elements load the loops (importing numba and
-# compiling: about 1.3 s, once per process; 1.1 s of it compiling the four
-# loops for both dtypes when numba is imported already). Measured with
-# benchmarks/bench_sparse_kernel.py, one apply of k held rows of 64 float32
-# into a round with a slot map: from 4096 rows (262,144 elements) it saves
-# about 200 us (288 -> 90 us), repaying the one-off cost within about 6,400
-# applies (half_kernel's threshold allows 10,000); 1e4 rows save 590 us
-# (2,200 applies); 1e3 rows only 22 us (57,000). Smaller gradients use the
+# compiling the loops take about a second, once per process): from here an
+# apply saves enough to repay that within a few thousand applies
+# (benchmarks/bench_sparse_kernel.py), as half_kernel's threshold does;
+# smaller gradients would take many times as many. Smaller gradients use the
 # loops only when a large one has loaded them (see :func:`loaded`): they are
-# faster there too (2.1x at 1e3 rows, 1.4x at 16).
+# faster there too.
 MIN_ELEMENTS = 262_144
 
 
@@ -158,8 +151,7 @@ def claim_rows(
         key = new_keys[new]
         # the round's keys before this one, 8 at a time: all 8 copied, as many
         # kept as are smaller (later writes replace the others), so the branch
-        # is taken once per 8 keys, not mispredicted once per new key (50,000
-        # keys merged in 73 against 111 us)
+        # is taken once per 8 keys, not mispredicted once per new key
         while at + 8 <= held:
             smaller = 0
             for i in range(8):

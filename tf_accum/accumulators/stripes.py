@@ -7,10 +7,8 @@ while it adds into that stripe, and takes the next stripe's lock before it lets
 this one go, so a second add follows the first stripe by stripe: both cores add
 at once, and no add overtakes another. Every element therefore receives the
 gradients in the same order, and the sum is, bit for bit, the sum the adds
-would give one after the other. (Two threads applying 1e6 float32 each: 69
-against 109 us per gradient through the raw op, by benchmarks/bench_stripes.py
-on 2 cores; in a bare numpy prototype four stripes gave 49 against 97 us, two
-70 us and eight 54 us.)
+would give one after the other (benchmarks/bench_stripes.py measures it; four
+stripes did better than two or eight).
 
 An add that finds no other add running takes every stripe's lock and adds the
 whole gradient in one call: a lone applier pays only for the locks.
@@ -23,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.arithmetic import quiet_float_errors
+from tf_accum.accumulators.quiet import quiet_float_errors
 
 Array = np.ndarray[Any, Any]
 
 STRIPES = 4
 # From this many elements a round's later gradients are added outside the
-# accumulator's lock, through the stripes: at 262,144 two threads lost (1.14x),
-# at 524,288 they gained (0.64x); a lone applier pays about 3 us an add. Sums
-# of arithmetic.PARALLEL_MIN_ELEMENTS and more split each add over the thread
+# accumulator's lock, through the stripes: below it two threads lost to one
+# (benchmarks/bench_stripes.py), and a lone applier pays for the locks. Sums
+# of pool.PARALLEL_MIN_ELEMENTS and more split each add over the thread
 # pool instead.
 MIN_ELEMENTS = 1 << 19
 

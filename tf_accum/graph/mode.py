@@ -38,7 +38,12 @@ def _graph_stack() -> list[Graph]:
 def _refresh_flag() -> None:
     """Recompute ``graph_mode_used``; callers hold ``_entered_lock``."""
     global graph_mode_used
-    graph_mode_used = _entered > 0 or not _eager_enabled
+    used = _entered > 0 or not _eager_enabled
+    if used != graph_mode_used:
+        from tf_accum.graph.raw_op_nodes import graph_mode_changed  # registers with the ops
+
+        graph_mode_changed(used)
+    graph_mode_used = used
 
 
 def push_graph(graph: Graph) -> None:

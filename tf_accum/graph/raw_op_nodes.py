@@ -11,76 +11,42 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.dtypes import DType, as_dtype, resource, string_ref
+from tf_accum.graph import mode
 from tf_accum.graph.executor import RunContext
 from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.ops import as_tensor, graph_input
 from tf_accum.graph.tensor_shape import TensorShape
-from tf_accum.raw_ops._keyword_only import snake_case
+from tf_accum.raw_ops._keyword_only import NOT_BUILT, set_graph_builder, snake_case
 from tf_accum.raw_ops._timeout import check_timeout
 from tf_accum.raw_ops.constructors import accumulator_dtype, string_attr
-
-HANDLE = "handle"
-VALUES = "T"  # the gradient's own dtype, inferred from the value
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    """How a raw op looks as a graph node: its inputs and outputs."""
-
-    inputs: tuple[tuple[str, str], ...]  # (argument, HANDLE | VALUES | dtype name)
-    outputs: tuple[str, ...]  # dtype names; "dtype" is the op's dtype attribute
-    constructor: bool = False
-    blocking: bool = False
-    scalar_output: bool = False  # TensorFlow's shape function makes the output a scalar
-
-
-def _handle_ops(prefix: str) -> dict[str, NodeSpec]:
-    h = ((HANDLE, HANDLE),)
-    return {
-        f"{prefix}AccumulatorApplyGradient": NodeSpec(
-            (*h, ("local_step", "int64"), ("gradient", VALUES)), ()
-        ),
-        f"{prefix}AccumulatorNumAccumulated": NodeSpec(h, ("int32",), scalar_output=True),
-        f"{prefix}AccumulatorSetGlobalStep": NodeSpec((*h, ("new_global_step", "int64")), ()),
-        f"{prefix}AccumulatorTakeGradient": NodeSpec(
-            (*h, ("num_required", "int32")), ("dtype",), blocking=True
-        ),
-    }
-
-
-NODE_SPECS: dict[str, NodeSpec] = {
-    "ConditionalAccumulator": NodeSpec((), ("string_ref",), constructor=True),
-    "ResourceConditionalAccumulator": NodeSpec((), ("resource",), constructor=True),
-    "SparseConditionalAccumulator": NodeSpec((), ("string_ref",), constructor=True),
-    **_handle_ops(""),
-    **_handle_ops("Resource"),
-    "SparseAccumulatorApplyGradient": NodeSpec(
-        (
-            (HANDLE, HANDLE),
-            ("local_step", "int64"),
-            ("gradient_indices", "int64"),
-            ("gradient_values", VALUES),
-            ("gradient_shape", "int64"),
-        ),
-        (),
-    ),
-    "SparseAccumulatorTakeGradient": NodeSpec(
-        ((HANDLE, HANDLE), ("num_required", "int32")), ("int64", "dtype", "int64"), blocking=True
-    ),
-    "DestroyResourceOp": NodeSpec((("resource", HANDLE),), ()),
-}
+from tf_accum.raw_ops.op_table import HANDLE, OPS, VALUES, OpSignature
 
 # Inputs whose kernel check is "must be a scalar": a known static rank other
 # than 0 is refused when the node is built, as TensorFlow's shape functions do.
 _SCALAR_INPUTS = ("local_step", "new_global_step", "num_required")
 _HANDLE_DTYPES = (resource, string_ref)
+
+
+def _build_if_building(op_type: str, func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """A raw op's call while graph mode is in use: a node in the graph this
+    thread builds, or NOT_BUILT when it builds none (the op then acts)."""
+    graph = mode.building_graph()
+    if graph is None:
+        return NOT_BUILT
+    return build(graph, op_type, func, kwargs)
+
+
+def graph_mode_changed(used: bool) -> None:
+    """Called by tf_accum/graph/mode.py when ops start or stop possibly
+    building into a graph: the op layer consults graph mode only while it is
+    in use, so eager calls pay nothing for it otherwise."""
+    set_graph_builder(_build_if_building if used else None)
 
 
 def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -91,7 +57,7 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
             or a dtype attribute outside the accumulator dtypes.
         ValueError: a scalar input whose static shape is not a scalar.
     """
-    spec = NODE_SPECS[op_type]
+    spec = OPS[op_type]
     _check_arguments(op_type, func, kwargs)
     attrs = {k: v for k, v in kwargs.items() if k not in dict(spec.inputs) and k != "name"}
     if "dtype" in attrs:
@@ -150,7 +116,7 @@ def _check_arguments(op_type: str, func: Callable[..., Any], kwargs: dict[str, A
         raise TypeError(f"{function}() missing {len(missing)} required positional {noun}: {listed}")
 
 
-def _output_dtype(spec: NodeSpec, kind: str, attrs: dict[str, Any]) -> DType:
+def _output_dtype(spec: OpSignature, kind: str, attrs: dict[str, Any]) -> DType:
     if kind == "dtype":
         found: DType = attrs["dtype"]
         return found
@@ -210,7 +176,7 @@ def _handle_constant(graph: Graph, value: Any, name: str) -> Tensor:
     return op.outputs[0]
 
 
-def _check_scalars(op_type: str, op_name: str, spec: NodeSpec, inputs: Sequence[Tensor]) -> None:
+def _check_scalars(op_type: str, op_name: str, spec: OpSignature, inputs: Sequence[Tensor]) -> None:
     for (arg, _), tensor in zip(spec.inputs, inputs, strict=True):
         rank = tensor.shape.rank
         if arg in _SCALAR_INPUTS and rank is not None and rank != 0:
@@ -237,7 +203,7 @@ def _constructor_kernel(func: Callable[..., Any], attrs: dict[str, Any]) -> Any:
     return kernel
 
 
-def _kernel(func: Callable[..., Any], spec: NodeSpec, attrs: dict[str, Any]) -> Any:
+def _kernel(func: Callable[..., Any], spec: OpSignature, attrs: dict[str, Any]) -> Any:
     names = [arg for arg, _ in spec.inputs]
     fixed = dict(attrs)
     takes = spec.blocking

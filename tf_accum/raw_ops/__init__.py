@@ -5,38 +5,47 @@ other op takes such a handle. See each op's docstring for what it accepts.
 """
 
 from tf_accum.raw_ops.common import (
-    AccumulatorNumAccumulated,
-    AccumulatorSetGlobalStep,
-    DestroyResourceOp,
-    ResourceAccumulatorNumAccumulated,
-    ResourceAccumulatorSetGlobalStep,
+    AccumulatorNumAccumulated as AccumulatorNumAccumulated,
+)
+from tf_accum.raw_ops.common import (
+    AccumulatorSetGlobalStep as AccumulatorSetGlobalStep,
+)
+from tf_accum.raw_ops.common import (
+    DestroyResourceOp as DestroyResourceOp,
+)
+from tf_accum.raw_ops.common import (
+    ResourceAccumulatorNumAccumulated as ResourceAccumulatorNumAccumulated,
+)
+from tf_accum.raw_ops.common import (
+    ResourceAccumulatorSetGlobalStep as ResourceAccumulatorSetGlobalStep,
 )
 from tf_accum.raw_ops.constructors import (
-    ConditionalAccumulator,
-    ResourceConditionalAccumulator,
-    SparseConditionalAccumulator,
+    ConditionalAccumulator as ConditionalAccumulator,
+)
+from tf_accum.raw_ops.constructors import (
+    ResourceConditionalAccumulator as ResourceConditionalAccumulator,
+)
+from tf_accum.raw_ops.constructors import (
+    SparseConditionalAccumulator as SparseConditionalAccumulator,
 )
 from tf_accum.raw_ops.dense import (
-    AccumulatorApplyGradient,
-    AccumulatorTakeGradient,
-    ResourceAccumulatorApplyGradient,
-    ResourceAccumulatorTakeGradient,
+    AccumulatorApplyGradient as AccumulatorApplyGradient,
 )
-from tf_accum.raw_ops.sparse import SparseAccumulatorApplyGradient, SparseAccumulatorTakeGradient
+from tf_accum.raw_ops.dense import (
+    AccumulatorTakeGradient as AccumulatorTakeGradient,
+)
+from tf_accum.raw_ops.dense import (
+    ResourceAccumulatorApplyGradient as ResourceAccumulatorApplyGradient,
+)
+from tf_accum.raw_ops.dense import (
+    ResourceAccumulatorTakeGradient as ResourceAccumulatorTakeGradient,
+)
+from tf_accum.raw_ops.op_table import OPS
+from tf_accum.raw_ops.sparse import (
+    SparseAccumulatorApplyGradient as SparseAccumulatorApplyGradient,
+)
+from tf_accum.raw_ops.sparse import (
+    SparseAccumulatorTakeGradient as SparseAccumulatorTakeGradient,
+)
 
-__all__ = [
-    "ConditionalAccumulator",
-    "ResourceConditionalAccumulator",
-    "AccumulatorApplyGradient",
-    "ResourceAccumulatorApplyGradient",
-    "AccumulatorNumAccumulated",
-    "ResourceAccumulatorNumAccumulated",
-    "AccumulatorSetGlobalStep",
-    "ResourceAccumulatorSetGlobalStep",
-    "AccumulatorTakeGradient",
-    "ResourceAccumulatorTakeGradient",
-    "SparseConditionalAccumulator",
-    "SparseAccumulatorApplyGradient",
-    "SparseAccumulatorTakeGradient",
-    "DestroyResourceOp",
-]
+__all__ = list(OPS)  # the op table's names, in its order

@@ -8,9 +8,23 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tf_accum.graph import mode
-
 F = TypeVar("F", bound=Callable[..., Any])
+GraphBuilder = Callable[[str, Callable[..., Any], dict[str, Any]], Any]
+
+# What a graph builder returns when the calling thread builds no graph.
+NOT_BUILT: Any = object()
+
+# Set by graph mode while ops may build into a graph (see
+# tf_accum/graph/raw_op_nodes.py): ``builder(op_type, func, kwargs)`` makes
+# the op's node, or returns NOT_BUILT. The op layer knows nothing else of
+# graphs; None (no graph in use) costs an eager call one global read.
+_graph_builder: GraphBuilder | None = None
+
+
+def set_graph_builder(builder: GraphBuilder | None) -> None:
+    """Install (or, with None, remove) the graph builder raw ops consult."""
+    global _graph_builder
+    _graph_builder = builder
 
 
 def snake_case(op_name: str) -> str:
@@ -23,7 +37,8 @@ def raw_op(func: F) -> F:
 
     A positional call raises TensorFlow's TypeError, which lists the valid keys.
     In graph mode (``tf_accum.compat.v1``) a call builds a node whose kernel is
-    ``func`` instead of acting; eager calls pay one flag read for that.
+    ``func`` instead of acting (through the builder graph mode installs with
+    :func:`set_graph_builder`); eager calls pay one global read for that.
     """
     op_type = func.__name__
     keys = list(inspect.signature(func).parameters)
@@ -36,12 +51,11 @@ def raw_op(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if args:
             raise TypeError(message)
-        if mode.graph_mode_used:
-            graph = mode.building_graph()
-            if graph is not None:
-                from tf_accum.graph.raw_op_nodes import build
-
-                return build(graph, op_type, func, kwargs)
+        builder = _graph_builder
+        if builder is not None:
+            node = builder(op_type, func, kwargs)
+            if node is not NOT_BUILT:
+                return node
         return func(**kwargs)
 
     return wrapper  # type: ignore[return-value]

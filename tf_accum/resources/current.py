@@ -8,14 +8,32 @@ starts inherit it, and other threads keep the process's table.
 from __future__ import annotations
 
 import contextvars
+import importlib
 import os
 import threading
+from collections.abc import Callable
 
 from tf_accum.context_blocks import ContextBlock
 from tf_accum.resources.table import ResourceTable
 
 # The environment variable that turns the distributed table on without code changes.
 RAY_ADDRESS_VARIABLE = "TF_ACCUM_RAY_ADDRESS"
+
+# Tables picked by an environment variable: the variable, and the plug-in that
+# makes a table of its value, as "module:function" (imported only when the
+# variable is set, so the layers above are never imported from here). Checked
+# in order; with none set, the process gets an in-process table.
+_ADDRESS_TABLES: dict[str, str] = {
+    RAY_ADDRESS_VARIABLE: "tf_accum.distributed:table_for_address",
+}
+
+
+def register_address_table(variable: str, factory: str) -> None:
+    """Make the process's table, when the environment variable ``variable``
+    is set, with ``factory`` ("module:function", called with the variable's
+    value and returning a ResourceTable) instead of an in-process table."""
+    _ADDRESS_TABLES[variable] = factory
+
 
 _process_table: ResourceTable | None = None
 _process_lock = threading.Lock()
@@ -41,11 +59,14 @@ def current_table() -> ResourceTable:
 
 
 def _default_table() -> ResourceTable:
-    address = os.environ.get(RAY_ADDRESS_VARIABLE)
-    if address:
-        from tf_accum.distributed import table_for_address
-
-        return table_for_address(address)
+    for variable, factory in _ADDRESS_TABLES.items():
+        address = os.environ.get(variable)
+        if address:
+            module_name, _, function = factory.partition(":")
+            make: Callable[[str], ResourceTable] = getattr(
+                importlib.import_module(module_name), function
+            )
+            return make(address)
     from tf_accum.resources.local import LocalResourceTable
 
     return LocalResourceTable()
@@ -69,7 +90,8 @@ def _fresh_lock_after_fork() -> None:
     _process_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_fresh_lock_after_fork)
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
 def using_table(table: ResourceTable) -> ContextBlock[ResourceTable]:

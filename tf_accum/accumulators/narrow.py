@@ -1,328 +1,35 @@
-"""Arithmetic in the accumulator's own dtype, shared by dense and sparse.
+"""float16 and bfloat16 running sums, kept in float32 and rounded per add.
 
-IEEE overflow and NaN are results, not errors, as in TensorFlow's kernels, so
-floating-point warnings are silenced around the accumulator's own arithmetic.
-
-Two kinds of fast path live here, each giving exactly the bits of the simple
-numpy operation it replaces (tests/test_fast_paths.py holds them to it):
-
-- large element-wise work (adds, divisions, copies) is split over a small pool
-  of threads above a measured size: numpy releases the GIL inside its loops;
-- a MEAN's division by a power of two multiplies by its exact reciprocal
-  (:func:`exact_reciprocal`), the same bits at a fraction of a division's cost;
-- float16 and bfloat16 sums are kept in float32 and rounded to the narrow type
-  after every add, with integer operations on the bits, because numpy's half
-  loops (and ml_dtypes' bfloat16 loops) are scalar code, many times slower
-  than float32 vector code. One add of two halves done in float32 and rounded
-  to half gives the correctly rounded half sum (24 >= 2 * 11 + 2 bits), which
-  is what numpy, ml_dtypes and TensorFlow's kernels compute. With numba
-  installed (the ``fast`` extra), large sums run the hot part of each add as
-  one compiled loop instead (tf_accum/accumulators/half_kernel.py), and a
-  MEAN take divides there too.
+numpy's half loops (and ml_dtypes' bfloat16 loops) are scalar code, many
+times slower than float32 vector code. One add of two narrow values done in
+float32 and rounded to the narrow type gives the correctly rounded narrow sum
+(24 >= 2 * 11 + 2 bits), which is what numpy, ml_dtypes and TensorFlow's
+kernels compute; so a round keeps its sum as float32 images of narrow values
+and rounds the bits after every add, with integer operations. With numba
+installed (the ``fast`` extra), large sums run the hot part of each add as one
+compiled loop instead (tf_accum/accumulators/half_kernel.py), and a MEAN take
+divides there too.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import sys
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
-from tf_accum.accumulators import half_kernel
-from tf_accum.context_blocks import ContextBlock
+from tf_accum.accumulators import division, half_kernel, pool
+from tf_accum.accumulators.pool import bounds, run_split, split_elementwise
+from tf_accum.accumulators.quiet import add_quietly, quietly
 
 Array = np.ndarray[Any, Any]
 
-try:
-    # numpy >= 2 keeps its floating-point error state in a context variable;
-    # setting it directly costs 0.2 us where entering np.errstate costs 0.8 us,
-    # which matters on the per-apply path. tests/test_fast_paths.py runs the
-    # public fallback below too.
-    from numpy._core.umath import _extobj_contextvar, _make_extobj
-
-    _IGNORE = _make_extobj(all="ignore")
-    _QUIET: tuple[Any, Any] | None = (_extobj_contextvar, _IGNORE)
-
-    def quiet_float_errors() -> Any:
-        return ContextBlock(_extobj_contextvar, _IGNORE)
-
-    def _add_quietly(total: Array, gradient: Any) -> None:
-        token = _extobj_contextvar.set(_IGNORE)
-        try:
-            np.add(total, gradient, total)
-        finally:
-            _extobj_contextvar.reset(token)
-
-except ImportError:  # numpy < 2
-    _QUIET = None
-
-    def quiet_float_errors() -> Any:
-        return np.errstate(all="ignore")
-
-    def _add_quietly(total: Array, gradient: Any) -> None:
-        with np.errstate(all="ignore"):
-            np.add(total, gradient, total)
-
-
-def _add(total: Array, gradient: Any) -> None:
-    np.add(total, gradient, total)
-
-
-def in_place_adder(dtype: np.dtype[Any]) -> Callable[[Array, Any], None]:
-    """``total += gradient`` for ``dtype``; integer arrays wrap without warnings already."""
-    return _add if dtype.kind in "iu" else _add_quietly
-
-
-# --- a small pool of threads for large arrays ----------------------------------
-
-WORKERS = max(1, min(os.cpu_count() or 1, 4))
-# Element counts from which splitting pays, measured with benchmarks/bench_threads.py
-# on 2 shared cores (2 cores): below them a thread hand-off costs
-# more than it saves. Copies into new arrays gain most (page faults run in
-# parallel); adds and divisions of warm float32 are bound by memory and gain
-# only when the other core is idle; float16/bfloat16 sums (~10 passes of
-# numpy calls, each handing the GIL over) gain from about 4e6 elements and were
-# unsteady at 1e6 next to TensorFlow's spinning threads; with the compiled loops
-# (half_kernel) they lose below 4e6 (1e6: 0.68x) and gain 0.94-1.2x at 4e6 and
-# 1.04-1.2x at 1e7, bound by memory. Copies start at 2e6, not
-# 1e6 (where they gained alone), as threads already applying in parallel lost.
-PARALLEL_MIN_ELEMENTS = 4_000_000
-COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
+# From this many elements a narrow sum's passes run on the thread pool: the
+# numpy passes hand the GIL over many times an add, and the compiled loops are
+# bound by memory, so fewer elements lose (benchmarks/bench_threads.py).
 NARROW_PARALLEL_MIN_ELEMENTS = 4_000_000
-# Finding a count's exact reciprocal (exact_reciprocal) costs about 2.5 us, and
-# multiplying by it saves 20-40 ps an element over dividing: below this a MEAN
-# divides (divide_in_place of 1 element by 4: 5.2 us with it, 2.5 us without).
-RECIPROCAL_MIN_ELEMENTS = 1 << 16
-# The compiled float16/bfloat16 division (a MEAN take's) on two threads, taking
-# 3 gradients, one thread against two: float16 0.45/0.61 ms at 3e5 elements,
-# 0.87/0.78 at 1e6, 3.3/2.1 at 4e6; bfloat16 0.15/0.26, 0.38/0.39, 1.18/0.81.
-NARROW_DIVIDE_PARALLEL = 1_000_000
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _forget_pool() -> None:
-    # a forked child has none of the parent's threads: start a new pool there
-    global _pool, _pool_lock
-    _pool = None
-    _pool_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _helpers() -> ThreadPoolExecutor:
-    global _pool
-    pool = _pool
-    if pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(WORKERS - 1, thread_name_prefix="tf_accum")
-            pool = _pool
-    return pool
-
-
-def run_split(parts: Sequence[Callable[[], None]]) -> None:
-    """Run ``parts`` (independent pieces of one operation) on the pool and here.
-
-    Returns when every part has finished, even when one raised (or the caller
-    was interrupted), so no helper still writes into the arrays afterwards;
-    then re-raises the first error.
-    """
-    if len(parts) == 1:
-        parts[0]()
-        return
-    pool = _helpers()
-    futures: list[Future[None]] = [pool.submit(part) for part in parts[1:]]
-    error: BaseException | None = None
-    try:
-        parts[0]()
-    except BaseException as exc:
-        error = exc
-    for future in futures:
-        while True:
-            try:
-                future.result()
-                break
-            except BaseException as exc:  # the part's error, or an interrupt while waiting
-                if error is None:
-                    error = exc
-                if future.done():
-                    break
-    if error is not None:
-        raise error
-
-
-def _bounds(length: int, pieces: int) -> list[tuple[int, int]]:
-    step = -(-length // pieces)
-    return [(lo, min(lo + step, length)) for lo in range(0, length, step)]
-
-
-def split_elementwise(
-    fn: Callable[..., None], arrays: Sequence[Array], min_elements: int | None = None
-) -> None:
-    """``fn(*arrays)`` for same-shaped arrays, split along the first axis over threads.
-
-    ``fn`` must be element-wise, so that its result on slices is its result on
-    the whole. Small arrays (and arrays with a first axis of length 1) run here.
-    """
-    first = arrays[0]
-    if min_elements is None:
-        min_elements = PARALLEL_MIN_ELEMENTS
-    if WORKERS < 2 or first.size < min_elements or first.ndim == 0 or first.shape[0] < 2:
-        fn(*arrays)
-        return
-
-    def part(lo: int, hi: int) -> Callable[[], None]:
-        return lambda: fn(*(a[lo:hi] for a in arrays))
-
-    run_split([part(lo, hi) for lo, hi in _bounds(first.shape[0], WORKERS)])
-
-
-def parallel_copy(source: Array, dtype: np.dtype[Any], out: Array | None = None) -> Array:
-    """A C-ordered array of ``dtype`` equal to ``source`` (the simple path:
-    ``np.array(source, dtype, copy=True)``), filled by several threads when large:
-    a new one, or ``out`` (C-ordered, of ``source``'s shape and ``dtype``)."""
-    if out is None:
-        if source.size < COPY_PARALLEL_MIN_ELEMENTS:
-            return np.array(source, dtype, copy=True)
-        out = np.empty(source.shape, dtype)
-    elif source.size < COPY_PARALLEL_MIN_ELEMENTS:
-        np.copyto(out, source, casting="unsafe")
-        return out
-    split_elementwise(
-        lambda o, s: np.copyto(o, s, casting="unsafe"), (out, source), COPY_PARALLEL_MIN_ELEMENTS
-    )
-    return out
-
-
-def add_in_place(total: Array, gradient: Array) -> None:
-    """``total += gradient`` quietly, in ``total``'s dtype, split over threads when large."""
-    adder = in_place_adder(total.dtype)
-    if total.size < PARALLEL_MIN_ELEMENTS:
-        adder(total, gradient)
-    else:
-        split_elementwise(adder, (total, gradient))
-
-
-def count_in(dtype: np.dtype[Any], counts: Any) -> Array:
-    """``counts`` (a MEAN take's, a scalar or per-row) converted to ``dtype``,
-    which a MEAN divides by, as TensorFlow's kernels do; from 65520 on a
-    float16 count is infinite, quietly."""
-    with quiet_float_errors():
-        converted: Array = np.asarray(counts).astype(dtype)
-    return converted
-
-
-def exact_reciprocal(divisor: Array) -> Array | None:
-    """``1 / divisor`` in its dtype when multiplying by it divides exactly, else None.
-
-    That is when ``divisor`` (a real floating scalar, float16, bfloat16, float32
-    or float64) is a power of two whose reciprocal the dtype holds: ``x * (1/d)``
-    and ``x / d`` are then one correctly rounded operation on the same real
-    number, so they give the same bits for every ``x`` (subnormals, infinities,
-    signed zeros and NaNs included). A multiplication costs a fraction of a
-    division: dividing 1e7 float32 elements took 1.3 ms on two threads, and
-    multiplying it by 0.25 took 1.1 ms (1.85 against 1.42 ms on one).
-    """
-    if divisor.ndim or not (divisor.dtype.kind == "f" or divisor.dtype == ml_dtypes.bfloat16):
-        return None
-    value = float(divisor)
-    if not 0.0 < value < math.inf or math.frexp(value)[0] != 0.5:
-        return None
-    with quiet_float_errors():
-        reciprocal = np.divide(np.ones((), divisor.dtype), divisor)
-    # exact: both are powers of two in a double's range; an underflowed or
-    # rounded reciprocal gives something else
-    return reciprocal if float(reciprocal) * value == 1.0 else None
-
-
-def _compiled_narrow_division(total: Array, divisor: Array) -> Callable[[Array], None] | None:
-    """The compiled division of a C-contiguous float16 or bfloat16 ``total`` by
-    the scalar ``divisor`` (taking its uint16 bits), when half_kernel's loops
-    are loaded; else None. numpy's own float16 division and ml_dtypes' bfloat16
-    division are scalar code: dividing 1e6 elements took 3.3 and 2.0 ms,
-    against 0.5 and 0.3 ms in the loops (same bits)."""
-    kernels = half_kernel.loaded()
-    if kernels is None or divisor.ndim or not total.flags.c_contiguous:
-        return None
-    if total.dtype == np.float16:
-        loop = kernels.divide_half
-    elif total.dtype == ml_dtypes.bfloat16:
-        loop = kernels.divide_bfloat16
-    else:
-        return None
-    wide = np.float32(divisor)  # exact: every float16 and bfloat16 is a float32
-
-    def divide(bits: Array) -> None:
-        loop(bits, wide)
-
-    return divide
-
-
-def divide_in_place(
-    total: Array, counts: Any, before_writing: Callable[[], None] | None = None
-) -> Array:
-    """Divide ``total`` by ``counts`` (a scalar or per-row array), in its own dtype.
-
-    ``before_writing`` is called once nothing can fail any more, just before
-    ``total`` changes (an integer division allocates first).
-
-    Floating and complex types divide by the count converted to the dtype (so
-    float16 rounds exactly as TensorFlow's kernels do). Integer types divide
-    exactly and truncate toward zero; the quotient always fits the dtype because
-    its magnitude never exceeds the total's.
-    """
-    dtype = total.dtype
-    if dtype.kind not in "iu":
-        divisor = count_in(dtype, counts)
-        compiled = _compiled_narrow_division(total, divisor)
-        small = total.size < RECIPROCAL_MIN_ELEMENTS
-        reciprocal = None if compiled is not None or small else exact_reciprocal(divisor)
-
-        def divide(part: Array) -> None:
-            # each thread has its own floating-point error state
-            with quiet_float_errors():
-                if reciprocal is None:
-                    np.divide(part, divisor, out=part)
-                else:
-                    np.multiply(part, reciprocal, out=part)
-
-        if before_writing is not None:
-            before_writing()
-        if compiled is not None:
-            split_elementwise(
-                compiled, (total.reshape(-1).view(np.uint16),), NARROW_DIVIDE_PARALLEL
-            )
-        elif divisor.ndim == 0:
-            split_elementwise(divide, (total,))
-        else:
-            divide(total)
-        return total
-    wide_type = np.int64 if dtype.kind == "i" else np.uint64
-    wide = total.astype(wide_type)
-    divisor = np.asarray(counts, dtype=wide_type)
-    quotient = wide // divisor
-    if dtype.kind == "i":
-        # floor division rounds negative quotients down; truncation rounds up.
-        quotient += (wide - quotient * divisor != 0) & (wide < 0)
-    narrow = quotient.astype(dtype)
-    if before_writing is not None:
-        before_writing()
-    total[...] = narrow
-    return total
-
-
-# --- a round's running sum ------------------------------------------------------
-
 
 # Bits of a float32 that is the (scaled) image of a float16: see HalfSum.
 _HALF_SIGN_FIX = np.uint32(0x8FFFFFFF)
@@ -346,7 +53,7 @@ def _round_bits(bits: Array, scratch: Array, low_bits: int, keep: Any, halfway: 
     np.bitwise_and(bits, keep, out=bits)
 
 
-class _NarrowSum:
+class NarrowSum:
     """A running float16 or bfloat16 sum, kept in float32 and rounded per add.
 
     Until something other than a finite number turns up, the sum lives in a
@@ -376,7 +83,7 @@ class _NarrowSum:
         self._kernels = (
             half_kernel.load() if first.size >= half_kernel.MIN_ELEMENTS else half_kernel.loaded()
         )
-        parts = WORKERS if first.size >= NARROW_PARALLEL_MIN_ELEMENTS else 1
+        parts = pool.WORKERS if first.size >= NARROW_PARALLEL_MIN_ELEMENTS else 1
         self._scratch = np.empty((parts, min(CHUNK, first.size)), np.uint32)
         self.shadow = np.empty(first.shape, np.float32)
         gradient = _flat(first)
@@ -409,7 +116,7 @@ class _NarrowSum:
 
             return run
 
-        run_split([part(i, lo, hi) for i, (lo, hi) in enumerate(_bounds(size, len(scratch)))])
+        run_split([part(i, lo, hi) for i, (lo, hi) in enumerate(bounds(size, len(scratch)))])
         return found
 
     def _largest_magnitude(self, gradient: Array) -> int:
@@ -472,14 +179,14 @@ class _NarrowSum:
         kernels = self._kernels
         if kernels is None or self.exact is not None:
             return None
-        divisor = np.float32(count_in(self.dtype, count))  # exact: a narrow value
+        divisor = np.float32(division.count_in(self.dtype, count))  # exact: a narrow value
         loop = self._narrow_dividing(kernels)
         out = np.empty(self.shadow.shape, np.uint16)
         bits = self.shadow.reshape(-1).view(np.uint32)
         split_elementwise(
             lambda part, into: loop(part, into, divisor),
             (bits, out.reshape(-1)),
-            NARROW_DIVIDE_PARALLEL,
+            division.NARROW_DIVIDE_PARALLEL,
         )
         divided: Array = out.view(self.dtype)
         return divided
@@ -511,7 +218,7 @@ def _flat(array: Array) -> Array:
     return array.reshape(-1)
 
 
-class HalfSum(_NarrowSum):
+class HalfSum(NarrowSum):
     """float16. The image of a half with bits ``h`` is the float32 with bits
     ``sign(h) << 31 | (h & 0x7fff) << 13``: the half's value times 2**-112, exact
     for every finite half (subnormals included), so float32 adds are exact
@@ -530,7 +237,7 @@ class HalfSum(_NarrowSum):
 
     def add(self, gradient: Array) -> None:
         if self.exact is not None:
-            _add_quietly(self.exact, gradient)
+            add_quietly(self.exact, gradient)
             return
         flat_gradient = _flat(gradient)
         kernels = self._kernels_for(flat_gradient)
@@ -540,7 +247,7 @@ class HalfSum(_NarrowSum):
         largest = self._largest_magnitude(flat_gradient)
         if largest > self._LARGEST_FINITE:
             self.exact = self._narrow()
-            _add_quietly(self.exact, gradient)
+            add_quietly(self.exact, gradient)
             return
         self._add_all(flat_gradient, None)
         self._bound += self._value(largest)
@@ -568,7 +275,7 @@ class HalfSum(_NarrowSum):
         if left:
             exact = self._narrow_in_place().reshape(-1)
             for lo, hi in left:
-                _add_quietly(exact[lo:hi], gradient[lo:hi])
+                add_quietly(exact[lo:hi], gradient[lo:hi])
         elif self._past_largest():
             self._check_overflow()
 
@@ -669,7 +376,7 @@ def _narrow_chunk_in_place(bits: Array, halves: Array, scratch: Array, clamp: bo
     np.copyto(halves, scratch.view(np.uint16)[_LOW_HALF::2])
 
 
-class BFloat16Sum(_NarrowSum):
+class BFloat16Sum(NarrowSum):
     """bfloat16. The image of a bfloat16 is its float32 value (its bits << 16),
     and float32 has the same exponent range, so overflow rounds to infinity on
     its own; only NaNs (whose payloads ml_dtypes makes canonical, and whose
@@ -693,7 +400,7 @@ class BFloat16Sum(_NarrowSum):
         # keeping the sign. The round then continues with ml_dtypes'
         # arithmetic, where NaN meets NaN.
         if self.exact is not None:
-            _add_quietly(self.exact, gradient)
+            add_quietly(self.exact, gradient)
             return
         flat_gradient = _flat(gradient)
         kernels = self._kernels_for(flat_gradient)
@@ -711,8 +418,7 @@ class BFloat16Sum(_NarrowSum):
     def _add_chunk(self, shadow: Array, gradient: Array, scratch: Array) -> Any:
         widened = scratch.view(np.float32)
         self._widen(gradient, widened)
-        with quiet_float_errors():
-            np.add(shadow, widened, out=shadow)
+        quietly(np.add, shadow, widened, out=shadow)
         _round_bits(shadow.view(np.uint32), scratch, 16, _BF16_KEEP, _BF16_HALFWAY)
         largest = np.maximum.reduce(shadow)  # NaN when one is there
         return largest != largest
@@ -729,117 +435,3 @@ class BFloat16Sum(_NarrowSum):
         )
         narrow: Array = out.view(ml_dtypes.bfloat16)
         return narrow
-
-
-# Below this many elements numpy's own narrow loops cost less than the passes.
-NARROW_MIN_ELEMENTS = 4096
-
-NarrowSum = HalfSum | BFloat16Sum
-RoundSum = Array | NarrowSum
-
-
-def start_sum(first: Array, dtype: np.dtype[Any], owned: bool = False) -> RoundSum:
-    """A running sum of ``dtype`` whose first term is ``first`` (copied): an
-    ndarray, or for float16/bfloat16 a NarrowSum (a float32 sum rounded per add).
-    An ``owned`` ``first`` (a new array no one else holds) that is already a
-    C-ordered, writable array of ``dtype`` becomes the sum itself."""
-    if first.size == 1:
-        return _single(first, dtype)
-    if first.size >= NARROW_MIN_ELEMENTS:
-        if dtype == np.float16:
-            return HalfSum(first, dtype)
-        if dtype == ml_dtypes.bfloat16:
-            return BFloat16Sum(first, dtype)
-    if owned and first.dtype == dtype and first.flags.c_contiguous and first.flags.writeable:
-        return first
-    return parallel_copy(first, dtype)
-
-
-def _single(first: Array, dtype: np.dtype[Any]) -> Array:
-    """A one-element running sum: a view of a two-element buffer.
-
-    numpy copies an operand before adding in place when the output is a
-    one-element array that is also an input (its overlap check gives up on
-    them): 0.7 us where the add itself costs 0.2 us. Adding the gradient as a
-    0-d array into the two-element buffer (:func:`_add_single`) avoids it; the
-    second element is scratch, never read.
-    """
-    total: Array = np.empty(2, dtype)[:1].reshape(first.shape)
-    np.copyto(total, first, casting="unsafe")
-    return total
-
-
-def _add_single(total: Array, gradient: Array) -> None:
-    """``total += gradient`` for a one-element sum made by :func:`_single`."""
-    pair: Any = total.base
-    np.add(pair, gradient.reshape(()), pair)
-
-
-def _add_small(total: Array, gradient: Array) -> None:
-    """``total += gradient`` on the calling thread, for a sum below the threads' size."""
-    if total.size == 1:
-        _add_single(total, gradient)
-    else:
-        np.add(total, gradient, total)
-
-
-def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
-    """``adder(total, gradient)`` adds ``gradient`` into a running sum of ``dtype``
-    made by :func:`start_sum`, whatever its size."""
-    limit = PARALLEL_MIN_ELEMENTS
-
-    def add_large(total: Any, gradient: Array) -> None:
-        if type(total) is np.ndarray:
-            add_in_place(total, gradient)
-        else:
-            total.add(gradient)
-
-    if dtype.kind in "iu":
-
-        def add_integers(total: Any, gradient: Array) -> None:
-            if type(total) is np.ndarray and total.size < limit:
-                _add_small(total, gradient)
-            else:
-                add_large(total, gradient)
-
-        return add_integers
-    if _QUIET is None:  # numpy < 2
-
-        def add_floats(total: Any, gradient: Array) -> None:
-            if type(total) is np.ndarray and total.size < limit:
-                with np.errstate(all="ignore"):
-                    _add_small(total, gradient)
-            else:
-                add_large(total, gradient)
-
-        return add_floats
-    quiet, set_state, reset_state = _QUIET, _QUIET[0].set, _QUIET[0].reset
-
-    def add_floats_quietly(total: Any, gradient: Array) -> None:
-        # _add_small written out: this is most of a 1-element apply's own time
-        if type(total) is np.ndarray and total.size < limit:
-            token = set_state(quiet[1])
-            try:
-                if total.size == 1:
-                    pair: Any = total.base  # see _single
-                    np.add(pair, gradient.reshape(()), pair)
-                else:
-                    np.add(total, gradient, total)
-            finally:
-                reset_state(token)
-        else:
-            add_large(total, gradient)
-
-    return add_floats_quietly
-
-
-def divided_sum(total: RoundSum, count: int) -> Array | None:
-    """The running sum ``total`` divided by ``count`` in its dtype, in a new
-    array, when one compiled pass can make it (a float16 or bfloat16 sum, see
-    _NarrowSum.divided); else None, and the caller divides the result."""
-    return total.divided(count) if isinstance(total, _NarrowSum) else None
-
-
-def sum_result(total: RoundSum) -> Array:
-    """The running sum ``total`` as an array of its dtype (the buffer itself when it is one)."""
-    return total.result() if isinstance(total, _NarrowSum) else total

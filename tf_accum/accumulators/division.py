@@ -1,0 +1,140 @@
+"""A MEAN's division of a sum by its count, in the sum's own dtype.
+
+Floating and complex types divide by the count converted to the dtype, as
+TensorFlow's kernels do (so a float16 count from 65520 on is infinite);
+integer types divide exactly and truncate toward zero. Two fast paths give
+exactly the bits of that division (tests/test_fast_paths.py):
+
+- a division by a power of two multiplies by its exact reciprocal
+  (:func:`exact_reciprocal`), much cheaper than a division on large arrays;
+- with numba's loops loaded (tf_accum/accumulators/half_kernel.py), float16 and
+  bfloat16 divide in one compiled pass, where numpy's and ml_dtypes' narrow
+  loops are scalar code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from tf_accum.accumulators import half_kernel
+from tf_accum.accumulators.pool import split_elementwise
+from tf_accum.accumulators.quiet import quietly
+
+Array = np.ndarray[Any, Any]
+
+# Finding a count's exact reciprocal costs more than the multiplication saves
+# on small arrays: below this a MEAN divides.
+RECIPROCAL_MIN_ELEMENTS = 1 << 16
+# From this many elements the compiled float16/bfloat16 division runs on the
+# thread pool (benchmarks/bench_half_kernel.py).
+NARROW_DIVIDE_PARALLEL = 1_000_000
+
+
+def count_in(dtype: np.dtype[Any], counts: Any) -> Array:
+    """``counts`` (a MEAN take's, a scalar or per-row) converted to ``dtype``,
+    which a MEAN divides by, as TensorFlow's kernels do; from 65520 on a
+    float16 count is infinite, quietly."""
+    converted: Array = quietly(np.asarray(counts).astype, dtype)
+    return converted
+
+
+def exact_reciprocal(divisor: Array) -> Array | None:
+    """``1 / divisor`` in its dtype when multiplying by it divides exactly, else None.
+
+    That is when ``divisor`` (a real floating scalar, float16, bfloat16, float32
+    or float64) is a power of two whose reciprocal the dtype holds: ``x * (1/d)``
+    and ``x / d`` are then one correctly rounded operation on the same real
+    number, so they give the same bits for every ``x`` (subnormals, infinities,
+    signed zeros and NaNs included), and a multiplication costs a fraction of
+    a division.
+    """
+    if divisor.ndim or not (divisor.dtype.kind == "f" or divisor.dtype == ml_dtypes.bfloat16):
+        return None
+    value = float(divisor)
+    if not 0.0 < value < math.inf or math.frexp(value)[0] != 0.5:
+        return None
+    reciprocal: Array = quietly(np.divide, np.ones((), divisor.dtype), divisor)
+    # exact: both are powers of two in a double's range; an underflowed or
+    # rounded reciprocal gives something else
+    return reciprocal if float(reciprocal) * value == 1.0 else None
+
+
+def _compiled_narrow_division(total: Array, divisor: Array) -> Callable[[Array], None] | None:
+    """The compiled division of a C-contiguous float16 or bfloat16 ``total`` by
+    the scalar ``divisor`` (taking its uint16 bits), when half_kernel's loops
+    are loaded; else None. numpy's own float16 division and ml_dtypes' bfloat16
+    division are scalar code, the loops vector code with the same bits."""
+    kernels = half_kernel.loaded()
+    if kernels is None or divisor.ndim or not total.flags.c_contiguous:
+        return None
+    if total.dtype == np.float16:
+        loop = kernels.divide_half
+    elif total.dtype == ml_dtypes.bfloat16:
+        loop = kernels.divide_bfloat16
+    else:
+        return None
+    wide = np.float32(divisor)  # exact: every float16 and bfloat16 is a float32
+
+    def divide(bits: Array) -> None:
+        loop(bits, wide)
+
+    return divide
+
+
+def divide_in_place(
+    total: Array, counts: Any, before_writing: Callable[[], None] | None = None
+) -> Array:
+    """Divide ``total`` by ``counts`` (a scalar or per-row array), in its own dtype.
+
+    ``before_writing`` is called once nothing can fail any more, just before
+    ``total`` changes (an integer division allocates first).
+
+    Floating and complex types divide by the count converted to the dtype (so
+    float16 rounds exactly as TensorFlow's kernels do). Integer types divide
+    exactly and truncate toward zero; the quotient always fits the dtype because
+    its magnitude never exceeds the total's.
+    """
+    if total.dtype.kind in "iu":
+        return _divide_integers(total, counts, before_writing)
+    divisor = count_in(total.dtype, counts)
+    compiled = _compiled_narrow_division(total, divisor)
+    small = total.size < RECIPROCAL_MIN_ELEMENTS
+    reciprocal = None if compiled is not None or small else exact_reciprocal(divisor)
+
+    def divide(part: Array) -> None:
+        # each thread has its own floating-point error state
+        if reciprocal is None:
+            quietly(np.divide, part, divisor, out=part)
+        else:
+            quietly(np.multiply, part, reciprocal, out=part)
+
+    if before_writing is not None:
+        before_writing()
+    if compiled is not None:
+        split_elementwise(compiled, (total.reshape(-1).view(np.uint16),), NARROW_DIVIDE_PARALLEL)
+    elif divisor.ndim == 0:
+        split_elementwise(divide, (total,))
+    else:
+        divide(total)
+    return total
+
+
+def _divide_integers(total: Array, counts: Any, before_writing: Callable[[], None] | None) -> Array:
+    dtype = total.dtype
+    wide_type = np.int64 if dtype.kind == "i" else np.uint64
+    wide = total.astype(wide_type)
+    divisor = np.asarray(counts, dtype=wide_type)
+    quotient = wide // divisor
+    if dtype.kind == "i":
+        # floor division rounds negative quotients down; truncation rounds up.
+        quotient += (wide - quotient * divisor != 0) & (wide < 0)
+    narrow = quotient.astype(dtype)
+    if before_writing is not None:
+        before_writing()
+    total[...] = narrow
+    return total

@@ -1,0 +1,131 @@
+"""A round's running sum, in the accumulator's own dtype, shared by dense and sparse.
+
+A sum is an ndarray of the dtype, or for large float16 and bfloat16 sums a
+:class:`~tf_accum.accumulators.narrow.NarrowSum` (a float32 sum rounded per
+add); :func:`start_sum`, :func:`sum_adder`, :func:`divided_sum` and
+:func:`sum_result` hide which. IEEE overflow and NaN are results, not errors,
+as in TensorFlow's kernels: floating-point warnings are silenced around every
+add (tf_accum/accumulators/quiet.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from tf_accum.accumulators import pool, quiet
+from tf_accum.accumulators.narrow import BFloat16Sum, HalfSum, NarrowSum
+from tf_accum.accumulators.pool import add_in_place, parallel_copy
+
+Array = np.ndarray[Any, Any]
+
+# Below this many elements numpy's own narrow loops cost less than the passes.
+NARROW_MIN_ELEMENTS = 4096
+
+RoundSum = Array | NarrowSum
+
+
+def start_sum(first: Array, dtype: np.dtype[Any], owned: bool = False) -> RoundSum:
+    """A running sum of ``dtype`` whose first term is ``first`` (copied): an
+    ndarray, or for float16/bfloat16 a NarrowSum (a float32 sum rounded per add).
+    An ``owned`` ``first`` (a new array no one else holds) that is already a
+    C-ordered, writable array of ``dtype`` becomes the sum itself."""
+    if first.size == 1:
+        return _single(first, dtype)
+    if first.size >= NARROW_MIN_ELEMENTS:
+        if dtype == np.float16:
+            return HalfSum(first, dtype)
+        if dtype == ml_dtypes.bfloat16:
+            return BFloat16Sum(first, dtype)
+    if owned and first.dtype == dtype and first.flags.c_contiguous and first.flags.writeable:
+        return first
+    return parallel_copy(first, dtype)
+
+
+def _single(first: Array, dtype: np.dtype[Any]) -> Array:
+    """A one-element running sum: a view of a two-element buffer.
+
+    numpy copies an operand before adding in place when the output is a
+    one-element array that is also an input (its overlap check gives up on
+    them), which costs more than the add itself. Adding the gradient as a 0-d
+    array into the two-element buffer (:func:`_add_single`) avoids it; the
+    second element is scratch, never read.
+    """
+    total: Array = np.empty(2, dtype)[:1].reshape(first.shape)
+    np.copyto(total, first, casting="unsafe")
+    return total
+
+
+def _add_single(total: Array, gradient: Array) -> None:
+    """``total += gradient`` for a one-element sum made by :func:`_single`."""
+    pair: Any = total.base
+    np.add(pair, gradient.reshape(()), pair)
+
+
+def _add_small(total: Array, gradient: Array) -> None:
+    """``total += gradient`` on the calling thread, for a sum below the threads' size."""
+    if total.size == 1:
+        _add_single(total, gradient)
+    else:
+        np.add(total, gradient, total)
+
+
+def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
+    """``adder(total, gradient)`` adds ``gradient`` into a running sum of ``dtype``
+    made by :func:`start_sum`, whatever its size."""
+    limit = pool.PARALLEL_MIN_ELEMENTS
+
+    def add_large(total: Any, gradient: Array) -> None:
+        if type(total) is np.ndarray:
+            add_in_place(total, gradient)
+        else:
+            total.add(gradient)
+
+    if dtype.kind in "iu":
+
+        def add_integers(total: Any, gradient: Array) -> None:
+            if type(total) is np.ndarray and total.size < limit:
+                _add_small(total, gradient)
+            else:
+                add_large(total, gradient)
+
+        return add_integers
+    if not quiet.CONTEXT_LOCAL_ERRORS:  # numpy < 2
+
+        def add_floats(total: Any, gradient: Array) -> None:
+            if type(total) is np.ndarray and total.size < limit:
+                with np.errstate(all="ignore"):
+                    _add_small(total, gradient)
+            else:
+                add_large(total, gradient)
+
+        return add_floats
+    runner, add = quiet.quiet_runner, np.add
+
+    def add_floats_quietly(total: Any, gradient: Array) -> None:
+        # _add_small written out: this is most of a 1-element apply's own time
+        if type(total) is np.ndarray and total.size < limit:
+            if total.size == 1:
+                pair: Any = total.base  # see _single
+                runner()(add, pair, gradient.reshape(()), pair)
+            else:
+                runner()(add, total, gradient, total)
+        else:
+            add_large(total, gradient)
+
+    return add_floats_quietly
+
+
+def divided_sum(total: RoundSum, count: int) -> Array | None:
+    """The running sum ``total`` divided by ``count`` in its dtype, in a new
+    array, when one compiled pass can make it (a float16 or bfloat16 sum, see
+    NarrowSum.divided); else None, and the caller divides the result."""
+    return total.divided(count) if isinstance(total, NarrowSum) else None
+
+
+def sum_result(total: RoundSum) -> Array:
+    """The running sum ``total`` as an array of its dtype (the buffer itself when it is one)."""
+    return total.result() if isinstance(total, NarrowSum) else total

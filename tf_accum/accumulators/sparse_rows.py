@@ -1,0 +1,290 @@
+"""A sparse round's row buffer: its state, and the adds into the rows it holds.
+
+A round keeps its row sums in order of arrival (``rows``, with spare capacity,
+growing by a quarter when full) and how many gradients touched each row
+(``counts``); how a row index finds its row is the business of the round's row
+index (tf_accum/accumulators/sparse_index.py and sparse_keys.py). Every apply
+makes what it needs aside first and writes the round last, by in-place array
+methods or the compiled loops, which allocate nothing: a MemoryError changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tf_accum.accumulators import sparse_kernel
+from tf_accum.accumulators.division import divide_in_place
+from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
+from tf_accum.accumulators.quiet import in_place_adder, quiet_float_errors
+
+Array = np.ndarray[Any, Any]
+GROWTH = 1.25  # spare capacity when the row buffer grows
+# the compiled add's slot map when the round has none (it marks nothing then)
+_NO_MAP = np.empty(0, np.int32)
+_NO_KEYS = np.empty(0, np.int64)
+
+
+@dataclass
+class SparseRound:
+    index: Array | None  # first dimension unknown (or 2**31 and above)
+    slot: Array | None  # as index
+    keys: Array | None  # first dimension known: replaces index and slot
+    places: Array | None  # with keys: the slot map, when the round has one
+    rows: Array
+    counts: Array
+    used: int
+    in_order: bool  # slots ascend with the index: rows are in index order
+    items: Array | None = None  # ``rows`` as opaque items (see rows_as_items), once made
+    # a take that divided rows in ``rows`` itself: (their slots, their items as
+    # they were), so that a take that fails later puts the round back undivided
+    undivided: tuple[Array, Array] | None = None
+    # entries of ``places`` above this are the round's rows (slot + base + 1)
+    base: int = 0
+
+
+@dataclass
+class Spare:
+    """The last round's buffers, kept for the next round."""
+
+    rows: Array
+    counts: Array
+    places: Array | None
+    top: int  # the largest entry of ``places`` the round may have set
+
+
+def divide_rows(
+    rows: Array, counts: Array, before_writing: Callable[[], None] | None = None
+) -> None:
+    """Divide each row by its count, in place. Rows touched once are left as they
+    are (with scattered updates most rows are). ``before_writing`` is called
+    once nothing can fail any more, just before ``rows`` change."""
+    several = counts > 1
+    picked = np.flatnonzero(several)
+    picked_count = picked.shape[0]
+    if not picked_count:
+        return
+    tail = (1,) * (rows.ndim - 1)
+    if picked_count == counts.shape[0]:
+        divide_in_place(rows, counts.reshape((-1, *tail)), before_writing)
+        return
+    if picked_count * 2 > counts.shape[0]:
+        # mostly rows touched several times: one pass over all rows, then the
+        # others put back as they were, costs less than gathering the many
+        kept = np.flatnonzero(~several)
+        saved = np.take(rows, kept, axis=0)
+        divide_in_place(rows, counts.reshape((-1, *tail)), before_writing)
+        if saved.size:
+            np.put(rows_as_items(rows), kept, rows_as_items(saved))
+        return
+    part = np.take(rows, picked, axis=0)
+    divide_in_place(part, counts[picked].reshape((-1, *tail)))
+    if before_writing is not None:
+        before_writing()
+    rows[picked] = part
+
+
+def normalize(
+    indices: Array, values: Array, increasing: bool | None = None
+) -> tuple[Array, Array, bool]:
+    """Sort a gradient's rows by index and sum duplicate indices (docs/departures.md T5).
+
+    ``increasing``: whether the indices are known to be strictly increasing
+    (None: not known yet). Returns (unique sorted indices, their rows, whether
+    the rows are the caller's own array, unchanged). Already sorted unique
+    indices cost one O(k) comparison, or nothing when known.
+    """
+    if increasing is None:
+        increasing = indices.size < 2 or bool(np.all(indices[1:] > indices[:-1]))
+    if increasing:
+        return indices, values, True
+    order = np.argsort(indices, kind="stable")
+    ordered = indices[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    rows = values[order]
+    if starts.size != ordered.size:
+        # numpy's add reductions widen integers narrower than 64 bits to
+        # int64/uint64; duplicates must wrap in the gradient's own dtype.
+        # quietly, as every other sum of the accumulator: an overflow is an
+        # infinity, not a warning
+        with quiet_float_errors():
+            rows = np.add.reduceat(rows, starts, axis=0, dtype=rows.dtype)
+    return ordered[starts], rows, False
+
+
+def rows_as_items(rows: Array) -> Array:
+    """``rows`` (C-contiguous) as a 1-D array with one opaque item per row:
+    numpy moves such items several times faster than rows of a 2-D array."""
+    return rows.reshape(rows.shape[0], -1).view(np.dtype((np.void, rows[0].nbytes))).reshape(-1)
+
+
+def gather(rows: Array, order: Array, dividing: Any = None) -> Array:
+    """``rows[order]`` in a new array; several threads share large gathers.
+
+    ``dividing``: (the compiled loop, the rows' counts) to divide each row by
+    its count as it is gathered (see sparse_kernel.gather_dividing); ``rows``
+    is then C-contiguous and its dtype the loop's.
+    """
+    values = np.empty((order.shape[0], *rows.shape[1:]), rows.dtype)
+    fill: Callable[[Array, Array], Any]
+    if dividing is None:
+
+        def fill(out: Array, picked: Array) -> Any:
+            return np.take(rows, picked, axis=0, out=out, mode="clip")  # "raise" would buffer `out`
+
+    else:
+        loop, counts = dividing
+        flat = rows.reshape(rows.shape[0], -1)
+
+        def fill(out: Array, picked: Array) -> Any:
+            return loop(flat, counts, picked, out.reshape(out.shape[0], -1))
+
+    if values.size < COPY_PARALLEL_MIN_ELEMENTS:
+        fill(values, order)
+    else:
+        split_elementwise(fill, (values, order), COPY_PARALLEL_MIN_ELEMENTS)
+    return values
+
+
+class HeldRows:
+    """The adds into a round's rows for an accumulator of one dtype: numpy's
+    (quietly: an overflow is an infinity) or, for float32 and float64 when
+    loaded, sparse_kernel's compiled loops."""
+
+    def __init__(self, dtype: np.dtype[Any]) -> None:
+        self._add = in_place_adder(dtype)
+        # float32/float64: the optional compiled row adds
+        self.compiled = dtype in sparse_kernel.KERNEL_DTYPES
+
+    @staticmethod
+    def held_items(state: SparseRound) -> Array:
+        items = state.items
+        if items is None:
+            items = state.items = rows_as_items(state.rows)
+        return items
+
+    def append_rows(self, state: SparseRound, rows: Array, fresh_at: Array) -> None:
+        """Put ``rows[fresh_at]`` in the next free slots, counted once (``used`` stays)."""
+        used = state.used
+        added = fresh_at.shape[0]
+        # np.take writes into `out` directly with mode="clip" (np.compress with
+        # `out` is several times slower); the positions are valid by construction
+        np.take(rows, fresh_at, axis=0, out=state.rows[used : used + added],
+                mode="clip")  # fmt: skip
+        state.counts[used : used + added] = 1
+
+    @staticmethod
+    def grow(state: SparseRound, needed: int) -> None:
+        capacity = max(needed, int(state.rows.shape[0] * GROWTH))
+        rows = np.empty((capacity, *state.rows.shape[1:]), state.rows.dtype)
+        np.copyto(rows[: state.used], state.rows[: state.used])
+        counts = np.empty(capacity, np.int64)
+        counts[: state.used] = state.counts[: state.used]
+        state.rows, state.counts, state.items = rows, counts, None
+
+    def loops_for(
+        self, state: SparseRound, slots: Array, hit: Array
+    ) -> sparse_kernel.Kernels | None:
+        """The compiled loops if they are loaded and take these arrays, else None."""
+        kernels = sparse_kernel.loaded()
+        if (
+            kernels is not None
+            and self.compiled
+            and hit.dtype == state.rows.dtype
+            and slots.dtype == np.int64
+            and hit.flags.c_contiguous
+            and hit.flags.aligned
+            and state.rows.flags.c_contiguous
+            and state.rows.flags.writeable
+        ):
+            return kernels
+        return None
+
+    def add(
+        self,
+        state: SparseRound,
+        slots: Array,
+        hit: Array,
+        fresh_at: Array | None = None,
+        fresh: Array | None = None,
+    ) -> None:
+        """Add ``hit[i]`` to the row of ``slots[i]``; the slots are distinct.
+
+        The rows ``fresh_at`` (free slots; ``fresh`` marks them) are set to
+        ``hit``'s rows instead. The new rows and counts are made aside and
+        written back last by in-place array methods, which allocate nothing
+        (or by the compiled loop, which allocates nothing either): a
+        MemoryError changes nothing.
+        """
+        kernels = self.loops_for(state, slots, hit)
+        if kernels is not None:
+            width = math.prod(state.rows.shape[1:])
+            rows = state.rows.reshape(state.rows.shape[0], width)
+            hit = hit.reshape(hit.shape[0], width)
+            if fresh is None:
+                kernels.add_rows(rows, state.counts, slots, hit)
+            else:
+                kernels.add_or_set_rows(rows, state.counts, slots, hit, fresh, _NO_MAP, _NO_KEYS, 0)
+            return
+        counts = np.take(state.counts, slots)
+        counts += 1
+        if hit.size:
+            items = self.held_items(state)
+            held_items = np.take(items, slots)
+            held = held_items.view(state.rows.dtype).reshape(hit.shape)
+            self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
+            if fresh_at is not None:
+                np.put(held_items, fresh_at, rows_as_items(np.take(hit, fresh_at, axis=0)))
+            items.put(slots, held_items)
+        state.counts.put(slots, counts)
+
+    def dividing_gather(self, state: SparseRound, order: Array) -> tuple[Any, Array] | None:
+        """(the compiled dividing gather, the round's counts) when the loops are
+        loaded and take the round's rows and ``order``, else None."""
+        # the round's counts are int64 and its rows of the accumulator's dtype
+        kernels = sparse_kernel.loaded()
+        rows = state.rows
+        if (
+            kernels is None
+            or not self.compiled
+            or not rows.flags.c_contiguous
+            or not rows.flags.aligned
+            or order.dtype != np.int64
+        ):
+            return None
+        return kernels.gather_rows_dividing, state.counts
+
+    def divide_held(self, state: SparseRound) -> bool:
+        """MEAN: divide the round's rows counted more than once where they are
+        held, before they are gathered into the result, when they are few; say
+        whether that was done. A few rows divided here cost less than finding
+        them again in index order (a gather of the counts and a pass over
+        them). Their undivided values are kept in ``state.undivided`` for a
+        take that fails after this, so the round goes back as it was."""
+        counts = state.counts[: state.used]
+        several = counts > 1
+        many = np.count_nonzero(several)
+        if many * 4 > counts.shape[0]:
+            # divided in the result: two copies of them here would take more
+            # memory than half the round's buffer
+            return False
+        if not many:
+            return True
+        picked = np.flatnonzero(several)
+        items = self.held_items(state)
+        saved = np.take(items, picked)
+        part = saved.copy()
+        tail = (1,) * (state.rows.ndim - 1)
+        divide_in_place(
+            part.view(state.rows.dtype).reshape((-1, *state.rows.shape[1:])),
+            np.take(counts, picked).reshape((-1, *tail)),
+        )
+        # recorded before the rows change: a put back restores them either way
+        state.undivided = (picked, saved)
+        items.put(picked, part)
+        return True
