@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     name = args.backend if len(args.backend) <= 20 else "runtime"
     if plugin:
         print(f"runtime: {args.backend}")
-    print(f"{'area':10} {'cases':>5}  {name:>9}  {label:>20}  departures  crashes TF  n/a")
+    width = max(9, len(name))
+    print(f"{'area':10} {'cases':>5}  {name:>{width}}  {label:>20}  departures  crashes TF  n/a")
     totals = [0, 0, 0, 0, 0, 0]
     for area, members in sorted(areas.items()):
         passed_ours = sum(ours.get(c.id, False) for c in members)
@@ -95,10 +96,10 @@ def main(argv: list[str] | None = None) -> None:
         for i, n in enumerate(row):
             totals[i] += n
         print(
-            f"{area:10} {row[0]:5}  {row[1]:9}  {row[2]:20}  {row[3]:10}  {row[4]:10}  {row[5]:3}"
+            f"{area:10} {row[0]:5}  {row[1]:{width}}  {row[2]:20}  {row[3]:10}  {row[4]:10}  {row[5]:3}"
         )
     print(
-        f"{'all':10} {totals[0]:5}  {totals[1]:9}  {totals[2]:20}  {totals[3]:10}  {totals[4]:10}  {totals[5]:3}"
+        f"{'all':10} {totals[0]:5}  {totals[1]:{width}}  {totals[2]:20}  {totals[3]:10}  {totals[4]:10}  {totals[5]:3}"
     )
     if totals[5]:
         print(
