@@ -7,8 +7,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--backend",
         default=None,
-        help="conformance backends to run: tf_accum, tensorflow or both (comma-separated); "
-        "default: TF_ACCUM_BACKEND, else every installed one. The golden checks always run.",
+        help="conformance backends to run, comma-separated: tf_accum, tf_accum-graph, "
+        "tf_accum-ray, tensorflow, or another runtime as module:attribute "
+        "(conformance/backends/plugin.py); default: TF_ACCUM_BACKEND, else every installed "
+        "built-in one. The golden checks always run.",
     )
 
 

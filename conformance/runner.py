@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.case_format import Case, Statement
-from conformance.outcomes import Record, error_record, meets, record_result
+from conformance.outcomes import Record, error_record, meets, record_result, same_behaviour
 
 JOIN_WAIT = 10.0  # seconds; only reached when a take that should return does not
 
@@ -101,3 +101,31 @@ def _execute(
     except Exception as exc:
         return error_record(exc)
     raise AssertionError(f"unknown statement {statement.action}")
+
+
+def runtime_failures(run: CaseRun, golden: dict[str, Any], xfails: Any) -> list[str]:
+    """What a plug-in runtime got wrong in ``run``, TensorFlow's outcome beside each.
+
+    A call passes when it meets the case's expectation; a call listed as a
+    departure (docs/departures.md) also passes when it behaves as TensorFlow's
+    recorded call did, so that a runtime may follow either tf_accum or
+    TensorFlow there. ``golden`` is the golden file's entry for the case.
+    """
+    recorded = golden.get("records")
+    failures = []
+    for index, statement in enumerate(run.case.statements):
+        if statement.expect is None and not run.case.require_success:
+            continue
+        ours = run.records[index]
+        problem = meets(ours, statement.expect)
+        if problem is None:
+            continue
+        theirs: Record | str = recorded[index] if recorded else "(its process crashed)"
+        departs = (
+            xfails.call_reason(run.case.id, statement.line) is not None
+            or xfails.message_reason(run.case.id, statement.line) is not None
+        )
+        if departs and recorded and same_behaviour(ours, recorded[index]) is None:
+            continue
+        failures.append(f"line {statement.line}: {statement.text}: {problem}; TensorFlow: {theirs}")
+    return failures

@@ -7,7 +7,9 @@
 - with TensorFlow installed: a live run (in a child process) meets the same
   expectations and agrees with the golden file, and every case marked as a
   crash really kills TensorFlow's process;
-- signatures match TensorFlow's.
+- signatures match TensorFlow's;
+- another runtime named with ``--backend module:attribute`` meets every case
+  (or, on a departing call, TensorFlow's recorded outcome).
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from typing import Any
 import pytest
 
 from conformance import signatures
-from conformance.backends import make_backend, selected_backends
+from conformance.backends import make_backend, plugins, selected_backends
 from conformance.case_format import Case, load_cases
 from conformance.outcomes import meets, normalised_message, same_behaviour, same_message
 from conformance.record import GOLDEN_FILE, load_golden, record_in_subprocess
-from conformance.runner import run_case
+from conformance.runner import run_case, runtime_failures
 from conformance.xfails import load_xfails
 
 CASES = load_cases()
@@ -52,10 +54,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "graph_case" in metafunc.fixturenames:
         cases = CASES if "tf_accum-graph" in backends else []
         metafunc.parametrize("graph_case", cases, ids=_ids(cases))
+    if "runtime_case" in metafunc.fixturenames:
+        pairs = [
+            (spec, case)
+            for spec in plugins(backends)
+            for case in CASES
+            if _runtime(spec).supports(case)
+        ]
+        metafunc.parametrize("runtime_case", pairs, ids=[f"{s}-{c.id}" for s, c in pairs])
     if "crash_case" in metafunc.fixturenames:
         run = "tensorflow" in backends
         cases = [c for c in CASES if run and XFAILS.crashes_tensorflow(c.id)]
         metafunc.parametrize("crash_case", cases, ids=_ids(cases))
+
+
+_RUNTIMES: dict[str, Any] = {}
+
+
+def _runtime(spec: str) -> Any:
+    if spec not in _RUNTIMES:
+        _RUNTIMES[spec] = make_backend(spec)
+    return _RUNTIMES[spec]
 
 
 def _expectation_failures(case: Case, records: list[dict[str, Any]]) -> list[str]:
@@ -115,6 +134,16 @@ def test_on_tf_accum(tf_accum_case: Case) -> None:
         if problem:
             differences.append(f"line {statement.line}: {statement.text}: {problem}")
     assert not differences, "tf_accum differs from TensorFlow:\n" + "\n".join(differences)
+
+
+def test_on_runtime(runtime_case: tuple[str, Case]) -> None:
+    """Another runtime (``--backend module:attribute``, conformance/backends/plugin.py)
+    meets every case it can run; where a departure is listed it may instead
+    behave as TensorFlow's recorded call did."""
+    spec, case = runtime_case
+    run = run_case(case, _runtime(spec))
+    failures = runtime_failures(run, GOLDEN["cases"][case.id], XFAILS)
+    assert not failures, f"{spec} fails {case.id}:\n" + "\n".join(failures)
 
 
 def test_message_departures_really_differ() -> None:

@@ -34,10 +34,12 @@ def test_the_page_gives_every_departure_in_order() -> None:
     assert headings == NUMBERS
 
 
-def test_the_readme_lists_the_same_numbers_and_links_the_page() -> None:
+def test_the_readme_lists_the_same_numbers_and_titles_and_links_the_page() -> None:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Where tf_accum departs from TensorFlow", 1)[1]
-    assert re.findall(r"^- \*\*(T\d+) ", section, re.M) == NUMBERS
+    section = readme.split("## Where tf_accum departs from TensorFlow", 1)[1].split("\n## ")[0]
+    rows = re.findall(r"^\| (T\d+) \| (.*) \|$", section, re.M)
+    assert rows == re.findall(r"^## (T\d+): (.*)$", DEPARTURES, re.M)
+    assert [number for number, _ in rows] == NUMBERS
     assert "(docs/departures.md)" in section
 
 

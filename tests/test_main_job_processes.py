@@ -110,6 +110,21 @@ def test_job_with_worker_processes_prints_its_summary_and_leaves_no_process(tmp_
     assert accepted >= 3
     assert applied == accepted + stale + unsettled
     assert not left, f"processes the job started are still running: {left}"
+    # --quiet: nothing on stderr, Ray's own lines included (the chief's "Started a
+    # local Ray instance", the workers' "Connecting to existing Ray cluster" and
+    # "SIGTERM handler is not set")
+    assert err == "", err
+
+
+@NEEDS_RAY
+def test_without_quiet_ray_s_own_lines_show(tmp_path) -> None:
+    # what --quiet silences (test above) is there without it
+    job, marker = start_job(tmp_path, "--processes", "2", "--steps", "2", "--no-plot")
+    out, err, left = finish(job, marker)
+    assert job.returncode == 0, err[-3000:]
+    assert "Started a local Ray instance" in err
+    assert "Connecting to existing Ray cluster" in err
+    assert not left, f"processes the job started are still running: {left}"
 
 
 @NEEDS_RAY

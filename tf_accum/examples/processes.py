@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import select
 import shutil
@@ -85,8 +86,11 @@ def _kill(pids: set[int]) -> None:
 
 
 @contextlib.contextmanager
-def cluster(address: str) -> Iterator[str]:
+def cluster(address: str, quiet: bool = False) -> Iterator[str]:
     """Attach this process to the cluster at ``address``; yields the address workers join.
+
+    ``quiet`` keeps Ray's own INFO and WARNING log lines out of this process's
+    output (errors still show).
 
     On exit Ray is shut down, the previous table restored, and every process
     Ray started below this one is killed by pid (Ray's agents may outlive a
@@ -104,6 +108,8 @@ def cluster(address: str) -> Iterator[str]:
     previous = current_table()
     temp_dir: str | None = None
     options: dict[str, Any] = {"log_to_driver": False}
+    if quiet:
+        options["logging_level"] = logging.ERROR
     if address == "local":
         # Short: Ray puts unix sockets under it (paths are limited to about 107 bytes).
         temp_dir = tempfile.mkdtemp(prefix="tfa", dir="/tmp" if os.path.isdir("/tmp") else None)
@@ -160,6 +166,7 @@ def start_process_workers(
         "workers": config.workers,
         "compute_ms": config.compute_ms,
         "shared_name": shared_name(),
+        "quiet": config.quiet,
     }
     processes: list[subprocess.Popen[bytes]] = []
     threads: list[threading.Thread] = []
@@ -298,6 +305,12 @@ def worker_main(index: int, setup: dict[str, Any]) -> None:
 
     model = MODELS[setup["model"]](setup["seed"], setup["workers"])
     template = model.initial_params()
+    if setup.get("quiet"):
+        # attach here rather than at the first accumulator (TF_ACCUM_RAY_ADDRESS),
+        # to keep Ray's own INFO and WARNING lines out of the job's output
+        from tf_accum.distributed import connect
+
+        connect(os.environ["TF_ACCUM_RAY_ADDRESS"], logging_level=logging.ERROR)
     accumulator = model.make_accumulator(shared_name=setup["shared_name"])
     os.write(sys.stdout.fileno(), b"r")  # joined: the chief may start its clock
     # nothing else goes to the chief on that pipe (which nobody reads from now on)

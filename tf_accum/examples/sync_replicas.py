@@ -254,7 +254,7 @@ def run(config: JobConfig, progress: Progress | None = None) -> RunResult:
         if config.processes:
             from tf_accum.examples import processes
 
-            address = stack.enter_context(processes.cluster(config.address))
+            address = stack.enter_context(processes.cluster(config.address, config.quiet))
             return _train(config, progress, address, processes.shared_name())
         return _train(config, progress, None, None)
 
@@ -438,8 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument(
         "--quiet",
         action="store_true",
-        help="no progress bar or progress lines; the summary and the figure's path are "
-        "still printed",
+        help="no progress bar or progress lines, and none of Ray's own log lines with "
+        "--processes; the summary and the figure's path are still printed",
     )
     return parser
 
