@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 import pytest
 
@@ -351,11 +353,14 @@ class TestConstructorAttributes:
         np.testing.assert_array_equal(ops.take(handle=h, num_required=2, dtype=tfa.float32), [2.0])
 
     def test_string_attributes_may_be_bytes(self, ops) -> None:  # A06
-        h = make(ops, shape=[1], reduction_type=b"SUM", shared_name=b"bytes-name")
-        assert make(ops, shape=[1], reduction_type="SUM", shared_name="bytes-name") == h
+        name = f"bytes-name-{uuid.uuid4().hex}"
+        h = make(ops, shape=[1], reduction_type=b"SUM", shared_name=name.encode())
+        assert make(ops, shape=[1], reduction_type="SUM", shared_name=name) == h
         ops.apply(handle=h, local_step=0, gradient=np.array([1.0], np.float32))
         ops.apply(handle=h, local_step=0, gradient=np.array([3.0], np.float32))
-        np.testing.assert_array_equal(ops.take(handle=h, num_required=2, dtype=tfa.float32), [4.0])
+        taken = ops.take(handle=h, num_required=2, dtype=tfa.float32, timeout=30)
+        np.testing.assert_array_equal(taken, [4.0])
+        tfa.raw_ops.DestroyResourceOp(resource=h)
 
     def test_dtype_as_tensorflow_enum_number(self, ops) -> None:  # A13
         h = make(ops, dtype=2, shape=[1])
