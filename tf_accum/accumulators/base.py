@@ -4,16 +4,18 @@ Dense and sparse accumulators differ only in how a gradient is validated and
 merged and how a round's result is computed; everything about *when* a take
 completes lives here.
 
-Interrupts (see ``interrupts``): a Ctrl-C arriving inside an operation is
-delivered after it returns, and a take's wait is the one place an interrupt
-surfaces at once; the wait's cleanup then runs with the lock held, and only
-ever releases a lock this thread holds. An exception injected into a thread
-(not a signal) can still land anywhere; the lock discipline survives it.
+Interrupts: tf_accum installs no signal handler, profile or trace function.
+A KeyboardInterrupt (or any exception a SIGINT handler raises, or one injected
+into a thread) surfaces wherever Python raises it; the lock is only ever taken
+by ``with`` blocks, and a take that an exception stops is given up in one
+place (:meth:`AccumulatorBase._give_up`): withdrawn if it still waited, its
+round put back if it had been served (when nothing has happened since).
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import logging
 import math
 import threading
@@ -25,7 +27,6 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators import interrupts
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 from tf_accum.resources.errors import missing_resource_error
@@ -62,6 +63,21 @@ Round = TypeVar("Round")
 _APPLY_METHODS = ("apply", "apply_dense", "apply_sparse")
 
 
+class _Stage(enum.Enum):
+    """Where a take attempt stands; it changes only under the accumulator's lock."""
+
+    QUEUED = "queued"  # waiting in the queue
+    SEALED = "sealed"  # committed to a round that adds outside the lock still land in
+    SERVED = "served"  # its round is handed over; its waiter has not picked it up yet
+    CLAIMED = "claimed"  # its waiter picked its round up: from here it is the take's
+    WITHDRAWN = "withdrawn"  # left the queue unserved (out of time, interrupted)
+    CANCELLED = "cancelled"  # failed with ``error`` (destroyed, cancelled from outside)
+    RETURNED = "returned"  # served, then given up: its round went back if it could
+
+
+QUEUED, SEALED, SERVED, CLAIMED, WITHDRAWN, CANCELLED, RETURNED = _Stage
+
+
 class _TakeAttempt(Generic[Round]):
     """A take waiting in the queue.
 
@@ -70,39 +86,18 @@ class _TakeAttempt(Generic[Round]):
     thread blocks acquiring it, with the accumulator's lock released.
     """
 
-    __slots__ = (
-        "num_required",
-        "wakeup",
-        "done",
-        "outcome",
-        "count",
-        "error",
-        "serial",
-        "key",
-        "withdrawn",
-        "sealed",
-        "given_back",
-    )
+    __slots__ = ("num_required", "wakeup", "stage", "outcome", "count", "error", "serial", "key")
 
     def __init__(self, num_required: int) -> None:
         self.num_required = num_required
         self.wakeup = threading.Lock()
         self.wakeup.acquire()
-        self.done = False
+        self.stage = QUEUED
         self.outcome: Round | None = None
         self.count = 0
         self.error: errors.OpError | None = None
         self.serial = 0  # takes served so far, once this one is
         self.key: int | None = None  # its registration with a cancellation
-        self.withdrawn = False
-        # committed: its round is detached, and the adds into it that run
-        # outside the lock are landing (see _SealedRound); done once they have
-        self.sealed = False
-        self.given_back = False  # its wait has already tried to put its round back
-
-    def settled(self) -> bool:
-        """Served (or sealed), cancelled or withdrawn: no longer withdrawable."""
-        return self.done or self.sealed or self.error is not None or self.withdrawn
 
 
 class _SealedRound:
@@ -147,15 +142,13 @@ class AccumulatorBase(ABC, Generic[Round]):
                 setattr(cls, name, _counting_rejections(method))
 
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
-        interrupts.install()
         self.spec = spec
         self.dtype = spec.dtype
         self.numpy_dtype = spec.dtype.numpy_dtype
         self.shape = spec.shape
         self.reduction_type = spec.reduction_type
         self.label = label
-        # An RLock knows its owner: cleanup after an interrupt can tell whether
-        # it holds the lock, and a release by anyone else fails loudly.
+        # An RLock: a release by a thread that does not hold it fails loudly.
         self._lock = threading.RLock()
         self._global_step = 0
         self._count = 0
@@ -346,37 +339,12 @@ class AccumulatorBase(ABC, Generic[Round]):
         except BaseException:
             # whatever went wrong, and wherever: no dead take stays queued, and
             # a served round whose result was not computed goes back
-            self._abandon(attempt, served)
-            raise
-
-    def _abandon(
-        self, attempt: _TakeAttempt[Round] | None, served: tuple[Round, int, int] | None
-    ) -> None:
-        # served or sealed, but the exception came before its wait returned the
-        # round (and outside the part of the wait that puts it back itself)
-        committed = (
-            served is None
-            and attempt is not None
-            and (attempt.done or attempt.sealed)
-            and attempt.error is None
-            and not attempt.given_back
-        )
-        if committed:
-            assert attempt is not None
-            while self._lock._is_owned():  # type: ignore[attr-defined]
-                self._lock.release()  # held only here, by an exception: the adds land under it
-            self._await_landing(attempt)
-            served = (attempt.outcome, attempt.count, attempt.serial)  # type: ignore[assignment]
-        self._relock()
-        try:
-            if attempt is not None and (attempt in self._waiting or not attempt.settled()):
-                self._withdraw_locked(attempt)
-                self._n_interrupted += 1
+            if attempt is not None:
+                self._give_up(attempt)
             elif served is not None:
-                self._put_back_locked(*served)
-                self._n_interrupted += committed
-        finally:
-            self._lock.release()
+                with self._lock:
+                    self._put_back_locked(*served)
+            raise
 
     def _enqueue_locked(
         self, attempt: _TakeAttempt[Round], cancellation: Cancellation | None
@@ -386,6 +354,7 @@ class AccumulatorBase(ABC, Generic[Round]):
             if key is None:
                 assert cancellation.error is not None
                 self._n_cancelled += 1
+                attempt.stage = CANCELLED
                 raise _copy_error(cancellation.error)
             attempt.key = key
         self._waiting.append(attempt)
@@ -393,52 +362,24 @@ class AccumulatorBase(ABC, Generic[Round]):
     def _wait(
         self, attempt: _TakeAttempt[Round], timeout: float | None, cancellation: Cancellation | None
     ) -> tuple[Round, int, int]:
-        """Block (without the lock) until ``attempt`` is served, cancelled or out of time."""
-        interrupts.install()
+        """Block (without the lock) until ``attempt`` is served, cancelled or out
+        of time, and claim its round. An exception out of here leaves the
+        attempt to :meth:`_give_up`."""
         deadline = None if timeout is None or math.isinf(timeout) else time.monotonic() + timeout
         try:
-            try:
-                woken = False
-                while not woken:
-                    wait = threading.TIMEOUT_MAX
-                    if deadline is not None:
-                        wait = min(wait, max(0.0, deadline - time.monotonic()))
-                    with interrupts.interruptible_wait():
-                        woken = attempt.wakeup.acquire(True, wait)
-                    if not woken and deadline is not None and time.monotonic() >= deadline:
-                        if not self._ready_but_for_flights(attempt):
-                            break
-                        deadline = None  # served once the adds running now are done
-            except BaseException as exc:
-                # Interrupted (Ctrl-C, or an exception injected into this thread).
-                self._relock()
-                try:
-                    if not attempt.settled():
-                        self._withdraw_locked(attempt)
-                        self._n_interrupted += 1
-                        raise
-                    if attempt.error is not None:
-                        raise
-                finally:
-                    self._lock.release()
-                # served (or sealed: then once its round is whole)
-                self._await_landing(attempt)
-                if not (isinstance(exc, KeyboardInterrupt) and interrupts.in_main_thread()):
-                    # something else must surface: leave the round
-                    attempt.given_back = True
-                    self._relock()
-                    try:
-                        self._put_back_locked(attempt.outcome, attempt.count, attempt.serial)  # type: ignore[arg-type]
-                        self._n_interrupted += 1
-                    finally:
-                        self._lock.release()
-                    raise
-                # served before Ctrl-C was seen: return the round; the interrupt
-                # is delivered as soon as the take has returned
-                interrupts.hold_back(exc)
+            woken = False
+            while not woken:
+                wait = threading.TIMEOUT_MAX
+                if deadline is not None:
+                    wait = min(wait, max(0.0, deadline - time.monotonic()))
+                woken = attempt.wakeup.acquire(True, wait)
+                if not woken and deadline is not None and time.monotonic() >= deadline:
+                    if not self._ready_but_for_flights(attempt):
+                        break
+                    deadline = None  # served once the adds running now are done
             if not woken:
                 with self._lock:
-                    if not attempt.settled():
+                    if attempt.stage is QUEUED:
                         self._withdraw_locked(attempt)
                         self._n_timed_out += 1
                         raise errors.DeadlineExceededError(
@@ -446,12 +387,35 @@ class AccumulatorBase(ABC, Generic[Round]):
                         )
                 # sealed (before or since the deadline): served once its round is whole
                 self._await_landing(attempt)
+            with self._lock:
+                if attempt.stage is SERVED:
+                    attempt.stage = CLAIMED
+                    return attempt.outcome, attempt.count, attempt.serial  # type: ignore[return-value]
         finally:
             if cancellation is not None:
                 cancellation.unregister(attempt.key)
-        if attempt.error is not None:
-            raise attempt.error
-        return attempt.outcome, attempt.count, attempt.serial  # type: ignore[return-value]
+        assert attempt.error is not None
+        raise attempt.error
+
+    def _give_up(self, attempt: _TakeAttempt[Round]) -> None:
+        """The take of ``attempt`` is stopped by an exception: withdraw it if it
+        still waits, or put its round back if it was served (and nothing has
+        happened since; otherwise the round is lost with the exception).
+        Counted as interrupted unless its round was claimed already."""
+        while True:
+            self._await_landing(attempt)
+            with self._lock:
+                stage = attempt.stage
+                if stage is SEALED:
+                    continue  # sealed since we looked: its adds are landing
+                if stage is QUEUED:
+                    self._withdraw_locked(attempt)
+                    self._n_interrupted += 1
+                elif stage is SERVED or stage is CLAIMED:
+                    attempt.stage = RETURNED
+                    self._put_back_locked(attempt.outcome, attempt.count, attempt.serial)  # type: ignore[arg-type]
+                    self._n_interrupted += stage is SERVED
+                return
 
     def _ready_but_for_flights(self, attempt: _TakeAttempt[Round]) -> bool:
         """Whether ``attempt`` waits only for adds running outside the lock."""
@@ -460,9 +424,9 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     @staticmethod
     def _await_landing(attempt: _TakeAttempt[Round]) -> None:
-        """Wait until a sealed ``attempt`` is done: the adds into its round are
-        running, so the wait is short and bounded (not interruptible)."""
-        if attempt.sealed and not attempt.done:
+        """Wait until a sealed ``attempt`` is served: the adds into its round
+        are running, so the wait is short and bounded."""
+        if attempt.stage is SEALED:
             attempt.wakeup.acquire()
 
     def _front_ready_locked(self, attempt: _TakeAttempt[Round] | None = None) -> bool:
@@ -474,29 +438,33 @@ class AccumulatorBase(ABC, Generic[Round]):
             and self._count >= waiting[0].num_required
         )
 
-    def _relock(self) -> None:
-        """Hold the lock, whatever state an interrupted acquire left it in."""
-        while not self._lock._is_owned():  # type: ignore[attr-defined]
-            self._lock.acquire()
-
-    def _withdraw_locked(self, attempt: _TakeAttempt[Round]) -> None:
+    def _withdraw_locked(self, attempt: _TakeAttempt[Round], stage: _Stage = WITHDRAWN) -> None:
         # A withdrawn take must not swallow later gradients: let whoever is
         # behind it try.
+        attempt.stage = stage
         if attempt in self._waiting:
             self._waiting.remove(attempt)
-            attempt.withdrawn = True
             self._flush_locked()
-        attempt.withdrawn = True
 
     def _cancel_attempt(self, attempt: _TakeAttempt[Round], error: errors.OpError) -> None:
-        """Withdraw a waiting take from outside (runs without the lock held)."""
+        """Withdraw a take from outside (runs without the lock held): a waiting
+        one, or one served whose waiter has not claimed its round yet, if the
+        round can go back (nothing has happened since): it consumes nothing."""
         with self._lock:
-            if attempt.settled():
-                return
-            attempt.error = _copy_error(error)
-            self._n_cancelled += 1
-            self._withdraw_locked(attempt)
-            attempt.wakeup.release()
+            stage = attempt.stage
+            if stage is QUEUED:
+                attempt.error = _copy_error(error)
+                self._n_cancelled += 1
+                self._withdraw_locked(attempt, CANCELLED)
+                attempt.wakeup.release()
+            elif stage is SERVED and self._put_back_locked(
+                attempt.outcome,  # type: ignore[arg-type]
+                attempt.count,
+                attempt.serial,
+            ):
+                attempt.error = _copy_error(error)
+                attempt.stage = CANCELLED
+                self._n_cancelled += 1
 
     def _complete_round_locked(self) -> Round:
         step = self._global_step + 1
@@ -540,7 +508,7 @@ class AccumulatorBase(ABC, Generic[Round]):
             attempt.count = self._count
             attempt.outcome = self._complete_round_locked()
             attempt.serial = self._served
-            attempt.done = True
+            attempt.stage = SERVED
             attempt.wakeup.release()
         if self._gate_shut:
             self._set_gate_locked(False)
@@ -554,7 +522,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         serial = self._served
         # one line: an exception arriving before it leaves the adds counted in
         # _in_flight, landing uncounted (their round is gone)
-        attempt.serial, attempt.sealed, self._sealed, self._in_flight = serial, True, sealed, 0
+        attempt.serial, attempt.stage, self._sealed, self._in_flight = serial, SEALED, sealed, 0
 
     def _serve_sealed_locked(self) -> None:
         """Once every add into the sealed round has landed, hand it to its take."""
@@ -565,7 +533,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         wake = attempt.wakeup.release
         # one line: woken exactly when no longer sealed, so that an exception
         # arriving around it neither skips nor repeats the wake-up
-        attempt.count, attempt.done, self._sealed = sealed.count, (wake(), True)[1], None
+        attempt.count, attempt.stage, self._sealed = sealed.count, (wake(), SERVED)[1], None
 
     def _set_gate_locked(self, shut: bool) -> None:
         # one statement each: an exception arriving between lines leaves the
@@ -641,6 +609,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                 attempt.error = errors.CancelledError(
                     None, None, "TakeGrad operation was cancelled"
                 )
+                attempt.stage = CANCELLED
                 self._n_cancelled += 1
                 attempt.wakeup.release()
 

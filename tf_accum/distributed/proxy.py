@@ -14,12 +14,11 @@ import contextlib
 import itertools
 import logging
 import threading
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators import interrupts
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
@@ -30,8 +29,8 @@ logger = logging.getLogger("tf_accum")
 
 Array = np.ndarray[Any, Any]
 
-# How long an interrupted take waits for its host to say whether the round was
-# served before the withdrawal arrived (a round served then is returned).
+# How long an interrupted take waits for its host to answer its withdrawal
+# before the interrupt is raised.
 INTERRUPTED_TAKE_GRACE = 5.0  # seconds
 
 
@@ -242,7 +241,7 @@ class RemoteAccumulator:
             link.withdraw(attempt, "interrupted")
             if call is None:
                 raise
-            outcome = self._served_before(call, exc)
+            self._served_before(call, exc)
         finally:
             if cancellation is not None:
                 cancellation.unregister(key)
@@ -259,27 +258,18 @@ class RemoteAccumulator:
             return _writable(outcome)
         return type(outcome)(*(_writable(part) for part in outcome))
 
-    def _served_before(self, call: Any, interrupt: BaseException) -> Any:
-        """The outcome of a take interrupted while it waited, if it was served first.
+    def _served_before(self, call: Any, interrupt: BaseException) -> NoReturn:
+        """Raise ``interrupt`` (a take interrupted while it waited) once its host
+        has the withdrawal.
 
-        Once the host has the withdrawal, the take's call answers: withdrawn
-        (then ``interrupt`` is raised here), or the round the host served just
-        before. A KeyboardInterrupt in the main thread then follows the
-        returned round, as in-process; any other exception is raised and the
-        round is lost (the host has no way to take a served round back).
+        The take's call then answers: withdrawn, or the round the host served
+        just before, which is lost (the host has no way to take a served round
+        back). The interrupt is raised at once if the host does not answer
+        within INTERRUPTED_TAKE_GRACE or the caller is interrupted again.
         """
-        served = False
-        try:
-            outcome = self._link.result(call, timeout=INTERRUPTED_TAKE_GRACE)
-            served = type(outcome) is not Failure
-        except BaseException:  # pressed again, or the host did not answer in time
-            pass
-        if not (
-            served and isinstance(interrupt, KeyboardInterrupt) and interrupts.in_main_thread()
-        ):
-            raise interrupt
-        interrupts.hold_back(interrupt)
-        return outcome
+        with contextlib.suppress(BaseException):
+            self._link.result(call, timeout=INTERRUPTED_TAKE_GRACE)
+        raise interrupt
 
     def num_accumulated(self) -> int:
         count: int = self._call("num_accumulated")
