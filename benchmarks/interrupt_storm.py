@@ -96,7 +96,6 @@ def single(runs: int) -> tuple[int, int, int]:
         stop.set()
         killer.join()
         applier.join()
-        interrupts += _settle()
         run_lost, run_bad = _tally(acc, results)
         lost, bad = lost + run_lost, bad + run_bad
     return interrupts, lost, bad

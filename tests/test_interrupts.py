@@ -28,6 +28,8 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
+from tf_accum.accumulators import base
+from tf_accum.accumulators.attempts import TakeAttempt
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -456,7 +458,9 @@ def test_a_session_run_waiting_on_several_takes_stops_at_the_first_ctrl_c() -> N
             np.testing.assert_array_equal(first.get(sess, 2), [2.0])  # the mean of both
 
 
-def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_whole() -> None:
+def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Any exception out of the wait (here from the wakeup lock itself) withdraws the take."""
     h = _sum_acc()
     acc = current_table().lookup(h)
@@ -475,23 +479,17 @@ def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_who
         def release(self) -> None:
             self.real.release()
 
-    import tf_accum.accumulators.base as base_module
-
-    real_attempt = base_module._TakeAttempt
-
-    class Attempt(real_attempt):  # type: ignore[misc, valid-type]
+    class Attempt(TakeAttempt[Any]):
         __slots__ = ()
 
         def __init__(self, n: int) -> None:
             super().__init__(n)
-            self.wakeup = ExplodingLock()  # type: ignore[misc]
+            self.wakeup = ExplodingLock()  # type: ignore[assignment]
 
-    base_module._TakeAttempt = Attempt  # type: ignore[misc, assignment]
-    try:
-        with pytest.raises(Boom):
-            _take(h, 1)
-    finally:
-        base_module._TakeAttempt = real_attempt  # type: ignore[misc]
+    monkeypatch.setattr(base, "TakeAttempt", Attempt)
+    with pytest.raises(Boom):
+        _take(h, 1)
+    monkeypatch.undo()
     assert acc.num_waiting() == 0 and _lock_is_free(acc)
     # the lock is free for other threads
     Background(_apply, h).result()

@@ -15,7 +15,6 @@ round put back if it had been served (when nothing has happened since).
 from __future__ import annotations
 
 import collections
-import enum
 import logging
 import math
 import threading
@@ -27,6 +26,19 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators.attempts import (
+    CANCELLED,
+    CLAIMED,
+    QUEUED,
+    RETURNED,
+    SEALED,
+    SERVED,
+    WITHDRAWN,
+    SealedRound,
+    Stage,
+    TakeAttempt,
+    copy_error,
+)
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 from tf_accum.resources.errors import missing_resource_error
@@ -60,62 +72,10 @@ __all__ = [
 ]
 
 Round = TypeVar("Round")
+# How often a take's cleanup is begun again when interrupted itself; only
+# asynchronous exceptions (a Ctrl-C pressed again) come back each time.
+_GIVE_UP_TRIES = 10
 _APPLY_METHODS = ("apply", "apply_dense", "apply_sparse")
-
-
-class _Stage(enum.Enum):
-    """Where a take attempt stands; it changes only under the accumulator's lock."""
-
-    QUEUED = "queued"  # waiting in the queue
-    SEALED = "sealed"  # committed to a round that adds outside the lock still land in
-    SERVED = "served"  # its round is handed over; its waiter has not picked it up yet
-    CLAIMED = "claimed"  # its waiter picked its round up: from here it is the take's
-    WITHDRAWN = "withdrawn"  # left the queue unserved (out of time, interrupted)
-    CANCELLED = "cancelled"  # failed with ``error`` (destroyed, cancelled from outside)
-    RETURNED = "returned"  # served, then given up: its round went back if it could
-
-
-QUEUED, SEALED, SERVED, CLAIMED, WITHDRAWN, CANCELLED, RETURNED = _Stage
-
-
-class _TakeAttempt(Generic[Round]):
-    """A take waiting in the queue.
-
-    ``wakeup`` is a lock created held; whoever serves or cancels the attempt
-    (under the accumulator's lock, exactly once) releases it, and the waiting
-    thread blocks acquiring it, with the accumulator's lock released.
-    """
-
-    __slots__ = ("num_required", "wakeup", "stage", "outcome", "count", "error", "serial", "key")
-
-    def __init__(self, num_required: int) -> None:
-        self.num_required = num_required
-        self.wakeup = threading.Lock()
-        self.wakeup.acquire()
-        self.stage = QUEUED
-        self.outcome: Round | None = None
-        self.count = 0
-        self.error: errors.OpError | None = None
-        self.serial = 0  # takes served so far, once this one is
-        self.key: int | None = None  # its registration with a cancellation
-
-
-class _SealedRound:
-    """A round handed to its take while adds into it still run outside the lock.
-
-    The take was ready on the gradients already counted, so it is committed
-    at once (the global step goes up, the next round starts, and applies go on
-    into it); it returns once ``in_flight`` reaches 0, with every gradient that
-    landed (``count``). ``round`` tells its adds from the next round's.
-    """
-
-    __slots__ = ("attempt", "round", "in_flight", "count")
-
-    def __init__(self, attempt: _TakeAttempt[Any], round: int, in_flight: int, count: int) -> None:
-        self.attempt = attempt
-        self.round = round
-        self.in_flight = in_flight
-        self.count = count
 
 
 class AccumulatorBase(ABC, Generic[Round]):
@@ -156,7 +116,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         # the latest served round whose own buffers its take began to change
         # (see _keep_for_taker): never put back
         self._kept_by_taker = 0
-        self._waiting: collections.deque[_TakeAttempt[Round]] = collections.deque()
+        self._waiting: collections.deque[TakeAttempt[Round]] = collections.deque()
         self._closed = False
         self._n_accepted = 0
         self._n_stale = 0
@@ -167,12 +127,12 @@ class AccumulatorBase(ABC, Generic[Round]):
         # Adds running outside the lock (see stripes.py) into the current round;
         # each carries the round's number (``_served`` when it began). A take
         # ready on the gradients already counted does not wait for them: the
-        # round is sealed (_SealedRound), committed, and the next one starts
+        # round is sealed (SealedRound), committed, and the next one starts
         # while they land. One round is sealed at a time: while a second could
         # be, the gate is shut (held), and new applies wait at it, so that
         # take is served as soon as the adds are done.
         self._in_flight = 0
-        self._sealed: _SealedRound | None = None
+        self._sealed: SealedRound | None = None
         self._gate = threading.Lock()
         self._gate_shut = False
 
@@ -316,11 +276,16 @@ class AccumulatorBase(ABC, Generic[Round]):
                 is withdrawn and consumes nothing.
             CancelledError: the accumulator was destroyed while waiting.
             NotFoundError: the accumulator was already destroyed.
-            KeyboardInterrupt: Ctrl-C while waiting; the attempt is withdrawn.
+            KeyboardInterrupt: Ctrl-C while waiting (or whatever else a SIGINT
+                handler raises): the attempt is withdrawn, or, if it was served
+                at that moment, its round goes back when nothing has happened
+                since, and is lost otherwise.
             whatever ``cancellation`` was cancelled with (a run's deadline, a
-                closing session): the attempt is withdrawn and consumes nothing.
+                closing session): the attempt is withdrawn and consumes nothing
+                (one served but not yet claimed by its thread puts its round
+                back, when nothing has happened since).
         """
-        attempt: _TakeAttempt[Round] | None = None
+        attempt: TakeAttempt[Round] | None = None
         served: tuple[Round, int, int] | None = None
         try:
             with self._lock:
@@ -329,7 +294,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                     count = self._count
                     served = (self._complete_round_locked(), count, self._served)
                 else:
-                    attempt = _TakeAttempt(num_required)
+                    attempt = TakeAttempt(num_required)
                     self._enqueue_locked(attempt, cancellation)
                     if self._in_flight:
                         self._flush_locked()  # shuts the gate if only they hold it up
@@ -339,15 +304,11 @@ class AccumulatorBase(ABC, Generic[Round]):
         except BaseException:
             # whatever went wrong, and wherever: no dead take stays queued, and
             # a served round whose result was not computed goes back
-            if attempt is not None:
-                self._give_up(attempt)
-            elif served is not None:
-                with self._lock:
-                    self._put_back_locked(*served)
+            self._give_up(attempt, served)
             raise
 
     def _enqueue_locked(
-        self, attempt: _TakeAttempt[Round], cancellation: Cancellation | None
+        self, attempt: TakeAttempt[Round], cancellation: Cancellation | None
     ) -> None:
         if cancellation is not None:
             key = cancellation.register(lambda error: self._cancel_attempt(attempt, error))
@@ -355,12 +316,12 @@ class AccumulatorBase(ABC, Generic[Round]):
                 assert cancellation.error is not None
                 self._n_cancelled += 1
                 attempt.stage = CANCELLED
-                raise _copy_error(cancellation.error)
+                raise copy_error(cancellation.error)
             attempt.key = key
         self._waiting.append(attempt)
 
     def _wait(
-        self, attempt: _TakeAttempt[Round], timeout: float | None, cancellation: Cancellation | None
+        self, attempt: TakeAttempt[Round], timeout: float | None, cancellation: Cancellation | None
     ) -> tuple[Round, int, int]:
         """Block (without the lock) until ``attempt`` is served, cancelled or out
         of time, and claim its round. An exception out of here leaves the
@@ -397,11 +358,34 @@ class AccumulatorBase(ABC, Generic[Round]):
         assert attempt.error is not None
         raise attempt.error
 
-    def _give_up(self, attempt: _TakeAttempt[Round]) -> None:
-        """The take of ``attempt`` is stopped by an exception: withdraw it if it
-        still waits, or put its round back if it was served (and nothing has
+    def _give_up(
+        self, attempt: TakeAttempt[Round] | None, served: tuple[Round, int, int] | None
+    ) -> None:
+        """A take is stopped by an exception: withdraw its ``attempt`` if it
+        still waits, or put the round back that it was served (and nothing has
         happened since; otherwise the round is lost with the exception).
-        Counted as interrupted unless its round was claimed already."""
+        Counted as interrupted when it had waited, unless its round was
+        claimed already.
+
+        An interrupt landing in here (a second Ctrl-C) does not leave the take
+        half given up (a dead take queued would eat a later round, a round
+        attached but not counted would break the count): the cleanup is
+        finished first, then the last such exception is raised."""
+        again: BaseException | None = None
+        for _ in range(_GIVE_UP_TRIES):
+            try:
+                if attempt is not None:
+                    self._give_up_once(attempt)
+                elif served is not None:
+                    with self._lock:
+                        self._put_back_locked(*served)
+                break
+            except BaseException as exc:
+                again = exc
+        if again is not None:
+            raise again
+
+    def _give_up_once(self, attempt: TakeAttempt[Round]) -> None:
         while True:
             self._await_landing(attempt)
             with self._lock:
@@ -412,24 +396,27 @@ class AccumulatorBase(ABC, Generic[Round]):
                     self._withdraw_locked(attempt)
                     self._n_interrupted += 1
                 elif stage is SERVED or stage is CLAIMED:
-                    attempt.stage = RETURNED
-                    self._put_back_locked(attempt.outcome, attempt.count, attempt.serial)  # type: ignore[arg-type]
-                    self._n_interrupted += stage is SERVED
+                    state: Any = attempt.outcome
+                    # one statement: given up exactly when its round went back
+                    attempt.stage, self._n_interrupted = (
+                        (self._put_back_locked(state, attempt.count, attempt.serial), RETURNED)[1],
+                        self._n_interrupted + (stage is SERVED),
+                    )
                 return
 
-    def _ready_but_for_flights(self, attempt: _TakeAttempt[Round]) -> bool:
+    def _ready_but_for_flights(self, attempt: TakeAttempt[Round]) -> bool:
         """Whether ``attempt`` waits only for adds running outside the lock."""
         with self._lock:
             return bool(self._in_flight) and self._front_ready_locked(attempt)
 
     @staticmethod
-    def _await_landing(attempt: _TakeAttempt[Round]) -> None:
+    def _await_landing(attempt: TakeAttempt[Round]) -> None:
         """Wait until a sealed ``attempt`` is served: the adds into its round
         are running, so the wait is short and bounded."""
         if attempt.stage is SEALED:
             attempt.wakeup.acquire()
 
-    def _front_ready_locked(self, attempt: _TakeAttempt[Round] | None = None) -> bool:
+    def _front_ready_locked(self, attempt: TakeAttempt[Round] | None = None) -> bool:
         """Whether the counter allows the front take (which is ``attempt``, if given)."""
         waiting = self._waiting
         return (
@@ -438,7 +425,7 @@ class AccumulatorBase(ABC, Generic[Round]):
             and self._count >= waiting[0].num_required
         )
 
-    def _withdraw_locked(self, attempt: _TakeAttempt[Round], stage: _Stage = WITHDRAWN) -> None:
+    def _withdraw_locked(self, attempt: TakeAttempt[Round], stage: Stage = WITHDRAWN) -> None:
         # A withdrawn take must not swallow later gradients: let whoever is
         # behind it try.
         attempt.stage = stage
@@ -446,14 +433,14 @@ class AccumulatorBase(ABC, Generic[Round]):
             self._waiting.remove(attempt)
             self._flush_locked()
 
-    def _cancel_attempt(self, attempt: _TakeAttempt[Round], error: errors.OpError) -> None:
+    def _cancel_attempt(self, attempt: TakeAttempt[Round], error: errors.OpError) -> None:
         """Withdraw a take from outside (runs without the lock held): a waiting
         one, or one served whose waiter has not claimed its round yet, if the
         round can go back (nothing has happened since): it consumes nothing."""
         with self._lock:
             stage = attempt.stage
             if stage is QUEUED:
-                attempt.error = _copy_error(error)
+                attempt.error = copy_error(error)
                 self._n_cancelled += 1
                 self._withdraw_locked(attempt, CANCELLED)
                 attempt.wakeup.release()
@@ -462,7 +449,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                 attempt.count,
                 attempt.serial,
             ):
-                attempt.error = _copy_error(error)
+                attempt.error = copy_error(error)
                 attempt.stage = CANCELLED
                 self._n_cancelled += 1
 
@@ -484,10 +471,12 @@ class AccumulatorBase(ABC, Generic[Round]):
             self._attach_round_locked(state)
         except NotImplementedError:
             return False
-        self._count = count
-        self._served -= 1
         step = self._global_step - 1
-        self._global_step = INT64_MAX if step < INT64_MIN else step
+        step = INT64_MAX if step < INT64_MIN else step
+        # one statement: the counters say the round is back exactly when they
+        # all do (an exception before it leaves the round attached but
+        # uncounted, and a second put back finishes the job)
+        self._count, self._served, self._global_step = count, serial - 1, step
         self._flush_locked()
         return True
 
@@ -515,9 +504,9 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     def _seal_locked(self) -> None:
         """Commit the front take to the current round while adds into it still
-        run outside the lock (see _SealedRound): the next round starts now."""
+        run outside the lock (see SealedRound): the next round starts now."""
         attempt = self._waiting.popleft()
-        sealed = _SealedRound(attempt, self._served, self._in_flight, self._count)
+        sealed = SealedRound(attempt, self._served, self._in_flight, self._count)
         attempt.outcome = self._complete_round_locked()
         serial = self._served
         # one line: an exception arriving before it leaves the adds counted in
@@ -633,9 +622,3 @@ def _counting_rejections(apply: Callable[..., None]) -> Callable[..., None]:
     counted.__name__ = apply.__name__
     counted._counts_rejections = True  # type: ignore[attr-defined]
     return counted
-
-
-def _copy_error(error: errors.OpError) -> errors.OpError:
-    """A fresh exception per raiser: one instance raised in several threads shares a traceback."""
-    copy: errors.OpError = type(error)(error.node_def, error.op, error.message)  # type: ignore[call-arg]
-    return copy
