@@ -367,10 +367,12 @@ class AccumulatorBase(ABC, Generic[Round]):
         Counted as interrupted when it had waited, unless its round was
         claimed already.
 
-        An interrupt landing in here (a second Ctrl-C) does not leave the take
-        half given up (a dead take queued would eat a later round, a round
-        attached but not counted would break the count): the cleanup is
-        finished first, then the last such exception is raised."""
+        An interrupt landing in the cleanup proper (a second Ctrl-C) does not
+        leave the take half given up (a dead take queued would eat a later
+        round, a round attached but not counted would break the count): the
+        cleanup is begun again and finished, then the last such exception is
+        raised. (One landing in the few instructions that enter it still
+        can.)"""
         again: BaseException | None = None
         for _ in range(_GIVE_UP_TRIES):
             try:
@@ -393,8 +395,9 @@ class AccumulatorBase(ABC, Generic[Round]):
                 if stage is SEALED:
                     continue  # sealed since we looked: its adds are landing
                 if stage is QUEUED:
-                    self._withdraw_locked(attempt)
-                    self._n_interrupted += 1
+                    self._withdraw_locked(attempt, QUEUED)  # marked below
+                    # one statement: withdrawn exactly when counted
+                    attempt.stage, self._n_interrupted = WITHDRAWN, self._n_interrupted + 1
                 elif stage is SERVED or stage is CLAIMED:
                     state: Any = attempt.outcome
                     # one statement: given up exactly when its round went back
@@ -427,11 +430,12 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     def _withdraw_locked(self, attempt: TakeAttempt[Round], stage: Stage = WITHDRAWN) -> None:
         # A withdrawn take must not swallow later gradients: let whoever is
-        # behind it try.
-        attempt.stage = stage
+        # behind it try. Its stage changes last, so that an exception between
+        # these lines leaves it to be withdrawn again (see _give_up).
         if attempt in self._waiting:
             self._waiting.remove(attempt)
-            self._flush_locked()
+        self._flush_locked()
+        attempt.stage = stage
 
     def _cancel_attempt(self, attempt: TakeAttempt[Round], error: errors.OpError) -> None:
         """Withdraw a take from outside (runs without the lock held): a waiting
