@@ -16,7 +16,8 @@ stored gives the rounds lost between the accumulator and the caller's list.
   ``results.append(acc.take_grad(1))``) and a thread applies too; each
   KeyboardInterrupt is caught and the loop goes on.
 
-Each mode runs plain and with cProfile profiling the main thread. The table
+Each mode runs plain, with cProfile profiling the main thread, and inside
+``deferred_interrupts()`` (the opt-in of tf_accum.accumulators.interrupts). The table
 gives interrupts seen, rounds lost, and rounds whose mean was not 1.0
 (including the round left at the end).
 """
@@ -37,6 +38,7 @@ import numpy as np
 
 import tf_accum as tfa
 from benchmarks.harness import print_table
+from tf_accum.accumulators.interrupts import deferred_interrupts
 
 FRESH = 2**40  # a local step no take catches up with
 ONES = np.ones(4)
@@ -138,6 +140,11 @@ def storm(seconds: float) -> tuple[int, int, int]:
     return interrupts, lost, bad
 
 
+def _deferred(run: Callable[[], tuple[int, int, int]]) -> tuple[int, int, int]:
+    with deferred_interrupts():
+        return run()
+
+
 def _profiled(run: Callable[[], tuple[int, int, int]]) -> tuple[int, int, int]:
     profiler = cProfile.Profile()
     profiler.enable()
@@ -156,9 +163,12 @@ def main() -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started as a background job
         signal.signal(signal.SIGINT, signal.default_int_handler)
     rows = []
-    for profiled in (False, True):
-        wrap = _profiled if profiled else (lambda run: run())
-        label = " (cProfile)" if profiled else ""
+    modes: list[tuple[str, Callable[[Callable[[], Any]], Any]]] = [
+        ("", lambda run: run()),
+        (" (cProfile)", _profiled),
+        (" (deferred)", _deferred),
+    ]
+    for label, wrap in modes:
         seen, lost, bad = wrap(lambda: single(args.runs))
         rows.append([f"single Ctrl-C x{args.runs}{label}", str(seen), str(lost), str(bad)])
         for i in range(args.storms):

@@ -30,6 +30,7 @@ from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
 from tf_accum.accumulators import base
 from tf_accum.accumulators.attempts import TakeAttempt
+from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -428,10 +429,17 @@ def test_a_sigint_storm_keeps_every_round_whole(kind: str, profiled: bool) -> No
     raw.DestroyResourceOp(resource=h)
 
 
-def test_a_session_run_waiting_on_several_takes_stops_at_the_first_ctrl_c() -> None:
+@pytest.mark.parametrize("deferring", [False, True], ids=["default", "deferred"])
+def test_a_session_run_waiting_on_several_takes_stops_at_the_first_ctrl_c(
+    deferring: bool,
+) -> None:
     """The synchronous-replicas chief: one run fetches a take per variable. The
-    first Ctrl-C stops it at once, every take is withdrawn, nothing is consumed."""
-    with tf.Graph().as_default():
+    first Ctrl-C stops it at once, every take is withdrawn, nothing is consumed
+    (with interrupts deferred too: the run's wait is interruptible)."""
+    with (
+        deferred_interrupts() if deferring else contextlib.nullcontext(),
+        tf.Graph().as_default(),
+    ):
         first, second = DenseOps(shape=[1]), DenseOps(shape=[1])
         with tf.Session() as sess:
             first.put(sess, [1.0])  # in, but short of the two each take wants
@@ -806,4 +814,80 @@ def test_a_cancellation_puts_back_the_round_of_a_take_not_yet_claimed() -> None:
     assert stats["num_accumulated"] == 1 and stats["takes_cancelled"] == 1
     assert isinstance(attempt.error, tfa.errors.CancelledError)
     np.testing.assert_array_equal(_take(h, 1), np.full(4, 2.0, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+# --- the opt-in: deferred_interrupts() ---------------------------------------
+
+
+def test_deferring_is_opt_in_and_puts_the_handler_back() -> None:
+    found = signal.getsignal(signal.SIGINT)
+    with deferred_interrupts():
+        assert signal.getsignal(signal.SIGINT) is not found
+        with pytest.raises(KeyboardInterrupt):  # outside tf_accum: at once
+            _thread.interrupt_main()
+            _marker()
+    assert signal.getsignal(signal.SIGINT) is found
+    assert sys.getprofile() is None
+
+
+def test_a_deferred_interrupt_inside_an_apply_follows_it_applied_and_counted() -> None:
+    h = _sum_acc([1000])
+    acc: Any = current_table().lookup(h)
+    original = acc._add
+    after: list[int] = []
+
+    def add_then_interrupt(total: Any, gradient: Any) -> None:
+        original(total, gradient)
+        _thread.interrupt_main()  # lands between the add and the count
+        _marker()
+
+    acc._add = add_then_interrupt
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(1000, np.float32))
+    with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
+        raw.ResourceAccumulatorApplyGradient(
+            handle=h, local_step=0, gradient=np.ones(1000, np.float32)
+        )
+        after.append(1)  # the caller's next call completes, then the interrupt
+    acc._add = original
+    assert after == [1] and sys.getprofile() is None
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 2
+    np.testing.assert_array_equal(_take(h, 2), np.full(1000, 2.0, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_deferred_take_served_as_the_interrupt_came_returns_its_round_first() -> None:
+    """Served, and a gradient in since (the round cannot go back): the take
+    returns its round, and the interrupt follows once the caller has it."""
+    h = _sum_acc()
+    acc: Any = current_table().lookup(h)
+
+    def interrupt_serve_and_go_on() -> None:
+        wait_for_waiting(h, 1)
+        with acc._lock:  # the take cannot give up before both are in
+            _thread.interrupt_main()  # pending while the take is blocked
+            _apply(h, 2.0)  # serves it
+            _apply(h, 4.0, step=1)  # the next round
+
+    helper = Background(interrupt_serve_and_go_on)
+    results: list[np.ndarray[Any, Any]] = []
+    with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
+        results.append(_take(h, 1, timeout=None))
+    helper.result()
+    assert len(results) == 1 and sys.getprofile() is None
+    np.testing.assert_array_equal(results[0], np.full(4, 2.0, np.float32))
+    stats = _stats(h)
+    assert stats["takes_served"] == 1 and stats["global_step"] == 1
+    assert stats["num_accumulated"] == 1 and stats["takes_interrupted"] == 0
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_deferred_block_still_interrupts_a_waiting_take_at_once() -> None:
+    h = _sum_acc()
+    sender = _sigint_when_waiting(h)
+    with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
+        _take(h, 1, timeout=WAIT)
+    sender.result()
+    stats = _stats(h)
+    assert stats["waiting"] == 0 and stats["takes_interrupted"] == 1
     raw.DestroyResourceOp(resource=h)

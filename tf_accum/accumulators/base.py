@@ -40,6 +40,7 @@ from tf_accum.accumulators.attempts import (
     copy_error,
 )
 from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 from tf_accum.resources.errors import missing_resource_error
 
@@ -299,13 +300,16 @@ class AccumulatorBase(ABC, Generic[Round]):
                     if self._in_flight:
                         self._flush_locked()  # shuts the gate if only they hold it up
             if attempt is not None:
-                served = self._wait(attempt, timeout, cancellation)
+                self._wait(attempt, timeout, cancellation)
+                served = self._claim(attempt)
             return self._finish_round(*served)  # type: ignore[misc]
-        except BaseException:
+        except BaseException as error:
             # whatever went wrong, and wherever: no dead take stays queued, and
             # a served round whose result was not computed goes back
-            self._give_up(attempt, served)
-            raise
+            kept = self._give_up(attempt, served, error)
+            if kept is None:
+                raise
+        return self._finish_round(*kept)
 
     def _enqueue_locked(
         self, attempt: TakeAttempt[Round], cancellation: Cancellation | None
@@ -320,12 +324,13 @@ class AccumulatorBase(ABC, Generic[Round]):
             attempt.key = key
         self._waiting.append(attempt)
 
+    @interruptible
     def _wait(
         self, attempt: TakeAttempt[Round], timeout: float | None, cancellation: Cancellation | None
-    ) -> tuple[Round, int, int]:
+    ) -> None:
         """Block (without the lock) until ``attempt`` is served, cancelled or out
-        of time, and claim its round. An exception out of here leaves the
-        attempt to :meth:`_give_up`."""
+        of time. An exception out of here leaves the attempt to
+        :meth:`_give_up`."""
         deadline = None if timeout is None or math.isinf(timeout) else time.monotonic() + timeout
         try:
             woken = False
@@ -348,22 +353,31 @@ class AccumulatorBase(ABC, Generic[Round]):
                         )
                 # sealed (before or since the deadline): served once its round is whole
                 self._await_landing(attempt)
-            with self._lock:
-                if attempt.stage is SERVED:
-                    attempt.stage = CLAIMED
-                    return attempt.outcome, attempt.count, attempt.serial  # type: ignore[return-value]
         finally:
             if cancellation is not None:
                 cancellation.unregister(attempt.key)
+
+    def _claim(self, attempt: TakeAttempt[Round]) -> tuple[Round, int, int]:
+        """The round of ``attempt``, served: from here it is the take's (no
+        cancellation puts it back). Raises the error it was cancelled with."""
+        with self._lock:
+            if attempt.stage is SERVED:
+                attempt.stage = CLAIMED
+                return attempt.outcome, attempt.count, attempt.serial  # type: ignore[return-value]
         assert attempt.error is not None
         raise attempt.error
 
     def _give_up(
-        self, attempt: TakeAttempt[Round] | None, served: tuple[Round, int, int] | None
-    ) -> None:
-        """A take is stopped by an exception: withdraw its ``attempt`` if it
-        still waits, or put the round back that it was served (and nothing has
-        happened since; otherwise the round is lost with the exception).
+        self,
+        attempt: TakeAttempt[Round] | None,
+        served: tuple[Round, int, int] | None,
+        error: BaseException,
+    ) -> tuple[Round, int, int] | None:
+        """A take is stopped by ``error``: withdraw its ``attempt`` if it still
+        waits, or put the round back that it was served (and nothing has
+        happened since; otherwise the round is lost with the exception, unless
+        the program asked for interrupts to be deferred: then the round is
+        returned here for the take to return, and the interrupt follows).
         Counted as interrupted when it had waited, unless its round was
         claimed already.
 
@@ -374,10 +388,11 @@ class AccumulatorBase(ABC, Generic[Round]):
         raised. (One landing in the few instructions that enter it still
         can.)"""
         again: BaseException | None = None
+        kept = None
         for _ in range(_GIVE_UP_TRIES):
             try:
                 if attempt is not None:
-                    self._give_up_once(attempt)
+                    kept = self._give_up_once(attempt, error)
                 elif served is not None:
                     with self._lock:
                         self._put_back_locked(*served)
@@ -386,8 +401,11 @@ class AccumulatorBase(ABC, Generic[Round]):
                 again = exc
         if again is not None:
             raise again
+        return kept
 
-    def _give_up_once(self, attempt: TakeAttempt[Round]) -> None:
+    def _give_up_once(
+        self, attempt: TakeAttempt[Round], error: BaseException
+    ) -> tuple[Round, int, int] | None:
         while True:
             self._await_landing(attempt)
             with self._lock:
@@ -400,12 +418,21 @@ class AccumulatorBase(ABC, Generic[Round]):
                     attempt.stage, self._n_interrupted = WITHDRAWN, self._n_interrupted + 1
                 elif stage is SERVED or stage is CLAIMED:
                     state: Any = attempt.outcome
+                    interrupted = self._n_interrupted + (stage is SERVED)
                     # one statement: given up exactly when its round went back
                     attempt.stage, self._n_interrupted = (
-                        (self._put_back_locked(state, attempt.count, attempt.serial), RETURNED)[1],
-                        self._n_interrupted + (stage is SERVED),
+                        (RETURNED, interrupted)
+                        if self._put_back_locked(state, attempt.count, attempt.serial)
+                        else (stage, self._n_interrupted)
                     )
-                return
+                    if attempt.stage is RETURNED:
+                        return None
+                    if stage is SERVED and holding(error):
+                        # the interrupt is deferred: the round is the take's
+                        attempt.stage = CLAIMED
+                        return state, attempt.count, attempt.serial
+                    attempt.stage, self._n_interrupted = RETURNED, interrupted  # lost
+                return None
 
     def _ready_but_for_flights(self, attempt: TakeAttempt[Round]) -> bool:
         """Whether ``attempt`` waits only for adds running outside the lock."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.accumulators.interrupts import interruptible
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:
@@ -257,6 +258,7 @@ class _Scheduler:
         self.threads.append(thread)
         thread.start()
 
+    @interruptible  # Ctrl-C stops a run waiting on its takes at once
     def _wait_for_one(self) -> None:
         deadline = self.run_context.deadline
         try:
