@@ -1,11 +1,12 @@
 """Ctrl-C during a take whose accumulator lives in a host actor: withdrawn, or,
 served just before, lost with the interrupt (a host cannot take a served round
-back), the interrupt raised either way; and a child forked from a process
+back) unless interrupts are deferred, the interrupt raised either way; and a child forked from a process
 attached to Ray, which has no working connection (README, "Interrupts, fork
 and pickling")."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -18,6 +19,7 @@ import pytest
 import tf_accum as tfa
 from tests.helpers import in_forked_child, wait_for_waiting, wait_until
 from tf_accum import errors
+from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.distributed.proxy import HostLink
 
 raw = tfa.raw_ops
@@ -74,9 +76,12 @@ def test_ctrl_c_withdraws_a_waiting_remote_take_at_once(ray_table) -> None:
     raw.DestroyResourceOp(resource=h)
 
 
+@pytest.mark.parametrize("deferring", [False, True], ids=["default", "deferred"])
 def test_a_remote_take_served_before_its_withdrawal_raises_the_interrupt(
-    ray_table, monkeypatch
+    ray_table, monkeypatch, deferring: bool
 ) -> None:
+    """By default the round goes with the interrupt (a host cannot take a served
+    round back); in ``deferred_interrupts()`` the take returns it first."""
     h = _accumulator()
     withdraw = HostLink.withdraw
 
@@ -88,11 +93,20 @@ def test_a_remote_take_served_before_its_withdrawal_raises_the_interrupt(
 
     monkeypatch.setattr(HostLink, "withdraw", serve_then_withdraw)
     sender = _sigint_once_waiting(h)
-    with pytest.raises(KeyboardInterrupt):  # never swallowed, nor held back
-        _take(h)
+    results: list[Any] = []
+    with (
+        deferred_interrupts() if deferring else contextlib.nullcontext(),
+        pytest.raises(KeyboardInterrupt),  # never swallowed
+    ):
+        results.append(_take(h))
     sender.join(10)
     monkeypatch.undo()
-    stats = _stats(h)  # the round went with the interrupt; the host is consistent
+    if deferring:
+        assert len(results) == 1
+        np.testing.assert_array_equal(results[0], np.full(4, 2.0, np.float32))
+    else:
+        assert not results
+    stats = _stats(h)  # the host is consistent either way
     assert stats["takes_served"] == 1 and stats["takes_interrupted"] == 0
     assert stats["num_accumulated"] == 0 and stats["global_step"] == 1 and stats["waiting"] == 0
     _apply(h, 3.0)  # a gradient of the old step is stale now

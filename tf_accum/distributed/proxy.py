@@ -14,12 +14,13 @@ import contextlib
 import itertools
 import logging
 import threading
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.interrupts import holding
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
 from tf_accum.distributed.wire import MISSING, RESTARTED, WITHDRAWN, Failure
@@ -241,7 +242,7 @@ class RemoteAccumulator:
             link.withdraw(attempt, "interrupted")
             if call is None:
                 raise
-            self._served_before(call, exc)
+            outcome = self._served_before(call, exc)
         finally:
             if cancellation is not None:
                 cancellation.unregister(key)
@@ -258,17 +259,24 @@ class RemoteAccumulator:
             return _writable(outcome)
         return type(outcome)(*(_writable(part) for part in outcome))
 
-    def _served_before(self, call: Any, interrupt: BaseException) -> NoReturn:
-        """Raise ``interrupt`` (a take interrupted while it waited) once its host
-        has the withdrawal.
-
-        The take's call then answers: withdrawn, or the round the host served
-        just before, which is lost (the host has no way to take a served round
-        back). The interrupt is raised at once if the host does not answer
-        within INTERRUPTED_TAKE_GRACE or the caller is interrupted again.
+    def _served_before(self, call: Any, interrupt: BaseException) -> Any:
+        """The outcome of a take interrupted while it waited, once its host has
+        the withdrawal: the round the host served just before, if it did and
+        the program defers interrupts (``deferred_interrupts``: the take
+        returns the round and ``interrupt`` follows once the call has
+        returned). Otherwise ``interrupt`` is raised, and such a round is lost
+        (the host has no way to take a served round back); at once if the host
+        does not answer within INTERRUPTED_TAKE_GRACE or the caller is
+        interrupted again.
         """
-        with contextlib.suppress(BaseException):
-            self._link.result(call, timeout=INTERRUPTED_TAKE_GRACE)
+        served, outcome = False, None
+        try:
+            outcome = self._link.result(call, timeout=INTERRUPTED_TAKE_GRACE)
+            served = type(outcome) is not Failure
+        except BaseException:  # pressed again, or the host did not answer in time
+            pass
+        if served and holding(interrupt):
+            return outcome
         raise interrupt
 
     def num_accumulated(self) -> int:
