@@ -20,7 +20,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation
-from tf_accum.accumulators.interrupts import holding
+from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
 from tf_accum.distributed.wire import MISSING, RESTARTED, WITHDRAWN, Failure
@@ -121,6 +121,7 @@ class HostLink:
         except ray.exceptions.RayError as exc:
             raise self._ray_error(exc) from None
 
+    @interruptible  # Ctrl-C stops a wait on the host at once, even when deferred
     def result(self, call: Any, timeout: float | None = None) -> Any:
         """Wait for a submitted call (at most ``timeout`` seconds: then UnavailableError)."""
         import ray
