@@ -15,10 +15,11 @@ explicitly, around the code that calls tf_accum::
 
 Within the block (main thread only), SIGINT's handler is replaced by one that
 calls the handler it found (normally ``signal.default_int_handler``), at once
-when the signal arrives outside tf_accum or while a take, a Session.run or
-a call to an accumulator host (the distributed table) waits, and otherwise once the outermost tf_accum call has returned and the
-caller has stored its result: at the caller's next call, or once the call
-after it has returned (as ``results.append(...)``). A take whose wait the
+when the signal arrives outside tf_accum or while a take, a Session.run or a
+call to an accumulator host (the distributed table) waits, and otherwise once
+the outermost tf_accum call has returned and the caller has stored its
+result: at the caller's next call, or once the call after it has returned
+(as ``results.append(...)``). A take whose wait the
 interrupt stopped just as it was served, when its round cannot go back,
 returns the round, and the interrupt follows in the same way. For that short
 stretch a profile function is installed; if one is installed already
