@@ -15,10 +15,10 @@ raw = tfa.raw_ops
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # A shell starts a background job (``cmd &``) with SIGINT ignored, and
-    # tf_accum rightly leaves an ignored SIGINT alone; the interrupt tests
-    # send real SIGINTs and need them to reach Python as in a terminal, so
-    # the session gets Python's own handler back before any test runs.
+    # A shell starts a background job (``cmd &``) with SIGINT ignored (and
+    # tf_accum leaves every handler alone); the interrupt tests send real
+    # SIGINTs and need them to reach Python as in a terminal, so the session
+    # gets Python's own handler back before any test runs.
     if (
         threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGINT) is signal.SIG_IGN

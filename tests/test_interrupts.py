@@ -1,10 +1,15 @@
-"""Ctrl-C and injected exceptions: no half-applied gradient, lost round, broken lock
-or swallowed interrupt (issue 9, item 5). Real signals and ``_thread.interrupt_main``."""
+"""Ctrl-C and injected exceptions: tf_accum leaves the process's signal
+handlers, profile and trace functions alone (issue 28), and an interrupt
+leaves no half-applied gradient, broken lock or dead take, and is never
+swallowed (issue 9, item 5). Real signals, ``_thread.interrupt_main`` and
+injected exceptions; subprocesses where a test needs a fresh interpreter."""
 
 from __future__ import annotations
 
 import _thread
 import contextlib
+import cProfile
+import ctypes
 import os
 import signal
 import subprocess
@@ -12,19 +17,26 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import Background, wait_for_waiting
-from tf_accum.accumulators import interrupts
+import tf_accum.compat.v1 as tf
+from tests.graph.support import DenseOps, waiting
+from tests.graph.support import wait_for_waiting as wait_for_waiting_in
+from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
+from tf_accum.accumulators import base
+from tf_accum.accumulators.attempts import TakeAttempt
+from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
 F32 = tfa.float32
 FRESH = 2**40  # a local step no take catches up with
+CHILD_TIMEOUT = 120  # seconds for a child interpreter; only reached if broken
 
 pytestmark = pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="signals need the main thread"
@@ -52,48 +64,217 @@ def _stats(h: int) -> dict[str, Any]:
     return dict(tfa.accumulator_stats(h))
 
 
-def _noop() -> None:
-    """A call: where a held-back interrupt surfaces."""
+def _sigint_when_waiting(h: int) -> Background:
+    """A real SIGINT to this process once a take waits on ``h``."""
+
+    def send() -> None:
+        wait_for_waiting(h, 1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    return Background(send)
 
 
-def test_the_deferring_handler_is_installed_and_chains_to_the_default() -> None:
-    h = _sum_acc()
-    assert interrupts.installed()
-    with pytest.raises(KeyboardInterrupt):
-        _thread.interrupt_main()
-        _noop()
-    raw.DestroyResourceOp(resource=h)
-
-
-_IGNORING_CHILD = textwrap.dedent(
-    """
-    import os, signal
-    import numpy as np
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell's background job (`cmd &`) starts
-    import tf_accum as tfa
-    from tf_accum.accumulators import interrupts
-    raw = tfa.raw_ops
-    h = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[2], reduction_type="SUM")
-    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(2, np.float32))
-    os.kill(os.getpid(), signal.SIGINT)  # ignored: nothing may surface
-    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(2, np.float32))
-    taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=tfa.float32)
-    print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN, interrupts.installed(), taken.tolist())
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # given a handler later on
-    raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[2])
-    print(interrupts.installed())
-    """
-)
-
-
-def test_a_process_that_ignores_sigint_keeps_ignoring_it_until_it_gives_it_a_handler() -> None:
-    # a job started to survive Ctrl-C must not become interruptible by tf_accum;
-    # once it handles SIGINT itself, the next accumulator protects its calls
+def _run_child(program: str, *args: str) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-c", _IGNORING_CHILD], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", textwrap.dedent(program), *args],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "False", "[2.0,", "2.0]", "True"]
+    return done.stdout.split()
+
+
+def _use_every_way(interrupted: bool = True) -> None:
+    """Make, apply, take, time out and (optionally) interrupt a waiting take,
+    dense and sparse."""
+    h = _sum_acc()
+    _apply(h)
+    _take(h, 1)
+    with pytest.raises(tfa.errors.DeadlineExceededError):
+        _take(h, 1, timeout=0.01)
+    if interrupted:
+        sender = _sigint_when_waiting(h)
+        with pytest.raises(KeyboardInterrupt):
+            _take(h, 1, timeout=WAIT)
+        sender.result()
+    raw.DestroyResourceOp(resource=h)
+    s = raw.SparseConditionalAccumulator(dtype=F32, shape=[3, 2])
+    raw.SparseAccumulatorApplyGradient(
+        handle=s, local_step=0, gradient_indices=np.array([1], np.int64),
+        gradient_values=np.ones((1, 2), np.float32), gradient_shape=np.array([3, 2], np.int64),
+        has_known_shape=True,
+    )  # fmt: skip
+    raw.SparseAccumulatorTakeGradient(handle=s, num_required=1, dtype=F32)
+    raw.AccumulatorNumAccumulated(handle=s)
+
+
+def test_using_tf_accum_changes_no_signal_handler_profile_or_trace_function() -> None:
+    before = (
+        signal.getsignal(signal.SIGINT),
+        sys.getprofile(),
+        sys.gettrace(),
+        threading.getprofile(),
+        threading.gettrace(),
+    )
+    _use_every_way()
+    after = (
+        signal.getsignal(signal.SIGINT),
+        sys.getprofile(),
+        sys.gettrace(),
+        threading.getprofile(),
+        threading.gettrace(),
+    )
+    assert after == before
+
+
+_OWN_HANDLER_CHILD = """
+    import os, signal, sys, threading, time
+    when = sys.argv[1]
+    seen = []
+
+    def handler(signum, frame):
+        seen.append(signum)  # does not raise: a take's wait goes on
+
+    if when == "before":
+        signal.signal(signal.SIGINT, handler)
+    elif when == "ignored":  # as a shell's background job (`cmd &`) starts
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import numpy as np
+    import tf_accum as tfa
+    if when == "after":
+        signal.signal(signal.SIGINT, handler)
+    mine = signal.getsignal(signal.SIGINT)
+    acc = tfa.compat.v1.ConditionalAccumulator(tfa.float32, shape=[2], reduction_type="SUM")
+    acc.apply_grad([1.0, 1.0], local_step=0)
+    acc.take_grad(1)
+    # a take that waits, gets a SIGINT the handler swallows, and is then served
+    done = threading.Event()
+
+    def interrupt_then_serve():
+        while not acc.accumulator_ref or tfa.accumulator_stats(acc.accumulator_ref)["waiting"] == 0:
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        acc.apply_grad([2.0, 2.0], local_step=1)
+        done.set()
+
+    helper = threading.Thread(target=interrupt_then_serve)
+    helper.start()
+    taken = acc.take_grad(1, timeout=60)
+    helper.join()
+    print(signal.getsignal(signal.SIGINT) is mine, seen == ([] if when == "ignored" else [2]))
+    print(taken.tolist() == [2.0, 2.0], sys.getprofile() is None, sys.gettrace() is None)
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after", "ignored"])
+def test_a_programs_own_sigint_handler_stays_in_place_and_is_called(when: str) -> None:
+    """Installed before or after import (or SIGINT ignored), it is still the
+    handler after every kind of use, and a SIGINT during a take's wait reaches
+    it (the take waits on and is served)."""
+    assert _run_child(_OWN_HANDLER_CHILD, when) == ["True"] * 5
+
+
+_ASYNCIO_CHILD = """
+    import asyncio, os, signal
+    import numpy as np
+    import tf_accum as tfa
+    acc = tfa.compat.v1.ConditionalAccumulator(tfa.float32, shape=[2])
+    acc.apply_grad([1.0, 1.0], local_step=0)
+    acc.take_grad(1)
+    events = []
+
+    async def main():
+        events.append(signal.getsignal(signal.SIGINT) is not signal.default_int_handler)
+        acc.apply_grad([1.0, 1.0], local_step=1)
+        acc.take_grad(1)
+        asyncio.get_running_loop().call_later(0.1, os.kill, os.getpid(), signal.SIGINT)
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        events.append("KeyboardInterrupt")
+    print(*events, signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+"""
+
+
+def test_asyncio_run_handles_ctrl_c_after_tf_accum_was_used() -> None:
+    """asyncio.run installs its own SIGINT handling (it does only when it finds
+    Python's default handler): Ctrl-C cancels the main task, then raises."""
+    assert _run_child(_ASYNCIO_CHILD) == ["True", "cancelled", "KeyboardInterrupt", "True"]
+
+
+def _marker() -> None:
+    """A call made after tf_accum's, that the profiler or tracer must see."""
+
+
+@contextlib.contextmanager
+def _cprofile() -> Iterator[Callable[[], set[str]]]:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        yield lambda: {getattr(entry.code, "co_name", "") for entry in profiler.getstats()}
+    finally:
+        profiler.disable()
+    assert sys.getprofile() is None
+
+
+@contextlib.contextmanager
+def _python_hook(install: Callable[[Any], None], event: str) -> Iterator[Callable[[], set[str]]]:
+    names: set[str] = set()
+
+    def hook(frame: Any, seen: str, arg: Any) -> Any:
+        if seen == event:
+            names.add(frame.f_code.co_name)
+        return hook if install is sys.settrace else None
+
+    install(hook)
+    try:
+        yield lambda: set(names)
+        now = sys.gettrace() if install is sys.settrace else sys.getprofile()
+        assert now is hook
+    finally:
+        install(None)
+
+
+_HOOKS = {
+    "cProfile": _cprofile,
+    "setprofile": lambda: _python_hook(sys.setprofile, "call"),
+    "settrace": lambda: _python_hook(sys.settrace, "call"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_HOOKS))
+def test_profilers_and_tracers_see_the_calls_after_tf_accums(kind: str) -> None:
+    """cProfile (a profiler in C), a Python profile function and a trace
+    function stay in place through every use, an interrupted take included."""
+    with _HOOKS[kind]() as seen:
+        _use_every_way()
+        _marker()
+        names = seen()
+    assert "_marker" in names and "_use_every_way" in names
+
+
+def test_a_real_sigint_interrupts_a_blocked_take_at_once_and_withdraws_it() -> None:
+    h = _sum_acc()
+    sender = _sigint_when_waiting(h)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        _take(h, 1, timeout=WAIT)
+    assert time.monotonic() - start < WAIT / 2  # woken by the signal, not the timeout
+    sender.result()
+    stats = _stats(h)
+    assert stats["waiting"] == 0 and stats["takes_interrupted"] == 1
+    assert stats["takes_served"] == 0 and stats["global_step"] == 0
+    _apply(h)
+    np.testing.assert_array_equal(_take(h, 1), np.ones(4, np.float32))
+    raw.DestroyResourceOp(resource=h)
 
 
 def test_interrupt_main_during_a_waiting_take_surfaces_and_the_take_is_withdrawn() -> None:
@@ -101,7 +282,7 @@ def test_interrupt_main_during_a_waiting_take_surfaces_and_the_take_is_withdrawn
     timer = threading.Timer(0.05, _thread.interrupt_main)
     timer.start()
     # interrupt_main does not wake a blocked lock: the take wakes at its timeout,
-    # sees the interrupt, and withdraws
+    # meets the interrupt, and withdraws
     with pytest.raises(KeyboardInterrupt):
         _take(h, 1, timeout=0.5)
     timer.join()
@@ -113,22 +294,9 @@ def test_interrupt_main_during_a_waiting_take_surfaces_and_the_take_is_withdrawn
     raw.DestroyResourceOp(resource=h)
 
 
-def test_a_real_sigint_interrupts_a_blocked_take_at_once() -> None:
-    h = _sum_acc()
-    timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    start = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        _take(h, 1, timeout=30)
-    assert time.monotonic() - start < 20  # woken by the signal, not the timeout
-    timer.join()
-    assert _stats(h)["waiting"] == 0
-    _apply(h)
-    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1
-    raw.DestroyResourceOp(resource=h)
-
-
-def test_a_served_take_returns_its_round_and_the_interrupt_follows() -> None:
+def test_a_take_served_as_the_interrupt_came_puts_its_round_back() -> None:
+    """Served by an apply while an interrupt was pending: the interrupt is
+    raised, and the round goes back whole (nothing consumed, the step as before)."""
     h = _sum_acc()
 
     def interrupt_then_serve() -> None:
@@ -137,45 +305,170 @@ def test_a_served_take_returns_its_round_and_the_interrupt_follows() -> None:
         _apply(h, 2.0)  # serves the take
 
     helper = Background(interrupt_then_serve)
-    result = None
     with pytest.raises(KeyboardInterrupt):
-        # called directly: the interrupt surfaces at this frame's next step
-        result = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
-        _noop()
+        _take(h, 1, timeout=None)
     helper.result()
-    assert result is not None  # the round was returned, not lost
-    np.testing.assert_array_equal(result, np.full(4, 2.0, np.float32))
     stats = _stats(h)
-    assert stats["takes_served"] == 1 and stats["global_step"] == 1
-    assert stats["num_accumulated"] == 0
+    assert stats["takes_served"] == 0 and stats["global_step"] == 0
+    assert stats["num_accumulated"] == 1 and stats["takes_interrupted"] == 1
+    np.testing.assert_array_equal(_take(h, 1), np.full(4, 2.0, np.float32))
     raw.DestroyResourceOp(resource=h)
 
 
-def test_an_interrupt_inside_an_apply_is_delivered_after_it_is_applied_and_counted() -> None:
-    h = _sum_acc([1000])
-    acc = current_table().lookup(h)
-    original = acc._add  # type: ignore[attr-defined]
+def _storm(seconds: float, taker: Callable[[], float | None]) -> tuple[int, list[float]]:
+    """SIGINTs every 0.5-5 ms for ``seconds`` while the main thread calls
+    ``taker``; returns the interrupts seen and what ``taker`` returned."""
+    stop, go = threading.Event(), threading.Event()
+    rng = np.random.default_rng(28)
 
-    def add_then_interrupt(total: Any, gradient: Any) -> None:
-        original(total, gradient)
-        _thread.interrupt_main()  # lands between the add and the count
-        _noop()
+    def signals() -> None:
+        go.wait(WAIT)
+        while not stop.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(float(rng.uniform(0.0005, 0.005)))
 
-    acc._add = add_then_interrupt  # type: ignore[attr-defined]
-    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(1000, np.float32))
-    with pytest.raises(KeyboardInterrupt):
-        raw.ResourceAccumulatorApplyGradient(
-            handle=h, local_step=0, gradient=np.ones(1000, np.float32)
-        )
-        _noop()
-    acc._add = original  # type: ignore[attr-defined]
-    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 2
-    result = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=F32)
-    np.testing.assert_array_equal(result, np.full(1000, 2.0, np.float32))
+    sender = threading.Thread(target=signals)
+    sender.start()
+    seen, taken = 0, []
+    deadline = time.monotonic() + seconds
+    while not stop.is_set():
+        try:  # an interrupt may land anywhere, in the handler below too
+            go.set()
+            while time.monotonic() < deadline:
+                try:
+                    result = taker()
+                    if result is not None:
+                        taken.append(result)
+                except KeyboardInterrupt:
+                    seen += 1
+            stop.set()
+            sender.join(WAIT)
+        except KeyboardInterrupt:
+            seen += 1
+    for _ in range(20):  # signals still on their way
+        try:
+            time.sleep(0.005)
+        except KeyboardInterrupt:
+            seen += 1
+    assert not sender.is_alive()
+    return seen, taken
+
+
+@pytest.mark.parametrize("profiled", [False, True], ids=["plain", "cProfile"])
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_a_sigint_storm_keeps_every_round_whole(kind: str, profiled: bool) -> None:
+    """Threads apply ones to a MEAN accumulator while the main thread takes under
+    a storm of real SIGINTs (with and without cProfile): every round taken, and
+    the one left, has exactly as many gradients counted as its sum holds (its
+    mean is 1), no dead take stays queued, and the lock still works."""
+    if kind == "dense":
+        h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[4], reduction_type="MEAN")
+
+        def apply() -> None:
+            _apply(h, 1.0, FRESH)
+
+        def take(n: int, timeout: float) -> float:
+            result = _take(h, n, timeout)
+            assert (result == result[0]).all()
+            return float(result[0])
+
+    else:
+        h = raw.SparseConditionalAccumulator(dtype=F32, shape=[10, 2], reduction_type="MEAN")
+        shape = np.array([10, 2], np.int64)
+
+        def apply() -> None:
+            raw.SparseAccumulatorApplyGradient(
+                handle=h, local_step=FRESH, gradient_indices=np.array([3], np.int64),
+                gradient_values=np.ones((1, 2), np.float32), gradient_shape=shape,
+                has_known_shape=True,
+            )  # fmt: skip
+
+        def take(n: int, timeout: float) -> float:
+            result = raw.SparseAccumulatorTakeGradient(
+                handle=h, num_required=n, dtype=F32, timeout=timeout
+            )
+            assert list(result.indices) == [3]
+            return float(result.values[0, 0])
+
+    acc: Any = current_table().lookup(h)
+    stop = threading.Event()
+    worker_taken: list[float] = []
+    failures: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            while not stop.is_set():
+                apply()
+                with contextlib.suppress(tfa.errors.DeadlineExceededError):
+                    worker_taken.append(take(3, 0.002))
+        except BaseException as exc:  # pragma: no cover - a failure to report
+            failures.append(exc)
+
+    def main_take() -> float | None:
+        with contextlib.suppress(tfa.errors.DeadlineExceededError):
+            return take(1, 0.01)
+        return None
+
+    workers = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in workers:
+        thread.start()
+    try:
+        with _cprofile() if profiled else contextlib.nullcontext():
+            seen, taken = _storm(1.5, main_take)
+    finally:
+        stop.set()
+        for thread in workers:
+            thread.join(WAIT)
+    assert not failures and not any(thread.is_alive() for thread in workers)
+    assert seen > 0 and taken
+    assert set(taken) | set(worker_taken) == {1.0}  # each round's count agrees with its sum
+    left = acc.num_accumulated()
+    if left:
+        assert take(left, WAIT) == 1.0
+    assert acc.num_waiting() == 0 and _lock_is_free(acc)
     raw.DestroyResourceOp(resource=h)
 
 
-def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_whole() -> None:
+@pytest.mark.parametrize("deferring", [False, True], ids=["default", "deferred"])
+def test_a_session_run_waiting_on_several_takes_stops_at_the_first_ctrl_c(
+    deferring: bool,
+) -> None:
+    """The synchronous-replicas chief: one run fetches a take per variable. The
+    first Ctrl-C stops it at once, every take is withdrawn, nothing is consumed
+    (with interrupts deferred too: the run's wait is interruptible)."""
+    with (
+        deferred_interrupts() if deferring else contextlib.nullcontext(),
+        tf.Graph().as_default(),
+    ):
+        first, second = DenseOps(shape=[1]), DenseOps(shape=[1])
+        with tf.Session() as sess:
+            first.put(sess, [1.0])  # in, but short of the two each take wants
+
+            def sigint_when_both_wait() -> None:
+                wait_for_waiting_in(sess, 2)
+                os.kill(os.getpid(), signal.SIGINT)
+
+            sender = Background(sigint_when_both_wait)
+            start = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                sess.run([first.take, second.take], {first.n: 2, second.n: 2})
+            assert time.monotonic() - start < WAIT / 2
+            sender.result()
+            # the run's take threads end
+            wait_until(
+                lambda: not any(t.name.startswith("tf_accum run") for t in threading.enumerate())
+            )
+            assert waiting(sess) == 0
+            # the step did not move (a gradient of step 0 still counts) and
+            # the gradient already in stayed
+            assert first.count(sess) == 1 and second.count(sess) == 0
+            first.put(sess, [3.0])
+            np.testing.assert_array_equal(first.get(sess, 2), [2.0])  # the mean of both
+
+
+def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Any exception out of the wait (here from the wakeup lock itself) withdraws the take."""
     h = _sum_acc()
     acc = current_table().lookup(h)
@@ -194,137 +487,21 @@ def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_who
         def release(self) -> None:
             self.real.release()
 
-    import tf_accum.accumulators.base as base_module
-
-    real_attempt = base_module._TakeAttempt
-
-    class Attempt(real_attempt):  # type: ignore[misc, valid-type]
+    class Attempt(TakeAttempt[Any]):
         __slots__ = ()
 
         def __init__(self, n: int) -> None:
             super().__init__(n)
-            self.wakeup = ExplodingLock()  # type: ignore[misc]
+            self.wakeup = ExplodingLock()  # type: ignore[assignment]
 
-    base_module._TakeAttempt = Attempt  # type: ignore[misc, assignment]
-    try:
-        with pytest.raises(Boom):
-            _take(h, 1)
-    finally:
-        base_module._TakeAttempt = real_attempt  # type: ignore[misc]
-    assert acc.num_waiting() == 0
-    assert not acc._lock._is_owned()  # type: ignore[attr-defined]
+    monkeypatch.setattr(base, "TakeAttempt", Attempt)
+    with pytest.raises(Boom):
+        _take(h, 1)
+    monkeypatch.undo()
+    assert acc.num_waiting() == 0 and _lock_is_free(acc)
     # the lock is free for other threads
     Background(_apply, h).result()
     np.testing.assert_array_equal(_take(h, 1), np.ones(4, np.float32))
-    raw.DestroyResourceOp(resource=h)
-
-
-def test_a_sigint_storm_conserves_every_gradient() -> None:
-    """Main thread applies and takes under a storm of real SIGINTs; workers too.
-
-    Every interrupted apply is applied fully or not at all, every take returns
-    its round or leaves it: what was taken plus what is left equals what the
-    accumulator accepted, and the lock still works.
-    """
-    h = _sum_acc()
-    stop = threading.Event()
-    worker_taken = [0.0]
-    errors_seen: list[BaseException] = []
-
-    go = threading.Event()
-
-    def storm() -> None:
-        go.wait(10)
-        while not stop.is_set():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.0005)
-
-    def worker() -> None:
-        try:
-            while not stop.is_set():
-                _apply(h)
-                with contextlib.suppress(tfa.errors.DeadlineExceededError):
-                    worker_taken[0] += float(_take(h, 2, timeout=0.01)[0])
-        except BaseException as exc:  # pragma: no cover - a failure to report
-            errors_seen.append(exc)
-
-    workers = [threading.Thread(target=worker) for _ in range(2)]
-    storm_thread = threading.Thread(target=storm)
-    for thread in workers:
-        thread.start()
-    storm_thread.start()
-    main_taken = 0.0
-    interrupts_seen = 0
-    ones = np.ones(4, np.float32)
-    deadline = time.monotonic() + 1.5
-    try:
-        go.set()
-        while time.monotonic() < deadline:
-            result = None
-            try:
-                raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=ones)
-                result = raw.ResourceAccumulatorTakeGradient(
-                    handle=h, num_required=1, dtype=F32, timeout=0.01
-                )
-                _noop()
-            except KeyboardInterrupt:
-                interrupts_seen += 1
-            except tfa.errors.DeadlineExceededError:
-                pass
-            if result is not None:
-                main_taken += float(result[0])
-                result = None
-    finally:
-        stop.set()
-        # signals sent just before the storm stopped may still be on their way
-        for thread in (storm_thread, *workers):
-            while True:
-                try:
-                    thread.join(10)
-                    break
-                except KeyboardInterrupt:
-                    interrupts_seen += 1
-        for _ in range(5):
-            try:
-                time.sleep(0.01)
-                _noop()
-            except KeyboardInterrupt:
-                interrupts_seen += 1
-    assert not errors_seen
-    assert not storm_thread.is_alive() and not any(t.is_alive() for t in workers)
-    assert interrupts_seen > 0
-    stats = _stats(h)
-    left = int(raw.ResourceAccumulatorNumAccumulated(handle=h))
-    assert main_taken + worker_taken[0] + left == stats["accepted"]
-    assert stats["waiting"] == 0
-    raw.DestroyResourceOp(resource=h)
-
-
-def test_a_second_ctrl_c_long_after_the_first_interrupts_a_stuck_call() -> None:
-    """A call stuck inside the library gets a first interrupt held back;
-    pressing again later raises at once (giving up the call's atomicity)."""
-    h = _sum_acc()
-    acc = current_table().lookup(h)
-    release = threading.Event()
-    second = threading.Timer(interrupts.FORCE_AFTER + 0.3, os.kill, (os.getpid(), signal.SIGINT))
-
-    def stuck_add(total: Any, gradient: Any) -> None:
-        os.kill(os.getpid(), signal.SIGINT)  # held back: we are inside an apply
-        _noop()
-        second.start()
-        release.wait(10)  # stuck, until the second press
-
-    acc._add = stuck_add  # type: ignore[attr-defined]
-    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(4, np.float32))
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            raw.ResourceAccumulatorApplyGradient(
-                handle=h, local_step=0, gradient=np.ones(4, np.float32)
-            )
-    finally:
-        release.set()
-        second.join(10)
-    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 1  # the second never counted
     raw.DestroyResourceOp(resource=h)
 
 
@@ -387,8 +564,6 @@ def _lock_is_free(acc: Any) -> bool:
 def _walk_injections(call: Any, acc: Any, after: Any) -> int:
     """Run ``call`` with an exception injected at its 1st, 2nd, ... line until it
     completes; after each, check the lock discipline. Returns the number of lines."""
-    import sys
-
     k = 0
     while True:
         k += 1
@@ -402,7 +577,6 @@ def _walk_injections(call: Any, acc: Any, after: Any) -> int:
         finally:
             sys.settrace(None)
         after()
-        assert not acc._lock._is_owned()
         assert _lock_is_free(acc)
         assert acc.num_waiting() == 0  # no dead take left in the queue
         if finished:
@@ -464,8 +638,6 @@ def test_an_exception_at_any_line_of_a_take_loses_at_most_a_whole_round(
     lands in the hand-over itself or once a MEAN began dividing the round's own
     buffer, the round is lost whole. Never a round whose count disagrees with
     its sum, nor one put back divided: the next take is exact."""
-    import sys
-
     mean = reduction == "MEAN"
     if kind == "dense":
         h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[4], reduction_type=reduction)
@@ -514,7 +686,7 @@ def test_an_exception_at_any_line_of_a_take_loses_at_most_a_whole_round(
                 kept = acc._kept_by_taker == acc._served  # its take began dividing it
                 assert where[0] in _HAND_OVER or kept, f"line {k}: lost in {where}"
                 lost += not kept  # in the hand-over; once kept, every later line loses it
-        assert not acc._lock._is_owned() and _lock_is_free(acc) and acc.num_waiting() == 0
+        assert _lock_is_free(acc) and acc.num_waiting() == 0
         apply(4.0)  # the round left, if any, plus this one
         assert acc.num_accumulated() == left + 1, f"line {k}"
         total = 4.0 + (3.0 if left else 0.0)
@@ -528,8 +700,6 @@ def test_an_exception_at_any_line_of_a_take_loses_at_most_a_whole_round(
 
 
 def test_an_exception_injected_into_a_waiting_thread_withdraws_its_take() -> None:
-    import ctypes
-
     h = _sum_acc()
     taker = Background(_take, h, 1, 0.3)
     wait_for_waiting(h, 1)
@@ -542,4 +712,182 @@ def test_an_exception_injected_into_a_waiting_thread_withdraws_its_take() -> Non
     assert stats["waiting"] == 0 and stats["takes_interrupted"] == 1
     _apply(h)
     np.testing.assert_array_equal(_take(h, 1), np.ones(4, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+class _Boom(Exception):
+    pass
+
+
+class _ExplodingLock:
+    """A take's wakeup lock whose acquire raises (the first exception)."""
+
+    def __init__(self) -> None:
+        self.real = threading.Lock()
+        self.real.acquire()
+
+    def acquire(self, *args: Any) -> bool:
+        raise _Boom
+
+    def release(self) -> None:
+        self.real.release()
+
+
+class _ExplodingAttempt(TakeAttempt[Any]):
+    __slots__ = ()
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.wakeup = _ExplodingLock()  # type: ignore[assignment]
+
+
+def _after_boom(j: int, raised: list[str]) -> Any:
+    """A tracer that raises _Injected at the j-th line started in the cleanup
+    proper that _Boom set off (``_give_up_once`` and what it calls: the few
+    lines that enter it, in ``take`` and ``_give_up``, are left out)."""
+    seen: set[tuple[int, int]] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if not frame.f_globals.get("__name__", "").startswith("tf_accum.accumulators"):
+            return None
+        if event == "exception" and arg[0] is _Boom and not raised:
+            raised.append("boom")
+        elif (
+            event == "line"
+            and raised == ["boom"]
+            and frame.f_code.co_name not in ("take", "_give_up")
+            and (id(frame), frame.f_lineno) not in seen
+        ):
+            seen.add((id(frame), frame.f_lineno))
+            if len(seen) == j:
+                raised.append("second")
+                raise _Injected("second")
+        return tracer
+
+    return tracer
+
+
+def test_a_second_exception_in_a_takes_cleanup_leaves_no_dead_take_nor_lost_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An exception stops a waiting take, and a second lands on each line of
+    its cleanup in turn (a Ctrl-C pressed again): the cleanup is begun again
+    and finished, the last exception raised, and the queue, lock and counts
+    stay whole."""
+    h = _sum_acc()
+    acc: Any = current_table().lookup(h)
+    for j in range(1, 200):
+        raised: list[str] = []
+        monkeypatch.setattr(base, "TakeAttempt", _ExplodingAttempt)
+        sys.settrace(_after_boom(j, raised))
+        try:
+            _take(h, 1, timeout=5)
+        except (_Boom, _Injected) as exc:
+            assert isinstance(exc, _Injected) == (raised[-1] == "second")
+        finally:
+            sys.settrace(None)
+            monkeypatch.undo()
+        assert acc.num_waiting() == 0 and _lock_is_free(acc), f"line {j}"
+        _apply(h, step=FRESH)
+        assert acc.num_accumulated() == 1, f"line {j}"
+        np.testing.assert_array_equal(_take(h, 1), np.ones(4, np.float32))
+        if raised == ["boom"]:  # the cleanup has fewer lines than j
+            break
+    assert j > 3  # it really walked through the cleanup
+    assert _stats(h)["takes_interrupted"] == j
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_cancellation_puts_back_the_round_of_a_take_not_yet_claimed() -> None:
+    """A take served whose thread has not picked its round up yet (a Session.run
+    stopped by Ctrl-C cancels it then): the round goes back, nothing consumed."""
+    h = _sum_acc()
+    acc: Any = current_table().lookup(h)
+    attempt = TakeAttempt[Any](1)
+    with acc._lock:
+        acc._waiting.append(attempt)
+    _apply(h, 2.0)  # serves it
+    assert _stats(h)["takes_served"] == 1 and acc.num_accumulated() == 0
+    acc._cancel_attempt(attempt, tfa.errors.CancelledError(None, None, "stopped"))
+    stats = _stats(h)
+    assert stats["takes_served"] == 0 and stats["global_step"] == 0
+    assert stats["num_accumulated"] == 1 and stats["takes_cancelled"] == 1
+    assert isinstance(attempt.error, tfa.errors.CancelledError)
+    np.testing.assert_array_equal(_take(h, 1), np.full(4, 2.0, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+# --- the opt-in: deferred_interrupts() ---------------------------------------
+
+
+def test_deferring_is_opt_in_and_puts_the_handler_back() -> None:
+    found = signal.getsignal(signal.SIGINT)
+    with deferred_interrupts():
+        assert signal.getsignal(signal.SIGINT) is not found
+        with pytest.raises(KeyboardInterrupt):  # outside tf_accum: at once
+            _thread.interrupt_main()
+            _marker()
+    assert signal.getsignal(signal.SIGINT) is found
+    assert sys.getprofile() is None
+
+
+def test_a_deferred_interrupt_inside_an_apply_follows_it_applied_and_counted() -> None:
+    h = _sum_acc([1000])
+    acc: Any = current_table().lookup(h)
+    original = acc._add
+    after: list[int] = []
+
+    def add_then_interrupt(total: Any, gradient: Any) -> None:
+        original(total, gradient)
+        _thread.interrupt_main()  # lands between the add and the count
+        _marker()
+
+    acc._add = add_then_interrupt
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(1000, np.float32))
+    with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
+        raw.ResourceAccumulatorApplyGradient(
+            handle=h, local_step=0, gradient=np.ones(1000, np.float32)
+        )
+        after.append(1)  # the caller's next call completes, then the interrupt
+    acc._add = original
+    assert after == [1] and sys.getprofile() is None
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 2
+    np.testing.assert_array_equal(_take(h, 2), np.full(1000, 2.0, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_deferred_take_served_as_the_interrupt_came_returns_its_round_first() -> None:
+    """Served, and a gradient in since (the round cannot go back): the take
+    returns its round, and the interrupt follows once the caller has it."""
+    h = _sum_acc()
+    acc: Any = current_table().lookup(h)
+
+    def interrupt_serve_and_go_on() -> None:
+        wait_for_waiting(h, 1)
+        with acc._lock:  # the take cannot give up before both are in
+            _thread.interrupt_main()  # pending while the take is blocked
+            _apply(h, 2.0)  # serves it
+            _apply(h, 4.0, step=1)  # the next round
+
+    helper = Background(interrupt_serve_and_go_on)
+    results: list[np.ndarray[Any, Any]] = []
+    with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
+        results.append(_take(h, 1, timeout=None))
+    helper.result()
+    assert len(results) == 1 and sys.getprofile() is None
+    np.testing.assert_array_equal(results[0], np.full(4, 2.0, np.float32))
+    stats = _stats(h)
+    assert stats["takes_served"] == 1 and stats["global_step"] == 1
+    assert stats["num_accumulated"] == 1 and stats["takes_interrupted"] == 0
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_deferred_block_still_interrupts_a_waiting_take_at_once() -> None:
+    h = _sum_acc()
+    sender = _sigint_when_waiting(h)
+    with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
+        _take(h, 1, timeout=WAIT)
+    sender.result()
+    stats = _stats(h)
+    assert stats["waiting"] == 0 and stats["takes_interrupted"] == 1
     raw.DestroyResourceOp(resource=h)

@@ -1,10 +1,12 @@
-"""Ctrl-C during a take whose accumulator lives in a host actor: withdrawn, or
-served just before and then returned, never lost; and a child forked from a
-process attached to Ray, which has no working connection (README, "Interrupts,
-fork and pickling")."""
+"""Ctrl-C during a take whose accumulator lives in a host actor: withdrawn, or,
+served just before, lost with the interrupt (a host cannot take a served round
+back) unless interrupts are deferred, the interrupt raised either way; and a child forked from a process
+attached to Ray, which has no working connection (README, "Interrupts, fork
+and pickling")."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -17,6 +19,7 @@ import pytest
 import tf_accum as tfa
 from tests.helpers import in_forked_child, wait_for_waiting, wait_until
 from tf_accum import errors
+from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.distributed.proxy import HostLink
 
 raw = tfa.raw_ops
@@ -56,10 +59,6 @@ def _sigint_once_waiting(h: int) -> threading.Thread:
     return sender
 
 
-def _noop() -> None:
-    """A call: where a held-back interrupt surfaces."""
-
-
 def test_ctrl_c_withdraws_a_waiting_remote_take_at_once(ray_table) -> None:
     h = _accumulator()
     sender = _sigint_once_waiting(h)
@@ -77,9 +76,12 @@ def test_ctrl_c_withdraws_a_waiting_remote_take_at_once(ray_table) -> None:
     raw.DestroyResourceOp(resource=h)
 
 
-def test_a_remote_take_served_before_its_withdrawal_returns_its_round(
-    ray_table, monkeypatch
+@pytest.mark.parametrize("deferring", [False, True], ids=["default", "deferred"])
+def test_a_remote_take_served_before_its_withdrawal_raises_the_interrupt(
+    ray_table, monkeypatch, deferring: bool
 ) -> None:
+    """By default the round goes with the interrupt (a host cannot take a served
+    round back); in ``deferred_interrupts()`` the take returns it first."""
     h = _accumulator()
     withdraw = HostLink.withdraw
 
@@ -91,20 +93,24 @@ def test_a_remote_take_served_before_its_withdrawal_returns_its_round(
 
     monkeypatch.setattr(HostLink, "withdraw", serve_then_withdraw)
     sender = _sigint_once_waiting(h)
-    result = None
-    with pytest.raises(KeyboardInterrupt):
-        # called directly: the interrupt surfaces at this frame's next step
-        result = raw.ResourceAccumulatorTakeGradient(
-            handle=h, num_required=1, dtype=tfa.float32, timeout=30.0
-        )
-        _noop()
+    results: list[Any] = []
+    with (
+        deferred_interrupts() if deferring else contextlib.nullcontext(),
+        pytest.raises(KeyboardInterrupt),  # never swallowed
+    ):
+        results.append(_take(h))
     sender.join(10)
     monkeypatch.undo()
-    assert result is not None  # the round came back, not lost
-    np.testing.assert_array_equal(result, np.full(4, 2.0, np.float32))
-    stats = _stats(h)
+    if deferring:
+        assert len(results) == 1
+        np.testing.assert_array_equal(results[0], np.full(4, 2.0, np.float32))
+    else:
+        assert not results
+    stats = _stats(h)  # the host is consistent either way
     assert stats["takes_served"] == 1 and stats["takes_interrupted"] == 0
-    assert stats["num_accumulated"] == 0 and stats["global_step"] == 1
+    assert stats["num_accumulated"] == 0 and stats["global_step"] == 1 and stats["waiting"] == 0
+    _apply(h, 3.0)  # a gradient of the old step is stale now
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 0
     raw.DestroyResourceOp(resource=h)
 
 

@@ -4,11 +4,12 @@ Dense and sparse accumulators differ only in how a gradient is validated and
 merged and how a round's result is computed; everything about *when* a take
 completes lives here.
 
-Interrupts (see ``interrupts``): a Ctrl-C arriving inside an operation is
-delivered after it returns, and a take's wait is the one place an interrupt
-surfaces at once; the wait's cleanup then runs with the lock held, and only
-ever releases a lock this thread holds. An exception injected into a thread
-(not a signal) can still land anywhere; the lock discipline survives it.
+Interrupts: tf_accum installs no signal handler, profile or trace function.
+A KeyboardInterrupt (or any exception a SIGINT handler raises, or one injected
+into a thread) surfaces wherever Python raises it; the lock is only ever taken
+by ``with`` blocks, and a take that an exception stops is given up in one
+place (:meth:`AccumulatorBase._give_up`): withdrawn if it still waited, its
+round put back if it had been served (when nothing has happened since).
 """
 
 from __future__ import annotations
@@ -25,9 +26,22 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators import interrupts
+from tf_accum.accumulators.attempts import (
+    CANCELLED,
+    CLAIMED,
+    QUEUED,
+    RETURNED,
+    SEALED,
+    SERVED,
+    WITHDRAWN,
+    SealedRound,
+    Stage,
+    TakeAttempt,
+    copy_error,
+)
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.missing import missing_resource_error
+from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 
 logger = logging.getLogger("tf_accum")
@@ -59,68 +73,10 @@ __all__ = [
 ]
 
 Round = TypeVar("Round")
+# How often a take's cleanup is begun again when interrupted itself; only
+# asynchronous exceptions (a Ctrl-C pressed again) come back each time.
+_GIVE_UP_TRIES = 10
 _APPLY_METHODS = ("apply", "apply_dense", "apply_sparse")
-
-
-class _TakeAttempt(Generic[Round]):
-    """A take waiting in the queue.
-
-    ``wakeup`` is a lock created held; whoever serves or cancels the attempt
-    (under the accumulator's lock, exactly once) releases it, and the waiting
-    thread blocks acquiring it, with the accumulator's lock released.
-    """
-
-    __slots__ = (
-        "num_required",
-        "wakeup",
-        "done",
-        "outcome",
-        "count",
-        "error",
-        "serial",
-        "key",
-        "withdrawn",
-        "sealed",
-        "given_back",
-    )
-
-    def __init__(self, num_required: int) -> None:
-        self.num_required = num_required
-        self.wakeup = threading.Lock()
-        self.wakeup.acquire()
-        self.done = False
-        self.outcome: Round | None = None
-        self.count = 0
-        self.error: errors.OpError | None = None
-        self.serial = 0  # takes served so far, once this one is
-        self.key: int | None = None  # its registration with a cancellation
-        self.withdrawn = False
-        # committed: its round is detached, and the adds into it that run
-        # outside the lock are landing (see _SealedRound); done once they have
-        self.sealed = False
-        self.given_back = False  # its wait has already tried to put its round back
-
-    def settled(self) -> bool:
-        """Served (or sealed), cancelled or withdrawn: no longer withdrawable."""
-        return self.done or self.sealed or self.error is not None or self.withdrawn
-
-
-class _SealedRound:
-    """A round handed to its take while adds into it still run outside the lock.
-
-    The take was ready on the gradients already counted, so it is committed
-    at once (the global step goes up, the next round starts, and applies go on
-    into it); it returns once ``in_flight`` reaches 0, with every gradient that
-    landed (``count``). ``round`` tells its adds from the next round's.
-    """
-
-    __slots__ = ("attempt", "round", "in_flight", "count")
-
-    def __init__(self, attempt: _TakeAttempt[Any], round: int, in_flight: int, count: int) -> None:
-        self.attempt = attempt
-        self.round = round
-        self.in_flight = in_flight
-        self.count = count
 
 
 class AccumulatorBase(ABC, Generic[Round]):
@@ -147,15 +103,13 @@ class AccumulatorBase(ABC, Generic[Round]):
                 setattr(cls, name, _counting_rejections(method))
 
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
-        interrupts.install()
         self.spec = spec
         self.dtype = spec.dtype
         self.numpy_dtype = spec.dtype.numpy_dtype
         self.shape = spec.shape
         self.reduction_type = spec.reduction_type
         self.label = label
-        # An RLock knows its owner: cleanup after an interrupt can tell whether
-        # it holds the lock, and a release by anyone else fails loudly.
+        # An RLock: a release by a thread that does not hold it fails loudly.
         self._lock = threading.RLock()
         self._global_step = 0
         self._count = 0
@@ -163,7 +117,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         # the latest served round whose own buffers its take began to change
         # (see _keep_for_taker): never put back
         self._kept_by_taker = 0
-        self._waiting: collections.deque[_TakeAttempt[Round]] = collections.deque()
+        self._waiting: collections.deque[TakeAttempt[Round]] = collections.deque()
         self._closed = False
         self._n_accepted = 0
         self._n_stale = 0
@@ -174,12 +128,12 @@ class AccumulatorBase(ABC, Generic[Round]):
         # Adds running outside the lock (see stripes.py) into the current round;
         # each carries the round's number (``_served`` when it began). A take
         # ready on the gradients already counted does not wait for them: the
-        # round is sealed (_SealedRound), committed, and the next one starts
+        # round is sealed (SealedRound), committed, and the next one starts
         # while they land. One round is sealed at a time: while a second could
         # be, the gate is shut (held), and new applies wait at it, so that
         # take is served as soon as the adds are done.
         self._in_flight = 0
-        self._sealed: _SealedRound | None = None
+        self._sealed: SealedRound | None = None
         self._gate = threading.Lock()
         self._gate_shut = False
 
@@ -323,11 +277,16 @@ class AccumulatorBase(ABC, Generic[Round]):
                 is withdrawn and consumes nothing.
             CancelledError: the accumulator was destroyed while waiting.
             NotFoundError: the accumulator was already destroyed.
-            KeyboardInterrupt: Ctrl-C while waiting; the attempt is withdrawn.
+            KeyboardInterrupt: Ctrl-C while waiting (or whatever else a SIGINT
+                handler raises): the attempt is withdrawn, or, if it was served
+                at that moment, its round goes back when nothing has happened
+                since, and is lost otherwise.
             whatever ``cancellation`` was cancelled with (a run's deadline, a
-                closing session): the attempt is withdrawn and consumes nothing.
+                closing session): the attempt is withdrawn and consumes nothing
+                (one served but not yet claimed by its thread puts its round
+                back, when nothing has happened since).
         """
-        attempt: _TakeAttempt[Round] | None = None
+        attempt: TakeAttempt[Round] | None = None
         served: tuple[Round, int, int] | None = None
         try:
             with self._lock:
@@ -336,109 +295,57 @@ class AccumulatorBase(ABC, Generic[Round]):
                     count = self._count
                     served = (self._complete_round_locked(), count, self._served)
                 else:
-                    attempt = _TakeAttempt(num_required)
+                    attempt = TakeAttempt(num_required)
                     self._enqueue_locked(attempt, cancellation)
                     if self._in_flight:
                         self._flush_locked()  # shuts the gate if only they hold it up
             if attempt is not None:
-                served = self._wait(attempt, timeout, cancellation)
+                self._wait(attempt, timeout, cancellation)
+                served = self._claim(attempt)
             return self._finish_round(*served)  # type: ignore[misc]
-        except BaseException:
+        except BaseException as error:
             # whatever went wrong, and wherever: no dead take stays queued, and
             # a served round whose result was not computed goes back
-            self._abandon(attempt, served)
-            raise
-
-    def _abandon(
-        self, attempt: _TakeAttempt[Round] | None, served: tuple[Round, int, int] | None
-    ) -> None:
-        # served or sealed, but the exception came before its wait returned the
-        # round (and outside the part of the wait that puts it back itself)
-        committed = (
-            served is None
-            and attempt is not None
-            and (attempt.done or attempt.sealed)
-            and attempt.error is None
-            and not attempt.given_back
-        )
-        if committed:
-            assert attempt is not None
-            while self._lock._is_owned():  # type: ignore[attr-defined]
-                self._lock.release()  # held only here, by an exception: the adds land under it
-            self._await_landing(attempt)
-            served = (attempt.outcome, attempt.count, attempt.serial)  # type: ignore[assignment]
-        self._relock()
-        try:
-            if attempt is not None and (attempt in self._waiting or not attempt.settled()):
-                self._withdraw_locked(attempt)
-                self._n_interrupted += 1
-            elif served is not None:
-                self._put_back_locked(*served)
-                self._n_interrupted += committed
-        finally:
-            self._lock.release()
+            kept = self._give_up(attempt, served, error)
+            if kept is None:
+                raise
+        return self._finish_round(*kept)
 
     def _enqueue_locked(
-        self, attempt: _TakeAttempt[Round], cancellation: Cancellation | None
+        self, attempt: TakeAttempt[Round], cancellation: Cancellation | None
     ) -> None:
         if cancellation is not None:
             key = cancellation.register(lambda error: self._cancel_attempt(attempt, error))
             if key is None:
                 assert cancellation.error is not None
                 self._n_cancelled += 1
-                raise _copy_error(cancellation.error)
+                attempt.stage = CANCELLED
+                raise copy_error(cancellation.error)
             attempt.key = key
         self._waiting.append(attempt)
 
+    @interruptible
     def _wait(
-        self, attempt: _TakeAttempt[Round], timeout: float | None, cancellation: Cancellation | None
-    ) -> tuple[Round, int, int]:
-        """Block (without the lock) until ``attempt`` is served, cancelled or out of time."""
-        interrupts.install()
+        self, attempt: TakeAttempt[Round], timeout: float | None, cancellation: Cancellation | None
+    ) -> None:
+        """Block (without the lock) until ``attempt`` is served, cancelled or out
+        of time. An exception out of here leaves the attempt to
+        :meth:`_give_up`."""
         deadline = None if timeout is None or math.isinf(timeout) else time.monotonic() + timeout
         try:
-            try:
-                woken = False
-                while not woken:
-                    wait = threading.TIMEOUT_MAX
-                    if deadline is not None:
-                        wait = min(wait, max(0.0, deadline - time.monotonic()))
-                    with interrupts.interruptible_wait():
-                        woken = attempt.wakeup.acquire(True, wait)
-                    if not woken and deadline is not None and time.monotonic() >= deadline:
-                        if not self._ready_but_for_flights(attempt):
-                            break
-                        deadline = None  # served once the adds running now are done
-            except BaseException as exc:
-                # Interrupted (Ctrl-C, or an exception injected into this thread).
-                self._relock()
-                try:
-                    if not attempt.settled():
-                        self._withdraw_locked(attempt)
-                        self._n_interrupted += 1
-                        raise
-                    if attempt.error is not None:
-                        raise
-                finally:
-                    self._lock.release()
-                # served (or sealed: then once its round is whole)
-                self._await_landing(attempt)
-                if not (isinstance(exc, KeyboardInterrupt) and interrupts.in_main_thread()):
-                    # something else must surface: leave the round
-                    attempt.given_back = True
-                    self._relock()
-                    try:
-                        self._put_back_locked(attempt.outcome, attempt.count, attempt.serial)  # type: ignore[arg-type]
-                        self._n_interrupted += 1
-                    finally:
-                        self._lock.release()
-                    raise
-                # served before Ctrl-C was seen: return the round; the interrupt
-                # is delivered as soon as the take has returned
-                interrupts.hold_back(exc)
+            woken = False
+            while not woken:
+                wait = threading.TIMEOUT_MAX
+                if deadline is not None:
+                    wait = min(wait, max(0.0, deadline - time.monotonic()))
+                woken = attempt.wakeup.acquire(True, wait)
+                if not woken and deadline is not None and time.monotonic() >= deadline:
+                    if not self._ready_but_for_flights(attempt):
+                        break
+                    deadline = None  # served once the adds running now are done
             if not woken:
                 with self._lock:
-                    if not attempt.settled():
+                    if attempt.stage is QUEUED:
                         self._withdraw_locked(attempt)
                         self._n_timed_out += 1
                         raise errors.DeadlineExceededError(
@@ -449,23 +356,97 @@ class AccumulatorBase(ABC, Generic[Round]):
         finally:
             if cancellation is not None:
                 cancellation.unregister(attempt.key)
-        if attempt.error is not None:
-            raise attempt.error
-        return attempt.outcome, attempt.count, attempt.serial  # type: ignore[return-value]
 
-    def _ready_but_for_flights(self, attempt: _TakeAttempt[Round]) -> bool:
+    def _claim(self, attempt: TakeAttempt[Round]) -> tuple[Round, int, int]:
+        """The round of ``attempt``, served: from here it is the take's (no
+        cancellation puts it back). Raises the error it was cancelled with."""
+        with self._lock:
+            if attempt.stage is SERVED:
+                attempt.stage = CLAIMED
+                return attempt.outcome, attempt.count, attempt.serial  # type: ignore[return-value]
+        assert attempt.error is not None
+        raise attempt.error
+
+    def _give_up(
+        self,
+        attempt: TakeAttempt[Round] | None,
+        served: tuple[Round, int, int] | None,
+        error: BaseException,
+    ) -> tuple[Round, int, int] | None:
+        """A take is stopped by ``error``: withdraw its ``attempt`` if it still
+        waits, or put the round back that it was served (and nothing has
+        happened since; otherwise the round is lost with the exception, unless
+        the program asked for interrupts to be deferred: then the round is
+        returned here for the take to return, and the interrupt follows).
+        Counted as interrupted when it had waited, unless its round was
+        claimed already.
+
+        An interrupt landing in the cleanup proper (a second Ctrl-C) does not
+        leave the take half given up (a dead take queued would eat a later
+        round, a round attached but not counted would break the count): the
+        cleanup is begun again and finished, then the last such exception is
+        raised. (One landing in the few instructions that enter it still
+        can.)"""
+        again: BaseException | None = None
+        kept = None
+        for _ in range(_GIVE_UP_TRIES):
+            try:
+                if attempt is not None:
+                    kept = self._give_up_once(attempt, error)
+                elif served is not None:
+                    with self._lock:
+                        self._put_back_locked(*served)
+                break
+            except BaseException as exc:
+                again = exc
+        if again is not None:
+            raise again
+        return kept
+
+    def _give_up_once(
+        self, attempt: TakeAttempt[Round], error: BaseException
+    ) -> tuple[Round, int, int] | None:
+        while True:
+            self._await_landing(attempt)
+            with self._lock:
+                stage = attempt.stage
+                if stage is SEALED:
+                    continue  # sealed since we looked: its adds are landing
+                if stage is QUEUED:
+                    self._withdraw_locked(attempt, QUEUED)  # marked below
+                    # one statement: withdrawn exactly when counted
+                    attempt.stage, self._n_interrupted = WITHDRAWN, self._n_interrupted + 1
+                elif stage is SERVED or stage is CLAIMED:
+                    state: Any = attempt.outcome
+                    interrupted = self._n_interrupted + (stage is SERVED)
+                    # one statement: given up exactly when its round went back
+                    attempt.stage, self._n_interrupted = (
+                        (RETURNED, interrupted)
+                        if self._put_back_locked(state, attempt.count, attempt.serial)
+                        else (stage, self._n_interrupted)
+                    )
+                    if attempt.stage is RETURNED:
+                        return None
+                    if stage is SERVED and holding(error):
+                        # the interrupt is deferred: the round is the take's
+                        attempt.stage = CLAIMED
+                        return state, attempt.count, attempt.serial
+                    attempt.stage, self._n_interrupted = RETURNED, interrupted  # lost
+                return None
+
+    def _ready_but_for_flights(self, attempt: TakeAttempt[Round]) -> bool:
         """Whether ``attempt`` waits only for adds running outside the lock."""
         with self._lock:
             return bool(self._in_flight) and self._front_ready_locked(attempt)
 
     @staticmethod
-    def _await_landing(attempt: _TakeAttempt[Round]) -> None:
-        """Wait until a sealed ``attempt`` is done: the adds into its round are
-        running, so the wait is short and bounded (not interruptible)."""
-        if attempt.sealed and not attempt.done:
+    def _await_landing(attempt: TakeAttempt[Round]) -> None:
+        """Wait until a sealed ``attempt`` is served: the adds into its round
+        are running, so the wait is short and bounded."""
+        if attempt.stage is SEALED:
             attempt.wakeup.acquire()
 
-    def _front_ready_locked(self, attempt: _TakeAttempt[Round] | None = None) -> bool:
+    def _front_ready_locked(self, attempt: TakeAttempt[Round] | None = None) -> bool:
         """Whether the counter allows the front take (which is ``attempt``, if given)."""
         waiting = self._waiting
         return (
@@ -474,29 +455,34 @@ class AccumulatorBase(ABC, Generic[Round]):
             and self._count >= waiting[0].num_required
         )
 
-    def _relock(self) -> None:
-        """Hold the lock, whatever state an interrupted acquire left it in."""
-        while not self._lock._is_owned():  # type: ignore[attr-defined]
-            self._lock.acquire()
-
-    def _withdraw_locked(self, attempt: _TakeAttempt[Round]) -> None:
+    def _withdraw_locked(self, attempt: TakeAttempt[Round], stage: Stage = WITHDRAWN) -> None:
         # A withdrawn take must not swallow later gradients: let whoever is
-        # behind it try.
+        # behind it try. Its stage changes last, so that an exception between
+        # these lines leaves it to be withdrawn again (see _give_up).
         if attempt in self._waiting:
             self._waiting.remove(attempt)
-            attempt.withdrawn = True
-            self._flush_locked()
-        attempt.withdrawn = True
+        self._flush_locked()
+        attempt.stage = stage
 
-    def _cancel_attempt(self, attempt: _TakeAttempt[Round], error: errors.OpError) -> None:
-        """Withdraw a waiting take from outside (runs without the lock held)."""
+    def _cancel_attempt(self, attempt: TakeAttempt[Round], error: errors.OpError) -> None:
+        """Withdraw a take from outside (runs without the lock held): a waiting
+        one, or one served whose waiter has not claimed its round yet, if the
+        round can go back (nothing has happened since): it consumes nothing."""
         with self._lock:
-            if attempt.settled():
-                return
-            attempt.error = _copy_error(error)
-            self._n_cancelled += 1
-            self._withdraw_locked(attempt)
-            attempt.wakeup.release()
+            stage = attempt.stage
+            if stage is QUEUED:
+                attempt.error = copy_error(error)
+                self._n_cancelled += 1
+                self._withdraw_locked(attempt, CANCELLED)
+                attempt.wakeup.release()
+            elif stage is SERVED and self._put_back_locked(
+                attempt.outcome,  # type: ignore[arg-type]
+                attempt.count,
+                attempt.serial,
+            ):
+                attempt.error = copy_error(error)
+                attempt.stage = CANCELLED
+                self._n_cancelled += 1
 
     def _complete_round_locked(self) -> Round:
         step = self._global_step + 1
@@ -516,10 +502,12 @@ class AccumulatorBase(ABC, Generic[Round]):
             self._attach_round_locked(state)
         except NotImplementedError:
             return False
-        self._count = count
-        self._served -= 1
         step = self._global_step - 1
-        self._global_step = INT64_MAX if step < INT64_MIN else step
+        step = INT64_MAX if step < INT64_MIN else step
+        # one statement: the counters say the round is back exactly when they
+        # all do (an exception before it leaves the round attached but
+        # uncounted, and a second put back finishes the job)
+        self._count, self._served, self._global_step = count, serial - 1, step
         self._flush_locked()
         return True
 
@@ -540,21 +528,21 @@ class AccumulatorBase(ABC, Generic[Round]):
             attempt.count = self._count
             attempt.outcome = self._complete_round_locked()
             attempt.serial = self._served
-            attempt.done = True
+            attempt.stage = SERVED
             attempt.wakeup.release()
         if self._gate_shut:
             self._set_gate_locked(False)
 
     def _seal_locked(self) -> None:
         """Commit the front take to the current round while adds into it still
-        run outside the lock (see _SealedRound): the next round starts now."""
+        run outside the lock (see SealedRound): the next round starts now."""
         attempt = self._waiting.popleft()
-        sealed = _SealedRound(attempt, self._served, self._in_flight, self._count)
+        sealed = SealedRound(attempt, self._served, self._in_flight, self._count)
         attempt.outcome = self._complete_round_locked()
         serial = self._served
         # one line: an exception arriving before it leaves the adds counted in
         # _in_flight, landing uncounted (their round is gone)
-        attempt.serial, attempt.sealed, self._sealed, self._in_flight = serial, True, sealed, 0
+        attempt.serial, attempt.stage, self._sealed, self._in_flight = serial, SEALED, sealed, 0
 
     def _serve_sealed_locked(self) -> None:
         """Once every add into the sealed round has landed, hand it to its take."""
@@ -565,7 +553,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         wake = attempt.wakeup.release
         # one line: woken exactly when no longer sealed, so that an exception
         # arriving around it neither skips nor repeats the wake-up
-        attempt.count, attempt.done, self._sealed = sealed.count, (wake(), True)[1], None
+        attempt.count, attempt.stage, self._sealed = sealed.count, (wake(), SERVED)[1], None
 
     def _set_gate_locked(self, shut: bool) -> None:
         # one statement each: an exception arriving between lines leaves the
@@ -641,6 +629,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                 attempt.error = errors.CancelledError(
                     None, None, "TakeGrad operation was cancelled"
                 )
+                attempt.stage = CANCELLED
                 self._n_cancelled += 1
                 attempt.wakeup.release()
 
@@ -664,9 +653,3 @@ def _counting_rejections(apply: Callable[..., None]) -> Callable[..., None]:
     counted.__name__ = apply.__name__
     counted._counts_rejections = True  # type: ignore[attr-defined]
     return counted
-
-
-def _copy_error(error: errors.OpError) -> errors.OpError:
-    """A fresh exception per raiser: one instance raised in several threads shares a traceback."""
-    copy: errors.OpError = type(error)(error.node_def, error.op, error.message)  # type: ignore[call-arg]
-    return copy

@@ -1,201 +1,181 @@
-"""Keeping accumulator operations whole when Ctrl-C arrives.
+"""Opt-in: Ctrl-C delivered after a tf_accum call has returned, not inside it.
 
-Python runs a signal handler in the main thread between two bytecodes, so a
-KeyboardInterrupt can surface anywhere: after a gradient was added but before
-it was counted, or after a take was served but before it returned. Here a
-SIGINT (or ``_thread.interrupt_main()``) that arrives while the main thread is
-inside a tf_accum call is held back and raised as soon as the outermost
-tf_accum call has returned, at the caller's next step: the call is applied
-fully and the interrupt still surfaces. Only a take's wait is interruptible at
-once (see :class:`interruptible_wait`): the take is then withdrawn or, if it
-had been served, returns its round and the interrupt follows it. A second
-Ctrl-C more than ``FORCE_AFTER`` seconds after a held-back one is raised at
-once: a call that never returns can still be interrupted.
+By default tf_accum installs nothing (see the README, "Interrupts, fork and
+pickling"), and a KeyboardInterrupt surfaces wherever Python raises it: one
+that lands after a take's round was handed over loses that round, as in
+TensorFlow, and one between an apply's add and its count leaves the gradient
+uncounted. A program that would rather not lose them asks for the deferral
+explicitly, around the code that calls tf_accum::
 
-The protection is a handler for SIGINT that wraps whatever handler was there
-(normally ``signal.default_int_handler``); it is installed from the main thread
-the first time an accumulator is made or waited on there while SIGINT has a
-handler (an ignored SIGINT stays ignored). A handler installed later replaces
-it, and with it the protection; a thread that is being profiled
-(``sys.setprofile``) gets interrupts at once. Other signals are not deferred.
+    from tf_accum.accumulators.interrupts import deferred_interrupts
+
+    with deferred_interrupts():
+        while True:
+            results.append(acc.take_grad(1))
+
+Within the block (main thread only), SIGINT's handler is replaced by one that
+calls the handler it found (normally ``signal.default_int_handler``), at once
+when the signal arrives outside tf_accum or while a take, a Session.run or a
+call to an accumulator host (the distributed table) waits, and otherwise once
+the outermost tf_accum call has returned and the caller has stored its
+result: at the caller's next call, or once the call after it has returned
+(as ``results.append(...)``). A take whose wait the
+interrupt stopped just as it was served, when its round cannot go back,
+returns the round, and the interrupt follows in the same way. For that short
+stretch a profile function is installed; if one is installed already
+(cProfile, a tracer's), nothing is deferred, and one that ``sys.getprofile``
+cannot see (yappi's) would be replaced: do not combine them. A second Ctrl-C more than ``FORCE_AFTER``
+seconds after a deferred one is delivered at once, so that a call that never
+returns can still be interrupted. The handler found is put back when the
+block ends (unless the program replaced it inside), and a deferred interrupt
+still pending is delivered then.
 """
 
 from __future__ import annotations
 
-import _thread
-import os
+import contextlib
+import inspect
 import signal
 import sys
 import threading
 import time
-from types import FrameType
-from typing import Any
+from collections.abc import Callable, Iterator
+from types import CodeType, FrameType
+from typing import Any, TypeVar
 
-# A second Ctrl-C this long after a held-back one is raised at once, so that a
-# call stuck for good (a deadlock) can still be interrupted by pressing again.
+# A second Ctrl-C this long after a deferred one is delivered at once.
 FORCE_AFTER = 1.0  # seconds
 
-# Modules whose frames are the library's own: an interrupt arriving inside them
-# is delivered once the outermost of them has returned to its caller.
-_LIBRARY_PREFIXES = (
-    "tf_accum.accumulators",
-    "tf_accum.raw_ops",
-    "tf_accum.compat",
-    "tf_accum.resources",
-    "tf_accum.graph",
-)
-# Frames that wait on another process (the distributed table): an interrupt
-# there is raised at once, as a take's wait is, or Ctrl-C could not stop a
-# remote call that never returns.
-_REMOTE_PREFIXES = ("tf_accum.distributed",)
+_PACKAGE = "tf_accum."
+# Parts of the package that run a program's own loop rather than a call.
+_NOT_CALLS = ("tf_accum.examples", "tf_accum.__main__")
+# Code that waits for other threads or processes: an interrupt there is
+# delivered at once (a take then withdraws or puts its round back).
+_WAITS: set[CodeType] = set()
+
+Function = TypeVar("Function", bound=Callable[..., Any])
 
 
-class _State:
-    """Touched only by the main thread (signal handlers run there), except ``main``."""
-
-    main = threading.main_thread().ident
-    installed = False
-    original: Any = None
-    pending: int | None = None  # a signal held back until the library returns
-    since = 0.0  # when it was held back
-    hook: Any = None  # the profile hook that delivers it
-    window = False  # the main thread is in an interruptible wait
+def interruptible(function: Function) -> Function:
+    """Mark ``function`` as a wait that Ctrl-C interrupts at once; returns it."""
+    _WAITS.add(function.__code__)
+    return function
 
 
-def in_main_thread() -> bool:
-    return threading.get_ident() == _State.main
+class _Deferral:
+    """The state of one ``deferred_interrupts`` block (main thread only)."""
+
+    def __init__(self, found: Callable[[int, FrameType | None], Any]) -> None:
+        self.found = found
+        self.pending = False
+        self.since = 0.0
+        self.hook: Callable[[FrameType, str, Any], Any] | None = None
+        self.error: BaseException | None = None  # raised already once, to raise again
+
+    def handler(self, signum: int, frame: FrameType | None) -> Any:
+        if self.pending:
+            if time.monotonic() - self.since < FORCE_AFTER:
+                return None  # one is already on its way
+            self._drop_hook()  # pressed again long after: the call may never return
+            return self.found(signum, frame)
+        outermost = _outermost_call(frame)
+        if outermost is None or not self.defer(signum, outermost, None):
+            return self.found(signum, frame)
+        return None
+
+    def defer(self, signum: int, outermost: FrameType, error: BaseException | None) -> bool:
+        """Deliver ``signum`` (or raise ``error`` again) once ``outermost`` has
+        returned and its caller made its next call; False if it cannot be
+        (somebody else profiles the thread)."""
+        if sys.getprofile() is not None:
+            return False
+        self.pending, self.since, self.error = True, time.monotonic(), error
+        returned = False
+
+        def hook(event_frame: FrameType, event: str, arg: Any) -> None:
+            nonlocal returned
+            if not returned:
+                returned = event == "return" and event_frame is outermost
+            elif event in ("call", "c_return", "c_exception"):
+                # the caller has its result: raise where Python would have
+                self.deliver(signum, event_frame)
+
+        self.hook = hook
+        sys.setprofile(hook)
+        return True
+
+    def deliver(self, signum: int, frame: FrameType | None) -> None:
+        if self.pending:
+            error, self.error = self.error, None
+            self._drop_hook()
+            if error is not None:
+                raise error
+            self.found(signum, frame)
+
+    def _drop_hook(self) -> None:
+        self.pending = False
+        if sys.getprofile() is self.hook:
+            sys.setprofile(None)
+        self.hook = None
 
 
-def install() -> None:
-    """Put the deferring SIGINT handler in place (main thread only; once SIGINT
-    has a handler: an ignored one is left alone and looked at again next call)."""
-    if _State.installed or threading.get_ident() != _State.main:
-        return
-    try:
-        current = signal.getsignal(signal.SIGINT)
-        if callable(current):
-            if current is not _handler:
-                _State.original = current
-                signal.signal(signal.SIGINT, _handler)
-            _State.installed = True
-        # a process started in the background may give SIGINT a handler later,
-        # and is then protected from there on
-    except (ValueError, OSError):  # pragma: no cover - embedded interpreters
-        _State.installed = True
+_active: _Deferral | None = None  # the deferral of the block running now
 
 
-def installed() -> bool:
-    """Whether SIGINT is held back inside tf_accum calls now."""
-    return signal.getsignal(signal.SIGINT) is _handler
+def holding(error: BaseException) -> bool:
+    """Whether ``error``, an interrupt that stopped a take already served,
+    is deferred: in a ``deferred_interrupts`` block, the take then returns its
+    round and ``error`` is raised again once the call has returned."""
+    deferral = _active
+    if (
+        deferral is None
+        or deferral.pending
+        or not isinstance(error, KeyboardInterrupt)
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        return False
+    outermost = _outermost_call(inspect.currentframe(), waits=False)
+    return outermost is not None and deferral.defer(signal.SIGINT, outermost, error)
 
 
-class interruptible_wait:  # noqa: N801 - used like a function, as a context manager
-    """Within the block, a SIGINT in the main thread is raised at once (a take's wait)."""
-
-    __slots__ = ("main",)
-
-    def __enter__(self) -> None:
-        self.main = threading.get_ident() == _State.main
-        if self.main:
-            if _State.pending is not None:
-                # held back earlier in this call: raise it before waiting for anything
-                signum, _State.pending = _State.pending, None
-                sys.setprofile(None)
-                _raise_now(signum, None)
-            _State.window = True
-
-    def __exit__(self, *exc: object) -> None:
-        if self.main:
-            _State.window = False
-
-
-def hold_back(error: BaseException) -> None:
-    """Deliver a KeyboardInterrupt after the library has returned instead of now.
-
-    Called in the main thread by a take that was served before it saw the
-    interrupt: it returns its round, and the interrupt follows.
-    """
-    if not isinstance(error, KeyboardInterrupt):  # pragma: no cover - callers check
-        raise error
-    if _State.pending is None and not _defer(signal.SIGINT, sys._getframe(1), remote_ok=True):
-        # somebody profiles this thread: raise it again at the next chance rather
-        # than lose it
-        _thread.interrupt_main()
-
-
-def _handler(signum: int, frame: FrameType | None) -> Any:
-    if _State.pending is not None and sys.getprofile() is not _State.hook:
-        _State.pending = None  # its hook was replaced: it will never be delivered
-    if _State.pending is not None:
-        if time.monotonic() - _State.since < FORCE_AFTER:
-            return None  # one is already on its way
-        # pressed again long after: the call may never return; give up holding back
-        _State.pending = None
-        sys.setprofile(None)
-        return _raise_now(signum, frame)
-    if _State.window:
-        return _raise_now(signum, frame)
-    if not _defer(signum, frame):
-        return _raise_now(signum, frame)
-    return None
-
-
-def _raise_now(signum: int, frame: FrameType | None) -> Any:
-    original = _State.original
-    if callable(original):
-        return original(signum, frame)
-    raise KeyboardInterrupt  # pragma: no cover - handler replaced under us
-
-
-def _library_frame(frame: FrameType) -> bool:
-    name = frame.f_globals.get("__name__", "")
-    return isinstance(name, str) and name.startswith(_LIBRARY_PREFIXES)
-
-
-def _defer(signum: int, frame: FrameType | None, *, remote_ok: bool = False) -> bool:
-    """Arrange for ``signum`` to be raised once the library's outermost frame has returned.
-
-    Returns False (nothing arranged) when ``frame`` is not inside the library,
-    is inside a call to another process (unless ``remote_ok``: that call has
-    returned already), or when the thread is being profiled by somebody else.
-    """
+def _outermost_call(frame: FrameType | None, waits: bool = True) -> FrameType | None:
+    """The outermost tf_accum frame on ``frame``'s stack (code of the program's
+    own that tf_accum called, a logging handler say, counts as inside the
+    call), or None when there is none, or (``waits``) one is waiting (see
+    :func:`interruptible`)."""
     outermost = None
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
-        if isinstance(name, str) and name.startswith(_REMOTE_PREFIXES):
-            if not remote_ok:
-                return False
-            outermost = frame
-        elif _library_frame(frame):
+        if isinstance(name, str) and name.startswith(_PACKAGE) and not name.startswith(_NOT_CALLS):
+            if waits and frame.f_code in _WAITS:
+                return None
             outermost = frame
         frame = frame.f_back
-    if outermost is None or sys.getprofile() is not None:
-        return False
-    _State.pending = signum
-    _State.since = time.monotonic()
-    returned = False
-
-    def hook(frame: FrameType, event: str, arg: Any) -> None:
-        nonlocal returned
-        if not returned:
-            returned = event == "return" and frame is outermost
-            return
-        # the first event in the caller after the library returned
-        sys.setprofile(None)
-        if _State.pending is not None:
-            _State.pending = None
-            _raise_now(signum, frame)
-
-    _State.hook = hook
-    sys.setprofile(hook)
-    return True
+    return outermost
 
 
-def _after_fork_in_child() -> None:
-    # the forking thread is the child's main thread
-    _State.main = threading.get_ident()
-    _State.pending = None
-    _State.window = False
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Deliver a Ctrl-C that arrives inside a tf_accum call once the call has
+    returned (see the module's docstring).
 
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+    Raises:
+        RuntimeError: not in the main thread (only it receives signals).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("deferred_interrupts() works in the main thread only")
+    found = signal.getsignal(signal.SIGINT)
+    if not callable(found):  # ignored, or not handled by Python: nothing to defer
+        yield
+        return
+    global _active
+    deferral, outer = _Deferral(found), _active
+    signal.signal(signal.SIGINT, deferral.handler)
+    _active = deferral
+    try:
+        yield
+    finally:
+        _active = outer
+        if signal.getsignal(signal.SIGINT) == deferral.handler:
+            signal.signal(signal.SIGINT, found)
+        deferral.deliver(signal.SIGINT, None)

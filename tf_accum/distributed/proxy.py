@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators import interrupts
 from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
 from tf_accum.distributed.wire import MISSING, RESTARTED, WITHDRAWN, Failure
@@ -30,8 +30,8 @@ logger = logging.getLogger("tf_accum")
 
 Array = np.ndarray[Any, Any]
 
-# How long an interrupted take waits for its host to say whether the round was
-# served before the withdrawal arrived (a round served then is returned).
+# How long an interrupted take waits for its host to answer its withdrawal
+# before the interrupt is raised.
 INTERRUPTED_TAKE_GRACE = 5.0  # seconds
 
 
@@ -121,6 +121,7 @@ class HostLink:
         except ray.exceptions.RayError as exc:
             raise self._ray_error(exc) from None
 
+    @interruptible  # Ctrl-C stops a wait on the host at once, even when deferred
     def result(self, call: Any, timeout: float | None = None) -> Any:
         """Wait for a submitted call (at most ``timeout`` seconds: then UnavailableError)."""
         import ray
@@ -260,26 +261,24 @@ class RemoteAccumulator:
         return type(outcome)(*(_writable(part) for part in outcome))
 
     def _served_before(self, call: Any, interrupt: BaseException) -> Any:
-        """The outcome of a take interrupted while it waited, if it was served first.
-
-        Once the host has the withdrawal, the take's call answers: withdrawn
-        (then ``interrupt`` is raised here), or the round the host served just
-        before. A KeyboardInterrupt in the main thread then follows the
-        returned round, as in-process; any other exception is raised and the
-        round is lost (the host has no way to take a served round back).
+        """The outcome of a take interrupted while it waited, once its host has
+        the withdrawal: the round the host served just before, if it did and
+        the program defers interrupts (``deferred_interrupts``: the take
+        returns the round and ``interrupt`` follows once the call has
+        returned). Otherwise ``interrupt`` is raised, and such a round is lost
+        (the host has no way to take a served round back); at once if the host
+        does not answer within INTERRUPTED_TAKE_GRACE or the caller is
+        interrupted again.
         """
-        served = False
+        served, outcome = False, None
         try:
             outcome = self._link.result(call, timeout=INTERRUPTED_TAKE_GRACE)
             served = type(outcome) is not Failure
         except BaseException:  # pressed again, or the host did not answer in time
             pass
-        if not (
-            served and isinstance(interrupt, KeyboardInterrupt) and interrupts.in_main_thread()
-        ):
-            raise interrupt
-        interrupts.hold_back(interrupt)
-        return outcome
+        if served and holding(interrupt):
+            return outcome
+        raise interrupt
 
     def num_accumulated(self) -> int:
         count: int = self._call("num_accumulated")

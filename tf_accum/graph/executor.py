@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.accumulators.interrupts import interruptible
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:
@@ -313,6 +314,7 @@ class _Scheduler:
                 error._op = op
             self.finished.put((op, None, error))
 
+    @interruptible  # Ctrl-C stops a run waiting on its takes at once
     def _wait_for_one(self) -> None:
         deadline = self.run_context.deadline
         try:
