@@ -40,8 +40,8 @@ from tf_accum.accumulators.attempts import (
     copy_error,
 )
 from tf_accum.accumulators.cancellation import Cancellation
-from tf_accum.accumulators.missing import missing_resource_error
 from tf_accum.accumulators.interrupts import holding, interruptible
+from tf_accum.accumulators.missing import missing_resource_error
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 
 logger = logging.getLogger("tf_accum")
