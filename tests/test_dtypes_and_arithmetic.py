@@ -47,12 +47,20 @@ def test_as_dtype(given, name) -> None:
     assert dtype == given
 
 
+def test_tensorflow_enum_numbers_are_dtypes() -> None:
+    # tf.as_dtype takes its DataType enum numbers too
+    assert tfa.as_dtype(1) is tfa.float32
+    assert tfa.as_dtype(3) is tfa.int32
+    assert tfa.as_dtype(19) is tfa.float16
+    assert tfa.as_dtype(14) is tfa.bfloat16
+
+
 def test_numpy_integers_are_never_quantized() -> None:
     assert tfa.as_dtype(np.int8) is tfa.int8
     assert tfa.qint8.numpy_dtype == np.int8 and tfa.qint8 != tfa.int8
 
 
-@pytest.mark.parametrize("bad", ["floaty", object(), 3, SimpleNamespace(name="nope")])
+@pytest.mark.parametrize("bad", ["floaty", object(), 0, 24, 2.5, SimpleNamespace(name="nope")])
 def test_as_dtype_rejects(bad) -> None:
     with pytest.raises(TypeError, match="to a TensorFlow DType"):
         tfa.as_dtype(bad)

@@ -123,9 +123,9 @@ def ConditionalAccumulator(
     *,
     dtype: Any,
     shape: Any,
-    container: str = "",
-    shared_name: str = "",
-    reduction_type: str = "MEAN",
+    container: str | bytes | None = "",
+    shared_name: str | bytes | None = "",
+    reduction_type: str | bytes | None = "MEAN",
     name: str | None = None,
 ) -> int:
     """Create a dense accumulator; returns its integer handle.
@@ -167,9 +167,9 @@ def ResourceConditionalAccumulator(
     *,
     dtype: Any,
     shape: Any,
-    container: str = "",
-    shared_name: str = "",
-    reduction_type: str = "MEAN",
+    container: str | bytes | None = "",
+    shared_name: str | bytes | None = "",
+    reduction_type: str | bytes | None = "MEAN",
     name: str | None = None,
 ) -> int:
     """Create a dense accumulator; the same as :func:`ConditionalAccumulator`.
@@ -184,9 +184,9 @@ def SparseConditionalAccumulator(
     *,
     dtype: Any,
     shape: Any,
-    container: str = "",
-    shared_name: str = "",
-    reduction_type: str = "MEAN",
+    container: str | bytes | None = "",
+    shared_name: str | bytes | None = "",
+    reduction_type: str | bytes | None = "MEAN",
     name: str | None = None,
 ) -> int:
     """Create a sparse accumulator; returns its integer handle.

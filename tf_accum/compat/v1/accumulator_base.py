@@ -85,9 +85,9 @@ class ConditionalAccumulatorBase:
         constructor: Callable[..., int],
         dtype: Any,
         shape: Any,
-        shared_name: str | None,
+        shared_name: str | bytes | None,
         name: str,
-        reduction_type: str,
+        reduction_type: str | bytes | None,
     ) -> None:
         """What the subclasses' constructors share: check, create, and own the accumulator.
 

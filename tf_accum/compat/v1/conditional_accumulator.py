@@ -48,9 +48,9 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
         self,
         dtype: Any,
         shape: Any = None,
-        shared_name: str | None = None,
+        shared_name: str | bytes | None = None,
         name: str = "conditional_accumulator",
-        reduction_type: str = "MEAN",
+        reduction_type: str | bytes | None = "MEAN",
     ) -> None:
         self._create_and_own(
             raw_ops.ResourceConditionalAccumulator, dtype, shape, shared_name, name, reduction_type

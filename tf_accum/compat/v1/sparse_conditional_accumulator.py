@@ -49,9 +49,9 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
         self,
         dtype: Any,
         shape: Any = None,
-        shared_name: str | None = None,
+        shared_name: str | bytes | None = None,
         name: str = "sparse_conditional_accumulator",
-        reduction_type: str = "MEAN",
+        reduction_type: str | bytes | None = "MEAN",
     ) -> None:
         self._create_and_own(
             raw_ops.SparseConditionalAccumulator, dtype, shape, shared_name, name, reduction_type
