@@ -17,6 +17,7 @@ from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
 from tf_accum.dtypes import __all__ as _dtype_names
+from tf_accum.graph.devices import DeviceSpec, device
 from tf_accum.graph.graph import Graph, Operation, Tensor
 from tf_accum.graph.mode import (
     disable_eager_execution,
@@ -98,5 +99,8 @@ __all__ = [
     "trainable_variables",
     "variables_initializer",
     "global_variables_initializer",
+    # placement on a TF1 cluster
+    "device",
+    "DeviceSpec",
     *_dtype_names,
 ]
