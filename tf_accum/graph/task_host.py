@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import os
 import threading
@@ -93,11 +94,17 @@ class TaskHost:
         return self._instance, os.getpid(), ray.get_runtime_context().get_node_id()
 
     async def census(self) -> dict[str, int]:
-        """Counts for tests and diagnostics: requests run, accumulators, variables."""
+        """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
+        handles = self._table.live_handles()
+        waiting = 0
+        for handle in handles:
+            with contextlib.suppress(errors.NotFoundError):
+                waiting += self._table.lookup(handle).num_waiting()
         return {
             "requests": self.requests,
-            "accumulators": len(self._table.live_handles()),
+            "accumulators": len(handles),
             "variables": len(self._variables._values),
+            "waiting": waiting,
         }
 
     # --- callers' lives -----------------------------------------------------------
