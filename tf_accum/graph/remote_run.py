@@ -191,6 +191,17 @@ class ClusterRuntime:
         found: dict[str, int] = ray.get(self.host(job, task).actor.census.remote())
         return found
 
+    def reset(self) -> None:
+        """Empty the hosts of the ps tasks, and of any other task this process used
+        (``Session.reset``)."""
+        import ray
+
+        tasks = set(self._links)
+        if "ps" in self.cluster.jobs:
+            tasks.update(("ps", index) for index in self.cluster.task_indices("ps"))
+        tasks.discard((self.job, self.task))
+        ray.get([self.host(*task).actor.reset.remote() for task in sorted(tasks)])
+
     def new_session(self) -> ClusterSession:
         return ClusterSession(self)
 

@@ -265,6 +265,18 @@ class Session:
             self._entered.pop().close()
         self.close()
 
+    @staticmethod
+    def reset(target: str, containers: Any = None, config: Any = None) -> None:
+        """Empty the state every other task of ``target``'s cluster holds (a ps task's
+        accumulators, waiting takes cancelled, and variables), for every session.
+
+        Raises:
+            UnimplementedError: no Server of this process has ``target``.
+        """
+        from tf_accum.graph.cluster import server_for_target
+
+        server_for_target(target).runtime.reset()
+
     def list_devices(self) -> list[Any]:
         return []
 

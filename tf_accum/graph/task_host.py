@@ -205,6 +205,17 @@ class TaskHost:
         if found is not None:
             found.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
 
+    async def reset(self) -> None:
+        """Drop everything: waiting takes are cancelled, accumulators destroyed, variables gone."""
+        for request in list(self._running):
+            self._cancel_now(request)
+        with self._lock:
+            self._made.clear()
+            self._private.clear()
+        for handle in self._table.live_handles():
+            self._table.destroy(handle, ignore_lookup_error=True)
+        self._variables.clear()
+
     async def close_session(self, session: str) -> None:
         """Free what ``session`` made privately here (shared state stays)."""
         for sessions in self._sessions_of.values():
