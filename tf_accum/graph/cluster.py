@@ -153,8 +153,8 @@ class Server:
         job_name: this task's job (may be left out when the cluster has one job).
         task_index: this task's index (may be left out when the job has one task).
         protocol, config: accepted; nothing listens on the addresses.
-        start: for a task whose state other processes use (any job but the
-            session's own, usually ``ps``), make its host on the Ray cluster now.
+        start: attach to Ray now, and for a ``ps`` task make its host (on
+            this process's node) now rather than when a worker first uses it.
 
     Attaching to Ray happens here for every task: to the cluster already
     attached (``tf_accum.distributed.connect``), else to ``TF_ACCUM_RAY_ADDRESS``,
@@ -230,10 +230,15 @@ class Server:
         return self._runtime
 
     def start(self) -> None:
-        """Attach to Ray and, for a ps task, make its host (idempotent)."""
+        """Attach to Ray and, for a ps task, make its host on this node (idempotent).
+
+        The host is made by whichever process needs it first: started before
+        the workers, a ps process places its task's state on its own machine
+        (a soft preference: Ray may restart a lost host elsewhere).
+        """
         self._runtime.attach()
         if self._job_name == "ps":
-            self._runtime.host(self._job_name, self._task_index)
+            self._runtime.serve(self._job_name, self._task_index)
 
     def join(self) -> None:
         """Block while this task serves (a ps process's last call): until ``stop()``.

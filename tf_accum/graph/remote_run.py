@@ -126,6 +126,7 @@ class ClusterRuntime:
         self._lock = threading.Lock()
         self._links: dict[Task, _Link] = {}
         self._groups: dict[str, Any] = {}
+        self._here: set[Task] = set()  # tasks whose host this process makes on its own node
 
     def attach(self) -> None:
         """Attach this process to Ray (see ``Server``)."""
@@ -160,10 +161,26 @@ class ClusterRuntime:
                 max(self.cluster.task_indices(job)) + 1,
                 _remote_class,
                 lambda index: (task_label((job, index)),),
-                lambda index: dict(self._host_options(job, index)),
+                lambda index: self._options(job, index),
             )
             self._groups[job] = group
         return group
+
+    def _options(self, job: str, task: int) -> dict[str, Any]:
+        options = dict(self._host_options(job, task))
+        if (job, task) in self._here and "scheduling_strategy" not in options:
+            import ray
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            # soft: if this node goes, Ray may restart the host elsewhere (empty)
+            node = ray.get_runtime_context().get_node_id()
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
+        return options
+
+    def serve(self, job: str, task: int) -> None:
+        """Make task (job, task)'s host now, on this process's node unless it exists already."""
+        self._here.add((job, task))
+        self.host(job, task)
 
     def host(self, job: str, task: int) -> _Link:
         """The link to task (job, task)'s host, made (and the host started) if needed."""
