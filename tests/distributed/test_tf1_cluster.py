@@ -222,3 +222,30 @@ def test_one_request_per_host_per_run(task) -> None:
     after_takes = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
     assert [a - b for a, b in zip(after_takes, after_applies, strict=True)] == [1] * ps_tasks
     assert [m.tolist() for m in means] == [[1.5, 1.5, 1.5]] * variables
+
+
+def test_a_killed_workers_waiting_take_is_withdrawn(task, spawn) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    server, m, sess = chief_of(task, spec)
+    taker = spawn("take", module=ROLES, spec=spec, task=1, num_required=2)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
+    taker.kill()  # SIGKILL: no chance to withdraw it itself
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 0, timeout=PROCESS_START)
+    sess.run(m.apply, {m.grad: [3, 1]})
+    sess.run(m.apply, {m.grad: [4, 1]})
+    # the dead process's take consumed nothing: the round is the chief's
+    assert sess.run(m.take, {m.num_required: 2}).tolist() == [7, 2]
+
+
+def test_an_interactive_session_on_a_target(task) -> None:
+    spec = cluster_of(ps=1, workers=1)
+    server, m, sess = chief_of(task, spec)
+    sess.run(m.apply, {m.grad: [2, 1]})
+    interactive = tf.InteractiveSession(server.target, graph=m.graph)
+    try:
+        assert interactive.sess_str == server.target
+        assert m.count.eval() == 1
+        assert m.total.eval().tolist() == [0, 0]
+    finally:
+        interactive.close()
+    assert sess.run(m.count) == 1
