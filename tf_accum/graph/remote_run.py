@@ -83,6 +83,14 @@ class _Link:
     instance: str
     life: list[Any]
     stale: bool = False
+    life_sent: bool = False  # the host has this process's life token
+
+    def life_once(self) -> list[Any] | None:
+        # an ObjectRef in a call's arguments costs Ray a borrow: send it once
+        if self.life_sent:
+            return None
+        self.life_sent = True
+        return self.life
 
 
 def _remote_class() -> Any:
@@ -451,26 +459,29 @@ class ClusterSession:
                         raise _copy(cancellation.error)
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 ref = link.actor.run.remote(
-                    link.instance,
-                    self.key,
-                    runtime.caller(),
-                    link.life,
-                    request,
-                    self._steps(task, ops, values),
-                    remaining,
-                    blocking,
+                    (
+                        link.instance,
+                        self.key,
+                        runtime.caller(),
+                        link.life_once(),
+                        request,
+                        self._steps(task, ops, values),
+                        remaining,
+                        blocking,
+                    )
                 )
                 pending[ref] = (task, ops, request, link, key)
             failures: list[tuple[int, BaseException]] = []
             order = {op: i for i, op in enumerate(plan.ops)}
             while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                ref = ready[0]
-                task, ops, request, link, key = pending.pop(ref)
-                cancellation.unregister(key)
+                # the one left is waited for by its get (ray.wait would cost a call)
+                ref = next(iter(pending)) if len(pending) == 1 else ray.wait(list(pending))[0][0]
+                task, ops, request, link, key = pending[ref]
                 try:
                     outcome = ray.get(ref)
                 except ray.exceptions.RayError as exc:
+                    del pending[ref]
+                    cancellation.unregister(key)
                     if isinstance(exc, (ray.exceptions.RayActorError,)):
                         link.stale = True
                     failures.append(
@@ -478,6 +489,9 @@ class ClusterSession:
                     )
                     self._cancel_all(pending)
                     continue
+                # answered: a later cancellation must not reach for it
+                del pending[ref]
+                cancellation.unregister(key)
                 failed = self._absorb(task, ops, outcome, values, done, link)
                 if failed is not None:
                     failures.append((order[failed[0]], failed[1]))

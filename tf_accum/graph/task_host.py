@@ -105,6 +105,8 @@ class TaskHost:
             "accumulators": len(handles),
             "variables": len(self._variables._values),
             "waiting": waiting,
+            "running": len(self._running),
+            "early_cancels": len(self._early_cancels),
         }
 
     # --- callers' lives -----------------------------------------------------------
@@ -142,21 +144,16 @@ class TaskHost:
 
     # --- requests -------------------------------------------------------------------
 
-    async def run(
-        self,
-        instance: str,
-        session: str,
-        caller: str,
-        life: list[Any] | None,
-        request: str,
-        steps: list[tuple[Any, ...]],
-        remaining: float | None,
-        blocking: bool,
-    ) -> Any:
-        """Run ``steps`` in order; ("ok", outputs per step) or ("failed", step, Failure).
+    async def run(self, packed: tuple[Any, ...]) -> Any:
+        """Run a request's steps in order; ("ok", outputs per step) or ("failed", step, Failure).
 
-        ``remaining``: seconds left of the run's deadline (None: no deadline).
+        ``packed`` is (instance, session, caller, life, request, steps,
+        remaining, blocking), one argument (Ray serialises each argument on
+        its own). ``life`` is the caller's life token, sent with its first
+        request only; ``remaining`` is the seconds left of the run's
+        deadline (None: no deadline).
         """
+        instance, session, caller, life, request, steps, remaining, blocking = packed
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))
         self.requests += 1
@@ -167,8 +164,11 @@ class TaskHost:
             del self._early_cancels[request]
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
-        if not blocking:
-            return self._execute(session, steps, deadline, cancellation)
+        # on the event loop while no take would wait (a thread hop costs a GIL handoff)
+        outcome = self._execute(session, steps, deadline, cancellation, inline=blocking)
+        if outcome[0] != "pending":
+            return outcome
+        done_so_far = outcome[1]
         self._running[request] = cancellation
         self._callers[request] = caller
         loop = asyncio.get_running_loop()
@@ -179,7 +179,8 @@ class TaskHost:
                 done.set_result(outcome)
 
         def work() -> None:
-            loop.call_soon_threadsafe(settle, self._execute(session, steps, deadline, cancellation))
+            outcome = self._execute(session, steps, deadline, cancellation, done_so_far)
+            loop.call_soon_threadsafe(settle, outcome)
 
         threading.Thread(target=work, name=f"tf_accum request {request}", daemon=True).start()
         try:
@@ -238,17 +239,44 @@ class TaskHost:
         steps: list[tuple[Any, ...]],
         deadline: float | None,
         cancellation: Cancellation,
+        outputs: list[tuple[Any, ...]] | None = None,
+        inline: bool = False,
     ) -> Any:
-        outputs: list[tuple[Any, ...]] = []
+        """Run ``steps`` from ``len(outputs)`` on. ``inline``: stop before a take that
+        would wait, returning ("pending", outputs) (the rest goes to a thread)."""
+        outputs = [] if outputs is None else outputs
         with using_table(self._table), cancelled_by(cancellation):
-            for index, step in enumerate(steps):
+            for index in range(len(outputs), len(steps)):
+                step = steps[index]
+                try_now = inline and _is_take(step)
+                if try_now and not self._ready(step, outputs):
+                    return ("pending", outputs)
                 try:
-                    outputs.append(self._step(session, step, outputs, deadline))
+                    outputs.append(self._step(session, step, outputs, deadline, try_now))
+                except errors.DeadlineExceededError as error:
+                    if try_now and _remaining(step[3]["timeout"], deadline) != 0:
+                        # another take got there between the check and this one
+                        return ("pending", outputs)
+                    return ("failed", index, Failure.of(error))
                 except errors.OpError as error:
                     return ("failed", index, Failure.of(error))
                 except (TypeError, ValueError) as error:
                     return ("python", index, type(error).__name__, str(error))
         return ("ok", outputs)
+
+    def _ready(self, step: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> bool:
+        """Whether ``step`` can run without waiting: not a take, or a take that completes now.
+
+        Arguments the take would refuse (an unknown handle, say) count as ready:
+        it fails at once.
+        """
+        arguments = dict(zip(step[2], self._inputs(step[4], outputs), strict=True))
+        try:
+            accumulator = self._table.lookup(int(arguments["handle"]))
+            required = int(arguments["num_required"])
+            return accumulator.num_waiting() == 0 and accumulator.num_accumulated() >= required
+        except Exception:
+            return True
 
     @staticmethod
     def _inputs(sources: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> list[Any]:
@@ -266,6 +294,7 @@ class TaskHost:
         step: tuple[Any, ...],
         outputs: list[tuple[Any, ...]],
         deadline: float | None,
+        try_now: bool = False,
     ) -> tuple[Any, ...]:
         kind = step[0]
         if kind == MAKE:
@@ -276,7 +305,8 @@ class TaskHost:
             arguments = dict(zip(names, self._inputs(sources, outputs), strict=True))
             arguments.update(attrs)
             if "timeout" in attrs:
-                arguments["timeout"] = _remaining(attrs["timeout"], deadline)
+                # try_now: on the event loop, a take must not wait
+                arguments["timeout"] = 0.0 if try_now else _remaining(attrs["timeout"], deadline)
             result = getattr(raw_ops, op_type)(**arguments)
             if n_outputs == 0:
                 return ()
@@ -315,6 +345,10 @@ class TaskHost:
             if not attrs.get("shared_name"):
                 self._private[session].append(handle)
             return handle
+
+
+def _is_take(step: tuple[Any, ...]) -> bool:
+    return step[0] == RAW and "timeout" in step[3]
 
 
 def _remaining(timeout: float | None, deadline: float | None) -> float | None:
