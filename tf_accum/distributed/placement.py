@@ -2,7 +2,8 @@
 
 A host is a detached Ray actor with a name in tf_accum's namespace: whoever
 asks first makes it, everyone else gets that one, so the name alone decides
-where state lives. A ``HostGroup`` is K such hosts, index 0..K-1, with
+where state lives. The container hosts of ``RayResourceTable`` (one per
+container) and the task hosts of a TF1 cluster are both started here. A ``HostGroup`` is K such hosts, index 0..K-1, with
 per-host Ray options (a node, a resource): a TF1 cluster's ps job is a group
 (ps task i = host i, chosen by ``replica_device_setter`` in build order), and
 ``HostGroup.index_for`` spreads keys (a container and shared name, say) over
@@ -20,7 +21,9 @@ from typing import Any
 from tf_accum import errors
 from tf_accum.distributed.wire import NAMESPACE
 
-# Waiting takes each hold one of a host's concurrency slots (see table.py).
+# Waiting takes are coroutines, each holding one of the actor's concurrency
+# slots; once they are all taken, applies queue behind the takes (and a take
+# waiting for them never returns). Far more than anyone waits on at once.
 MAX_CONCURRENCY = 100_000
 
 # Seconds to wait for a host to answer its first call; a host that cannot
