@@ -249,3 +249,31 @@ def test_an_interactive_session_on_a_target(task) -> None:
     finally:
         interactive.close()
     assert sess.run(m.count) == 1
+
+
+def test_host_groups_name_and_spread_hosts_the_same_way_everywhere() -> None:
+    from tf_accum.distributed.placement import HostGroup
+
+    def group() -> HostGroup:
+        return HostGroup("model", 4, lambda: None, lambda index: ())
+
+    keys = [f"container/grads{i}" for i in range(64)]
+    first, second = group(), group()
+    spread = [first.index_for(k) for k in keys]
+    assert spread == [second.index_for(k) for k in reversed(keys)][::-1]
+    assert set(spread) == {0, 1, 2, 3}  # 64 keys reach every host
+    assert [first.actor_name(i) for i in (0, 3)] == ["tf_accum/model/0", "tf_accum/model/3"]
+    with pytest.raises(errors.InvalidArgumentError, match="Host 4 is outside group model"):
+        first.actor_name(4)
+    with pytest.raises(ValueError, match="at least one host"):
+        HostGroup("empty", 0, lambda: None, lambda index: ())
+
+
+def test_the_ps_tasks_hosts_are_named_from_the_cluster_spec(task) -> None:
+    spec = cluster_of(ps=2, workers=1)
+    server, _ = task(spec, 0)
+    same = tf.train.Server(tf.train.ClusterSpec(spec), job_name="worker", task_index=0, start=False)
+    digest = tf.train.ClusterSpec(spec).identity()
+    ours = server.runtime._group("ps")
+    assert ours.actor_name(1) == f"tf_accum/task/{digest}/ps/1"
+    assert same.runtime._group("ps").actor_name(1) == ours.actor_name(1)
