@@ -6,8 +6,11 @@ against an in-process resource table and variable store, so every op means
 exactly what it means in one process, and every session of the cluster sees
 the same accumulators (by shared_name) and the same variables (by name).
 
-A request with a take runs on a thread of its own (the take blocks it);
-others run on the actor's event loop. A request stops at its first failing
+Everything runs on the actor's event loop. A request stopped at a take that
+cannot complete yet waits in that accumulator's queue (first in, first
+served, as in-process) and goes on once it is the head and the take can
+complete, at its timeout or the run's deadline (consuming nothing), or when
+it is cancelled. A request stops at its first failing
 step and says which step failed and how. Nothing raises to the caller.
 """
 
@@ -15,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +31,7 @@ import numpy as np
 
 from tf_accum import errors, raw_ops
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
-from tf_accum.distributed.wire import RESTARTED, Failure
+from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.graph.variables import VariableStore
 from tf_accum.resources import using_table
@@ -43,6 +46,27 @@ MAKE, RAW, VAR = "make", "raw", "var"
 VALUE, STEP = "v", "s"
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
+
+
+class _Waiter:
+    """A request waiting at a take, in its accumulator's queue."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+
+    def wake(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+    def waker(self, loop: asyncio.AbstractEventLoop) -> Callable[[errors.OpError], None]:
+        """A cancellation callback (any thread) that wakes this waiter on ``loop``."""
+
+        def wake(_error: errors.OpError) -> None:
+            loop.call_soon_threadsafe(self.wake)
+
+        return wake
 
 
 @dataclass(frozen=True)
@@ -85,6 +109,8 @@ class TaskHost:
         self._early_cancels: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._watched: dict[str, asyncio.Task[None]] = {}
         self._holds: dict[str, asyncio.Future[None]] = {}
+        # takes waiting, per accumulator handle, in arrival order
+        self._queues: dict[int, collections.deque[_Waiter]] = {}
         self.requests = 0
 
     async def ping(self) -> tuple[str, int, str]:
@@ -96,10 +122,7 @@ class TaskHost:
     async def census(self) -> dict[str, int]:
         """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
         handles = self._table.live_handles()
-        waiting = 0
-        for handle in handles:
-            with contextlib.suppress(errors.NotFoundError):
-                waiting += self._table.lookup(handle).num_waiting()
+        waiting = sum(len(queue) for queue in self._queues.values())
         return {
             "requests": self.requests,
             "accumulators": len(handles),
@@ -164,33 +187,78 @@ class TaskHost:
             del self._early_cancels[request]
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
-        # on the event loop while no take would wait (a thread hop costs a GIL handoff)
-        outcome = self._execute(session, steps, deadline, cancellation, inline=blocking)
+        outcome = self._execute(session, steps, deadline, cancellation, inline=True)
         if outcome[0] != "pending":
+            self._wake()  # what it applied may serve waiting takes
             return outcome
-        done_so_far = outcome[1]
         self._running[request] = cancellation
         self._callers[request] = caller
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[Any] = loop.create_future()
-
-        def settle(outcome: Any) -> None:
-            if not done.done():
-                done.set_result(outcome)
-
-        def work() -> None:
-            outcome = self._execute(session, steps, deadline, cancellation, done_so_far)
-            loop.call_soon_threadsafe(settle, outcome)
-
-        threading.Thread(target=work, name=f"tf_accum request {request}", daemon=True).start()
         try:
-            return await asyncio.shield(done)
-        except asyncio.CancelledError:
-            self._cancel_now(request)
-            raise
+            return await self._wait_and_go_on(session, steps, deadline, cancellation, outcome[1])
         finally:
             self._running.pop(request, None)
             self._callers.pop(request, None)
+
+    async def _wait_and_go_on(
+        self,
+        session: str,
+        steps: list[tuple[Any, ...]],
+        deadline: float | None,
+        cancellation: Cancellation,
+        outputs: list[tuple[Any, ...]],
+    ) -> Any:
+        """Queue at the take that would wait, in arrival order per accumulator; go on
+        with the request each time it is the queue's head and can complete."""
+        loop = asyncio.get_running_loop()
+        while True:
+            index = len(outputs)
+            step = steps[index]
+            handle = self._take_handle(step, outputs)
+            waiter = _Waiter(loop.create_future())
+            queue = self._queues.setdefault(handle, collections.deque())
+            queue.append(waiter)
+            key = cancellation.register(waiter.waker(loop))
+            try:
+                while True:
+                    if cancellation.cancelled:
+                        assert cancellation.error is not None
+                        return ("failed", index, Failure.of(cancellation.error))
+                    if handle not in self._table.live_handles():
+                        # destroyed while the take waited, as in-process
+                        return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
+                    if self._ready(step, outputs, waiter):
+                        break
+                    left = _remaining(step[3]["timeout"], deadline)
+                    if left == 0:
+                        return ("failed", index, TIMED_OUT)
+                    try:
+                        await asyncio.wait_for(asyncio.shield(waiter.future), left)
+                    except asyncio.TimeoutError:
+                        return ("failed", index, TIMED_OUT)
+                    waiter.future = loop.create_future()
+            finally:
+                cancellation.unregister(key)
+                queue.remove(waiter)
+                if not queue:
+                    del self._queues[handle]
+                # the next in line looks again (after this request's take, if it goes on)
+                self._wake()
+            # no await since the check: the take completes now
+            outcome = self._execute(
+                session, steps, deadline, cancellation, outputs, inline=True, checked=True
+            )
+            self._wake()  # the next in line may go now
+            if outcome[0] != "pending":
+                return outcome
+
+    def _take_handle(self, step: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> int:
+        arguments = dict(zip(step[2], self._inputs(step[4], outputs), strict=True))
+        return int(arguments["handle"])
+
+    def _wake(self) -> None:
+        """Let the head of every take queue look again (an apply may have served it)."""
+        for queue in self._queues.values():
+            queue[0].wake()
 
     async def cancel(self, request: str) -> None:
         """Cancel a request's waiting takes (CancelledError; they consume nothing)."""
@@ -216,6 +284,7 @@ class TaskHost:
         for handle in self._table.live_handles():
             self._table.destroy(handle, ignore_lookup_error=True)
         self._variables.clear()
+        self._wake()
 
     async def close_session(self, session: str) -> None:
         """Free what ``session`` made privately here (shared state stays)."""
@@ -230,6 +299,7 @@ class TaskHost:
             private = self._private.pop(session, [])
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
+        self._wake()  # takes waiting on what was destroyed fail
 
     # --- steps ----------------------------------------------------------------------
 
@@ -241,22 +311,25 @@ class TaskHost:
         cancellation: Cancellation,
         outputs: list[tuple[Any, ...]] | None = None,
         inline: bool = False,
+        checked: bool = False,
     ) -> Any:
         """Run ``steps`` from ``len(outputs)`` on. ``inline``: stop before a take that
-        would wait, returning ("pending", outputs) (the rest goes to a thread)."""
+        would wait, returning ("pending", outputs); ``checked``: the first step is a
+        take found ready just now."""
         outputs = [] if outputs is None else outputs
+        first = len(outputs)
         with using_table(self._table), cancelled_by(cancellation):
-            for index in range(len(outputs), len(steps)):
+            for index in range(first, len(steps)):
                 step = steps[index]
                 try_now = inline and _is_take(step)
-                if try_now and not self._ready(step, outputs):
+                ready = checked and index == first
+                if try_now and not ready and not self._ready(step, outputs):
                     return ("pending", outputs)
                 try:
                     outputs.append(self._step(session, step, outputs, deadline, try_now))
                 except errors.DeadlineExceededError as error:
                     if try_now and _remaining(step[3]["timeout"], deadline) != 0:
-                        # another take got there between the check and this one
-                        return ("pending", outputs)
+                        return ("pending", outputs)  # not served after all: wait
                     return ("failed", index, Failure.of(error))
                 except errors.OpError as error:
                     return ("failed", index, Failure.of(error))
@@ -264,7 +337,9 @@ class TaskHost:
                     return ("python", index, type(error).__name__, str(error))
         return ("ok", outputs)
 
-    def _ready(self, step: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> bool:
+    def _ready(
+        self, step: tuple[Any, ...], outputs: list[tuple[Any, ...]], me: _Waiter | None = None
+    ) -> bool:
         """Whether ``step`` can run without waiting: not a take, or a take that completes now.
 
         Arguments the take would refuse (an unknown handle, say) count as ready:
@@ -272,11 +347,15 @@ class TaskHost:
         """
         arguments = dict(zip(step[2], self._inputs(step[4], outputs), strict=True))
         try:
-            accumulator = self._table.lookup(int(arguments["handle"]))
+            handle = int(arguments["handle"])
+            accumulator = self._table.lookup(handle)
             required = int(arguments["num_required"])
-            return accumulator.num_waiting() == 0 and accumulator.num_accumulated() >= required
         except Exception:
             return True
+        queue = self._queues.get(handle)
+        if queue and queue[0] is not me:
+            return False  # others wait first: first in, first served
+        return accumulator.num_waiting() == 0 and accumulator.num_accumulated() >= required
 
     @staticmethod
     def _inputs(sources: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> list[Any]:
