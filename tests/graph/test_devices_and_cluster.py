@@ -213,3 +213,21 @@ def test_server_checks_its_task_without_ray() -> None:
 def test_a_session_target_needs_a_server_of_this_process(graph) -> None:
     with pytest.raises(errors.UnimplementedError, match="no tf.train.Server of this process"):
         tf.Session("grpc://nowhere-h24:1")
+
+
+def test_a_one_task_cluster_runs_in_process_without_ray(graph) -> None:
+    import sys
+
+    server = tf.train.Server.create_local_server()
+    assert server.target == "grpc://localhost:0"
+    with tf.device("/job:localhost/task:0"):
+        acc = tf.ConditionalAccumulator(tf.float32, shape=[1], shared_name="local-only")
+        apply = acc.apply_grad([2.0], local_step=0)
+        take = acc.take_grad(1)
+    with tf.Session(server.target) as sess:
+        sess.run(apply)
+        assert sess.run(take).tolist() == [2.0]
+    # nothing was placed on another task: no Ray cluster was joined or started
+    # (the tests that start one run after this module)
+    ray = sys.modules.get("ray")
+    assert ray is None or not ray.is_initialized()

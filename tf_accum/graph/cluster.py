@@ -153,13 +153,15 @@ class Server:
         job_name: this task's job (may be left out when the cluster has one job).
         task_index: this task's index (may be left out when the job has one task).
         protocol, config: accepted; nothing listens on the addresses.
-        start: attach to Ray now, and for a ``ps`` task make its host (on
-            this process's node) now rather than when a worker first uses it.
+        start: for a ``ps`` task, make its host (on this process's node) now
+            rather than when a worker first uses it.
 
-    Attaching to Ray happens here for every task: to the cluster already
-    attached (``tf_accum.distributed.connect``), else to ``TF_ACCUM_RAY_ADDRESS``,
-    else to a new one-machine cluster in this process (which only this
-    process can reach: a warning says so).
+    The process attaches to Ray when it first needs a host (a ps task's
+    Server: when it starts; a worker's: at its sessions' first run placing an
+    op on another task): to the cluster already attached
+    (``tf_accum.distributed.connect``), else to ``TF_ACCUM_RAY_ADDRESS``, else
+    to a new one-machine cluster in this process (which only this process can
+    reach: a warning says so). A cluster of one task never needs Ray.
 
     Raises:
         ValueError: no job_name (or task_index) given where it cannot be inferred.
@@ -230,13 +232,12 @@ class Server:
         return self._runtime
 
     def start(self) -> None:
-        """Attach to Ray and, for a ps task, make its host on this node (idempotent).
+        """For a ps task, attach to Ray and make its host on this node (idempotent).
 
         The host is made by whichever process needs it first: started before
         the workers, a ps process places its task's state on its own machine
         (a soft preference: Ray may restart a lost host elsewhere).
         """
-        self._runtime.attach()
         if self._job_name == "ps":
             self._runtime.serve(self._job_name, self._task_index)
 
