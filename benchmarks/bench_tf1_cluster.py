@@ -273,8 +273,8 @@ def run_once(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="*", default=["2,1", "4,2", "8,2"], help="W,K pairs")
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
     parser.add_argument("--role", help=argparse.SUPPRESS)
