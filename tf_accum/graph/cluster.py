@@ -201,7 +201,7 @@ class Server:
         self._task_index = int(task_index)
         self._target = f"grpc://{cluster.task_address(job_name, self._task_index)}"
         self._stopped = threading.Event()
-        from tf_accum.graph.remote_run import ClusterRuntime
+        from tf_accum.graph.cluster_runtime import ClusterRuntime
 
         self._runtime = ClusterRuntime(cluster, job_name, self._task_index)
         with _servers_lock:
