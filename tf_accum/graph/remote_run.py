@@ -277,8 +277,7 @@ class ClusterSession:
             failures: list[tuple[int, BaseException]] = []
             order = {op: i for i, op in enumerate(plan.ops)}
             while pending:
-                # the one left is waited for by its get (ray.wait would cost a call)
-                ref = next(iter(pending)) if len(pending) == 1 else ray.wait(list(pending))[0][0]
+                ref = _next_answer(pending)
                 task, ops, request, link, key = pending[ref]
                 try:
                     outcome = ray.get(ref)
@@ -367,6 +366,17 @@ class ClusterSession:
             with contextlib.suppress(Exception):
                 link = self.runtime.host(*task)
                 link.actor.close_session.remote(self.key)
+
+
+def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
+    """The request to wait for next: one that cannot wait on anything (no take), else
+    the first answered; a ray.wait costs a call, so only when takes wait in several."""
+    for ref, (*_, key) in pending.items():
+        if key is None or len(pending) == 1:  # no cancellation registered: no take
+            return ref
+    import ray
+
+    return ray.wait(list(pending))[0][0]
 
 
 def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]:
