@@ -128,12 +128,14 @@ def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 class Process:
-    """A process of the cluster running one role of tests/distributed/roles.py."""
+    """A process of the cluster running one role of tests/distributed/roles.py (or ``module``)."""
 
-    def __init__(self, cluster: Cluster, role: str, **arguments: Any) -> None:
+    def __init__(
+        self, cluster: Cluster, role: str, module: str = "tests.distributed.roles", **arguments: Any
+    ) -> None:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "tests.distributed.roles", role, json.dumps(arguments)],
+            [sys.executable, "-m", module, role, json.dumps(arguments)],
             cwd=ROOT,
             env=cluster.env(),
             stdout=subprocess.PIPE,
@@ -168,8 +170,8 @@ def spawn(ray_cluster: Cluster) -> Iterator[Callable[..., Process]]:
     """Start role processes on the cluster; every one is killed (by pid) after the test."""
     started: list[Process] = []
 
-    def start(role: str, **arguments: Any) -> Process:
-        process = Process(ray_cluster, role, **arguments)
+    def start(role: str, module: str = "tests.distributed.roles", **arguments: Any) -> Process:
+        process = Process(ray_cluster, role, module, **arguments)
         started.append(process)
         return process
 

@@ -115,6 +115,14 @@ def table_for_address(
     return RayResourceTable(host_options)
 
 
+def attach(address: str, timeout: float = ATTACH_TIMEOUT, **init_options: Any) -> None:
+    """Attach this process to the Ray cluster at ``address`` (see ``connect``); no table.
+
+    Nothing happens when Ray is attached already. Raises as ``connect`` does.
+    """
+    _attach(address, init_options, timeout)
+
+
 def is_loopback(address: str) -> bool:
     """Whether ``address`` (``"local"``, ``"host:port"``, ...) is on this machine's loopback."""
     host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")

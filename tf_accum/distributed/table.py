@@ -16,20 +16,11 @@ from typing import Any
 
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.connect import refuse_after_fork
-from tf_accum.distributed.proxy import HostLink, RemoteAccumulator, ray_error
-from tf_accum.distributed.wire import NAMESPACE, Failure, host_name
+from tf_accum.distributed.proxy import HostLink, RemoteAccumulator
+from tf_accum.distributed.wire import Failure, host_name
 from tf_accum.resources.errors import DEFAULT_CONTAINER, missing_resource_error
 from tf_accum.resources.local import next_handle, private_name
 from tf_accum.resources.table import HandleTable
-
-# Waiting takes are coroutines, each holding one of the actor's concurrency
-# slots; once they are all taken, applies queue behind the takes (and a take
-# waiting for them never returns). Far more than anyone waits on at once.
-MAX_CONCURRENCY = 100_000
-
-# Seconds to wait for a host to answer its first call; a host that cannot
-# start (say tf_accum is missing on the node Ray placed it) fails clearly.
-HOST_START_TIMEOUT = 60.0
 
 _host_class: Any = None
 _host_class_lock = threading.Lock()
@@ -83,33 +74,15 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
             return link
         import ray
 
-        what = f"the accumulator host of container {container}"
-        try:
-            options: dict[str, Any] = {
-                "num_cpus": 0,
-                "max_concurrency": MAX_CONCURRENCY,
-                "max_restarts": -1,
-                "max_task_retries": 0,
-                **self._host_options,
-                # what makes every process find the same host: not overridable
-                "name": host_name(container),
-                "namespace": NAMESPACE,
-                "lifetime": "detached",
-                "get_if_exists": True,
-            }
-            actor = _remote_host_class().options(**options).remote(container)
-            instance, _pid, node = ray.get(actor.ping.remote(), timeout=HOST_START_TIMEOUT)
-        except ray.exceptions.GetTimeoutError:
-            from tf_accum import errors
+        from tf_accum.distributed.placement import start_host
 
-            raise errors.UnavailableError(
-                None,
-                None,
-                f"{what} did not start within {HOST_START_TIMEOUT:g} s; is tf_accum "
-                "installed on every node of the cluster?",
-            ) from None
-        except ray.exceptions.RayError as exc:
-            raise ray_error(exc, what) from None
+        actor, (instance, _pid, node) = start_host(
+            _remote_host_class(),
+            host_name(container),
+            (container,),
+            self._host_options,
+            f"the accumulator host of container {container}",
+        )
         same_machine = node == ray.get_runtime_context().get_node_id()
         link = HostLink(container, actor, instance, self._caller, same_machine)
         with self._lock:

@@ -56,11 +56,14 @@ class JobConfig:
     processes: int = 0  # workers as processes on Ray (0: threads)
     address: str = "local"  # the Ray cluster of --processes
     graph: bool = False  # the TF1 graph-mode program (tf_accum.compat.v1)
+    tf1_cluster: bool = False  # the TF1 program as a cluster, one process per task, on Ray
     take_timeout: float = 30.0  # seconds; only reached when something is broken
 
     @property
     def worker_kind(self) -> str:
         """How the workers run, as the summary says it."""
+        if self.tf1_cluster:
+            return "processes (TF1 cluster on Ray)"
         if self.processes:
             return "processes (Ray)"
         return "threads (TF1 graph)" if self.graph else "threads"
@@ -83,6 +86,8 @@ class JobConfig:
             raise ValueError("--processes N sets the number of workers: leave --workers out")
         if self.processes and self.graph:
             raise ValueError("--processes and --graph cannot be combined")
+        if self.tf1_cluster and (self.processes or self.graph):
+            raise ValueError("--tf1-cluster cannot be combined with --processes or --graph")
         if self.compute_ms < 0:
             raise ValueError(f"--compute-ms must not be negative, got {self.compute_ms}")
 
@@ -250,6 +255,10 @@ def run(config: JobConfig, progress: Progress | None = None) -> RunResult:
         from tf_accum.examples.graph_job import run_graph
 
         return run_graph(config, progress)
+    if config.tf1_cluster:
+        from tf_accum.examples.tf1_cluster import run_tf1_cluster
+
+        return run_tf1_cluster(config, progress)
     with contextlib.ExitStack() as stack:
         if config.processes:
             from tf_accum.examples import processes
@@ -423,6 +432,14 @@ def build_parser() -> argparse.ArgumentParser:
         "tf_accum.compat.v1: placeholders for the gradients and steps, worker threads "
         "calling Session.run on one session, the chief taking with a RunOptions timeout",
     )
+    running.add_argument(
+        "--tf1-cluster",
+        action="store_true",
+        help="the TF1 program as TF1 ran it: a ClusterSpec, one process per task (a ps task "
+        "holding the weights, the global step and the accumulator; --workers worker "
+        "processes; this process the chief), each with its tf.train.Server and sessions on "
+        "its target, on the Ray cluster of --address; needs the ray extra",
+    )
     output = parser.add_argument_group("output")
     plots = output.add_mutually_exclusive_group()
     plots.add_argument(
@@ -472,8 +489,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> Run
             "--plot needs matplotlib: install the demo extra (pip install 'tf-accum[demo]') "
             "or pass --no-plot"
         )
-    if config.processes and importlib.util.find_spec("ray") is None:
-        parser.error("--processes needs Ray: install the ray extra (pip install 'tf-accum[ray]')")
+    if (config.processes or config.tf1_cluster) and importlib.util.find_spec("ray") is None:
+        option = "--processes" if config.processes else "--tf1-cluster"
+        parser.error(f"{option} needs Ray: install the ray extra (pip install 'tf-accum[ray]')")
     result = run(config, make_progress(config.steps, config.quiet))
     print(summary(result), file=out)
     if config.plot is not None:

@@ -65,6 +65,7 @@ class Operation:
         # A blocking op (a take) may wait for ops of the same run: a session
         # runs it on a thread of its own when anything else is still to do.
         self.blocking = blocking
+        self._device = ""
 
     @property
     def name(self) -> str:
@@ -81,6 +82,14 @@ class Operation:
     @property
     def inputs(self) -> tuple[Tensor, ...]:
         return self._inputs
+
+    @property
+    def device(self) -> str:
+        """The op's device, as TensorFlow spells it (``"/job:ps/task:0"``; "" when unplaced)."""
+        return self._device
+
+    def _set_device(self, device: str) -> None:
+        self._device = device
 
     @property
     def control_inputs(self) -> tuple[Operation, ...]:
@@ -211,6 +220,7 @@ class _BuildState(threading.local):
     def __init__(self) -> None:
         self.scope = ""
         self.control: list[list[Operation] | None] = []
+        self.devices: list[Any] = []  # see tf_accum.graph.devices
 
 
 class Graph:
@@ -312,7 +322,11 @@ class Graph:
                 self, op_type, op_name, inputs, outputs, kernel, _unique(controls), attrs, blocking
             )
             self._ops[op_name] = op
-            return op
+        if self._build.devices:
+            from tf_accum.graph.devices import apply_device_stack
+
+            apply_device_stack(op, self._build.devices)
+        return op
 
     @contextlib.contextmanager
     def name_scope(self, name: str | None) -> Iterator[str]:
@@ -329,6 +343,12 @@ class Graph:
             yield scope
         finally:
             self._build.scope = previous
+
+    def device(self, device_name_or_function: Any) -> Any:
+        """Place the ops built inside (see ``tf_accum.graph.devices.device``)."""
+        from tf_accum.graph.devices import device_scope
+
+        return device_scope(self, device_name_or_function)
 
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs: Any) -> Iterator[None]:

@@ -1,7 +1,9 @@
 """``Session`` and ``InteractiveSession``: where a graph's ops run.
 
 Each session has its own resource table (its own accumulators, as each TF1
-local session has its own resource manager) and its own variable values.
+local session has its own resource manager) and its own variable values. A
+session on a ``tf.train.Server``'s target runs the ops placed on other tasks
+on their hosts (tf_accum.graph.remote_run), shared by the cluster.
 Many threads may call ``run`` on one session at once. ``close()`` cancels
 every take still waiting in it with CancelledError and frees its accumulators.
 """
@@ -73,26 +75,27 @@ class Session:
     """Runs ops of one graph.
 
     Args:
-        target: accepted for compatibility; only "" (in-process) is supported.
+        target: "" (everything in this process), or the ``target`` of a
+            ``tf.train.Server`` made in this process: state placed on other
+            tasks (ps tasks) is then shared with every session of the cluster.
         graph: the graph to run (default: the default graph).
         config: a ``ConfigProto``; accepted, and its settings are ignored.
 
     Raises:
-        errors.UnimplementedError: a non-empty ``target`` (a remote TF runtime).
+        errors.UnimplementedError: a ``target`` no Server of this process has.
     """
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None) -> None:
-        if target:
-            raise errors.UnimplementedError(
-                None,
-                None,
-                f"Session target {target!r}: tf_accum runs graphs in process only; to share "
-                "accumulators across processes use tf_accum.distributed.connect().",
-            )
+        self._target = target
+        self._cluster: Any = None
         if graph is not None and not isinstance(graph, Graph):
             raise TypeError(
                 f'Argument `graph` must be a tf.Graph, but got "{type(graph).__name__}"'
             )
+        if target:
+            from tf_accum.graph.cluster import server_for_target
+
+            self._cluster = server_for_target(target).runtime.new_session()
         self._graph = graph if graph is not None else mode.get_default_graph()
         self.table = LocalResourceTable()
         self.variables = VariableStore()
@@ -110,7 +113,7 @@ class Session:
 
     @property
     def sess_str(self) -> str:
-        return ""
+        return self._target
 
     # --- running ---------------------------------------------------------------
 
@@ -158,11 +161,12 @@ class Session:
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
             self._plans[key] = plan
+        runner = execute if self._cluster is None else self._cluster.execute
         try:
             if not plan.blocking:
                 # Nothing in it can wait, so there is nothing for a deadline or
                 # close() to cancel.
-                values = execute(self, plan, fed, None, _NEVER_CANCELLED)
+                values = runner(self, plan, fed, None, _NEVER_CANCELLED)
             else:
                 timeout_ms = getattr(options, "timeout_in_ms", 0) or 0
                 deadline = time.monotonic() + timeout_ms / 1000.0 if timeout_ms > 0 else None
@@ -171,7 +175,7 @@ class Session:
                     self._check_open()
                     self._runs.add(cancellation)
                 try:
-                    values = execute(self, plan, fed, deadline, cancellation)
+                    values = runner(self, plan, fed, deadline, cancellation)
                 finally:
                     with self._lock:
                         self._runs.discard(cancellation)
@@ -246,6 +250,8 @@ class Session:
             )
         self._finalizer()
         self.variables.clear()
+        if self._cluster is not None:
+            self._cluster.close()
 
     @contextlib.contextmanager
     def as_default(self) -> Iterator[Session]:
@@ -272,6 +278,18 @@ class Session:
         if self._entered:
             self._entered.pop().close()
         self.close()
+
+    @staticmethod
+    def reset(target: str, containers: Any = None, config: Any = None) -> None:
+        """Empty the state every other task of ``target``'s cluster holds (a ps task's
+        accumulators, waiting takes cancelled, and variables), for every session.
+
+        Raises:
+            UnimplementedError: no Server of this process has ``target``.
+        """
+        from tf_accum.graph.cluster import server_for_target
+
+        server_for_target(target).runtime.reset()
 
     def list_devices(self) -> list[Any]:
         return []

@@ -36,6 +36,7 @@ from tf_accum.graph.collections import (
     variables_initializer,
 )
 from tf_accum.graph.fill_ops import ones, ones_like, zeros, zeros_like
+from tf_accum.graph.devices import DeviceSpec, device
 from tf_accum.graph.graph import Graph, Operation, Tensor
 from tf_accum.graph.math_ops import divide, multiply, negative, square, subtract
 from tf_accum.graph.mode import (
@@ -141,6 +142,9 @@ __all__ = [
     "get_collection_ref",
     "add_to_collection",
     "add_to_collections",
+    # placement on a TF1 cluster
+    "device",
+    "DeviceSpec",
     *_dtype_names,
 ]
 

@@ -1,5 +1,6 @@
-"""``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators."""
+"""``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators, and its cluster."""
 
+from tf_accum.graph.cluster import ClusterSpec, Server
 from tf_accum.graph.coordinator import Coordinator
 from tf_accum.graph.global_step import (
     create_global_step,
@@ -7,6 +8,7 @@ from tf_accum.graph.global_step import (
     get_or_create_global_step,
     global_step,
 )
+from tf_accum.graph.replica import replica_device_setter
 
 __all__ = [
     "Coordinator",
@@ -14,4 +16,7 @@ __all__ = [
     "get_global_step",
     "get_or_create_global_step",
     "global_step",
+    "ClusterSpec",
+    "Server",
+    "replica_device_setter",
 ]

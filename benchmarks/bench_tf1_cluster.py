@@ -1,0 +1,312 @@
+"""A TF1 parameter-server step on a cluster: tf_accum on Ray against TensorFlow's gRPC runtime.
+
+    python -m benchmarks.bench_tf1_cluster [--configs 2,1 4,2 8,2] [--steps 30] [--repeat 3]
+
+The same program runs on both, only its import changed: K ps tasks
+(``tf.train.Server`` processes) hold the global step and 20
+ConditionalAccumulators placed by ``replica_device_setter(cluster=...)``;
+W worker processes each wait for a token (an accumulator of their own on ps
+task 0), then apply 20 fed gradients (19 of 1,000 float32 elements and one of
+1,000,000) in one ``Session.run``; the chief takes all 20 (W gradients each)
+in one run and sets the step, handing out the next tokens, in another.
+TensorFlow's tasks listen on localhost gRPC ports; tf_accum's join a local
+Ray cluster this process starts. The floor is the same step made of bare
+Ray actor calls carrying the same bytes: per worker a gate call and one
+call per ps host, per step K take calls and a gate call from the chief.
+
+Figures are steps per second of the chief (after ``--warmup`` steps), medians
+over ``--repeat`` runs that alternate the three. Every process is ended by pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+SIZES = [1000] * 19 + [1_000_000]
+AHEAD = 2**40  # a local step no take makes stale
+PROCESS_WAIT = 300.0  # seconds; generous, for a loaded machine
+RUNTIMES = ("tensorflow", "tf_accum", "floor")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cluster_spec(runtime: str, workers: int, ps_tasks: int) -> dict[str, list[str]]:
+    """Real localhost ports for TensorFlow; for tf_accum the addresses are only names."""
+    count = ps_tasks + workers + 1
+    if runtime == "tensorflow":
+        addresses = [f"localhost:{_free_port()}" for _ in range(count)]
+    else:
+        tag = os.urandom(4).hex()
+        addresses = [f"task{i}-{tag}:2222" for i in range(count)]
+    return {"ps": addresses[:ps_tasks], "worker": addresses[ps_tasks:]}
+
+
+def host_of_accumulator(index: int, ps_tasks: int) -> int:
+    """The ps task replica_device_setter gives accumulator ``index`` (the step took task 0)."""
+    return (index + 1) % ps_tasks
+
+
+# --- the program (tf: tensorflow.compat.v1 or tf_accum.compat.v1) -------------------
+
+
+class Program:
+    def __init__(self, tf: Any, spec: Any, workers: int) -> None:
+        self.graph = tf.Graph()
+        with self.graph.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+            self.step = tf.train.get_or_create_global_step()
+            accumulators = [
+                tf.ConditionalAccumulator(tf.float32, shape=[n], shared_name=f"g{i}")
+                for i, n in enumerate(SIZES)
+            ]
+            with tf.device("/job:ps/task:0"):
+                tokens = [
+                    tf.ConditionalAccumulator(tf.float32, shape=[], shared_name=f"token{w}")
+                    for w in range(workers)
+                ]
+            self.grads = [tf.placeholder(tf.float32, [n]) for n in SIZES]
+            self.applies = [
+                a.apply_grad(g, local_step=AHEAD)
+                for a, g in zip(accumulators, self.grads, strict=True)
+            ]
+            self.takes = [a.take_grad(workers) for a in accumulators]
+            self.new_step = tf.placeholder(tf.int64, [])
+            with tf.control_dependencies([self.step.assign(self.new_step)]):
+                self.release = tf.group(
+                    *[t.apply_grad(np.float32(1), local_step=AHEAD) for t in tokens]
+                )
+            self.token_takes = [t.take_grad(1) for t in tokens]
+            self.init = tf.global_variables_initializer()
+
+
+def _compat(runtime: str) -> Any:
+    if runtime == "tensorflow":
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        import tensorflow.compat.v1 as tf
+
+        tf.disable_eager_execution()
+        return tf
+    import tf_accum.compat.v1 as tfa_v1
+
+    return tfa_v1
+
+
+def role_main(args: dict[str, Any]) -> dict[str, Any]:
+    """One task's process of the program (or of the floor)."""
+    runtime, spec, workers, total = args["runtime"], args["spec"], args["workers"], args["total"]
+    if runtime == "floor":
+        return _floor_role(args)
+    tf = _compat(runtime)
+    server = tf.train.Server(spec, job_name=args["job"], task_index=args["task"])
+    if args["job"] == "ps":
+        server.join()
+    program = Program(tf, spec, workers)
+    sess = tf.Session(server.target, graph=program.graph)
+    if args["task"] > 0:  # a worker
+        index = args["task"] - 1
+        feed = {
+            g: np.full(n, index + 1, np.float32) for g, n in zip(program.grads, SIZES, strict=True)
+        }
+        for _ in range(total):
+            sess.run(program.token_takes[index])
+            sess.run(program.applies, feed)
+        return {}
+    sess.run(program.init)
+    sess.run(program.release, {program.new_step: 0})
+    started = 0.0
+    for step in range(total):
+        if step == args["warmup"]:
+            started = time.perf_counter()
+        sess.run(program.takes)
+        sess.run(program.release, {program.new_step: step + 1})
+    return {"steps_per_second": (total - args["warmup"]) / (time.perf_counter() - started)}
+
+
+# --- the floor: bare Ray calls ------------------------------------------------------------
+
+
+class Sink:
+    """A ps host reduced to counting: applies add one, a take waits for n and returns bytes."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.count = 0
+        self.event: asyncio.Event | None = None
+
+    async def apply(self, arrays: list[Any]) -> None:
+        self.count += 1
+        if self.event is not None:
+            self.event.set()
+
+    async def take(self, required: int) -> list[Any]:
+        while self.count < required:
+            self.event = asyncio.Event()
+            await self.event.wait()
+        self.count -= required
+        return [np.zeros(n, np.float32) for n in self.sizes]
+
+
+class Gate:
+    """The step: waits return once it reaches theirs."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.changed: asyncio.Event | None = None
+
+    async def wait(self, step: int) -> None:
+        while self.step < step:
+            self.changed = self.changed or asyncio.Event()
+            await self.changed.wait()
+
+    async def advance(self, step: int) -> None:
+        self.step = step
+        if self.changed is not None:
+            self.changed.set()
+            self.changed = None
+
+
+def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
+    import ray
+
+    ray.init(address=os.environ["TF_ACCUM_RAY_ADDRESS"], log_to_driver=False)
+    ps_tasks, tag, total = args["ps_tasks"], args["tag"], args["total"]
+    by_host = [
+        [n for i, n in enumerate(SIZES) if host_of_accumulator(i, ps_tasks) == k]
+        for k in range(ps_tasks)
+    ]
+    options = {
+        "namespace": "tf_accum_floor",
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "num_cpus": 0,
+    }
+    sinks = [
+        ray.remote(Sink).options(name=f"{tag}/sink{k}", **options).remote(by_host[k])
+        for k in range(ps_tasks)
+    ]
+    gate = ray.remote(Gate).options(name=f"{tag}/gate", **options).remote()
+    if args["task"] > 0:
+        index = args["task"] - 1
+        arrays = [[np.full(n, index + 1, np.float32) for n in sizes] for sizes in by_host]
+        for step in range(total):
+            ray.get(gate.wait.remote(step))
+            ray.get([sink.apply.remote(arrays[k]) for k, sink in enumerate(sinks)])
+        return {}
+    started = 0.0
+    for step in range(total):
+        if step == args["warmup"]:
+            started = time.perf_counter()
+        ray.get([sink.take.remote(args["workers"]) for sink in sinks])
+        ray.get(gate.advance.remote(step + 1))
+    elapsed = time.perf_counter() - started
+    for actor in [*sinks, gate]:
+        ray.kill(actor)
+    return {"steps_per_second": (total - args["warmup"]) / elapsed}
+
+
+# --- running it ------------------------------------------------------------------------
+
+
+def run_once(
+    runtime: str, workers: int, ps_tasks: int, steps: int, warmup: int, address: str
+) -> float:
+    """One run of the program on ``runtime``: the chief's steps per second."""
+    spec = cluster_spec(runtime, workers, ps_tasks)
+    base = {
+        "runtime": runtime,
+        "spec": spec,
+        "workers": workers,
+        "ps_tasks": ps_tasks,
+        "total": steps + warmup,
+        "warmup": warmup,
+        "tag": os.urandom(4).hex(),
+    }
+    env = dict(os.environ, TF_ACCUM_RAY_ADDRESS=address, TF_CPP_MIN_LOG_LEVEL="3")
+    roles = [] if runtime == "floor" else [("ps", k) for k in range(ps_tasks)]
+    roles += [("worker", w + 1) for w in range(workers)] + [("worker", 0)]
+    started: list[subprocess.Popen[str]] = []
+    try:
+        for job, task in roles:
+            started.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "benchmarks.bench_tf1_cluster",
+                        "--role",
+                        json.dumps(dict(base, job=job, task=task)),
+                    ],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        chief = started[-1]
+        out, err = chief.communicate(timeout=PROCESS_WAIT)
+        if chief.returncode != 0:
+            raise RuntimeError(f"{runtime} chief failed:\n{err[-3000:]}")
+        return float(json.loads(out.strip().splitlines()[-1])["steps_per_second"])
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+                process.communicate(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="*", default=["2,1", "4,2", "8,2"], help="W,K pairs")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--runtimes", default=",".join(RUNTIMES))
+    parser.add_argument("--role", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role:
+        print(json.dumps(role_main(json.loads(args.role))), flush=True)
+        return
+    from tf_accum.examples import processes
+
+    runtimes = args.runtimes.split(",")
+    configs = [tuple(int(x) for x in c.split(",")) for c in args.configs]
+    figures: dict[tuple[int, int, str], list[float]] = {}
+    with processes.cluster("local") as address:
+        for _ in range(args.repeat):
+            for workers, ps_tasks in configs:
+                for runtime in runtimes:  # alternating, so drifts of the machine hit all
+                    rate = run_once(runtime, workers, ps_tasks, args.steps, args.warmup, address)
+                    figures.setdefault((workers, ps_tasks, runtime), []).append(rate)
+                    print(f"  W={workers} K={ps_tasks} {runtime}: {rate:.2f} steps/s", flush=True)
+    print("\nsteps per second (median of runs; the machine's load shows in every figure)")
+    header = "W  K  " + "  ".join(f"{r:>11}" for r in runtimes)
+    print(header)
+    for workers, ps_tasks in configs:
+        medians = [statistics.median(figures[(workers, ps_tasks, r)]) for r in runtimes]
+        row = f"{workers:<2} {ps_tasks:<2} " + "  ".join(f"{m:>11.2f}" for m in medians)
+        found = dict(zip(runtimes, medians, strict=True))
+        if "tf_accum" in found and "tensorflow" in found:
+            row += f"  tf_accum/TF {found['tf_accum'] / found['tensorflow']:.2f}x"
+        if "tf_accum" in found and "floor" in found:
+            row += f"  floor/tf_accum {found['floor'] / found['tf_accum']:.2f}x"
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""TF1 parameter-server programs on Ray (issue 24): one process per task, state on ps tasks.
+
+The test process is the chief (worker task 0, with its own ``tf.train.Server``);
+ps tasks and the other workers are real processes running
+tests/distributed/tf1_roles.py. Each test names a cluster of its own, so its
+ps hosts are new.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tf_accum.compat.v1 as tf
+from tests.distributed.tf1_roles import FAR_AHEAD, Model, model
+from tests.helpers import Background, wait_until
+from tf_accum import errors
+
+ROLES = "tests.distributed.tf1_roles"
+PROCESS_START = 90.0  # seconds for a process to join the cluster, on a loaded machine
+RUN_BOUND = tf.RunOptions(timeout_in_ms=60_000)
+
+
+def cluster_of(ps: int, workers: int) -> dict[str, list[str]]:
+    tag = uuid.uuid4().hex[:8]
+    return {
+        "ps": [f"ps{i}-{tag}:2222" for i in range(ps)],
+        "worker": [f"worker{i}-{tag}:2222" for i in range(workers)],
+    }
+
+
+@pytest.fixture
+def task(ray_cluster) -> Iterator[Callable[..., tuple[Any, Any]]]:
+    """A worker task of this process: its Server and a Session on its target (closed after)."""
+    sessions: list[Any] = []
+
+    def start(spec: Any, index: int = 0, graph: Any = None) -> tuple[Any, Any]:
+        server = tf.train.Server(spec, job_name="worker", task_index=index)
+        sess = tf.Session(server.target, graph=graph)
+        sessions.append(sess)
+        return server, sess
+
+    yield start
+    for sess in sessions:
+        sess.close()
+
+
+def chief_of(task: Callable[..., tuple[Any, Any]], spec: Any) -> tuple[Any, Model, Any]:
+    m = model(spec)
+    server, sess = task(spec, 0, m.graph)
+    sess.run(m.init)
+    return server, m, sess
+
+
+def test_workers_and_a_chief_lose_nothing(task, spawn) -> None:
+    spec = cluster_of(ps=1, workers=3)
+    spawn("ps", module=ROLES, spec=spec, task=0)
+    _server, m, sess = chief_of(task, spec)
+    per_worker = 40
+    n = 2 * per_worker
+    workers = [
+        spawn("worker", module=ROLES, spec=spec, task=i + 1, first=i * per_worker, count=per_worker)
+        for i in (0, 1)
+    ]
+    taken = np.zeros(2, np.int64)
+    rounds = 0
+    while taken[1] < n:
+        # a take and the variable's update, one request to the ps task
+        value, total = sess.run(
+            [m.take, m.update], {m.num_required: min(4, n - int(taken[1]))}, options=RUN_BOUND
+        )
+        taken += value
+        rounds += 1
+        assert total.tolist() == taken.tolist()
+    assert [w.outcome(PROCESS_START) for w in workers] == [{"applied": per_worker}] * 2
+    assert taken.tolist() == [n * (n - 1) // 2, n]  # every gradient came out exactly once
+    assert sess.run(m.total).tolist() == taken.tolist()
+    assert sess.run(m.count) == 0
+    assert 2 <= rounds <= n // 4  # a take takes every gradient in, 4 or more
+
+
+def test_a_worker_reads_the_chiefs_update(task, spawn) -> None:
+    spec = cluster_of(ps=2, workers=2)
+    _server, m, sess = chief_of(task, spec)
+    with m.graph.as_default():
+        set_step = m.step.assign(7)
+    sess.run(m.apply, {m.grad: [5, 1]})
+    sess.run([m.update, set_step], {m.num_required: 1})
+    assert spawn("read", module=ROLES, spec=spec, task=1).outcome(PROCESS_START) == {
+        "total": [5, 1],
+        "step": 7,
+    }
+
+
+def test_a_waiting_take_is_woken_by_another_process(task, spawn) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    server, m, sess = chief_of(task, spec)
+    taker = spawn("take", module=ROLES, spec=spec, task=1, num_required=2)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
+    sess.run(m.apply, {m.grad: [3, 1]})
+    sess.run(m.apply, {m.grad: [4, 1]})
+    assert taker.outcome(PROCESS_START) == {"value": [7, 2], "count": 0}
+
+
+def test_a_timed_out_take_consumes_nothing(task, spawn) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    _server, m, sess = chief_of(task, spec)
+    sess.run(m.apply, {m.grad: [3, 1]})
+    outcome = spawn("take", module=ROLES, spec=spec, task=1, num_required=2, timeout_ms=300)
+    assert outcome.outcome(PROCESS_START) == {
+        "error": "DeadlineExceededError",
+        "message": "Timed out waiting for notification",
+    }
+    assert sess.run(m.count) == 1
+    assert sess.run(m.take, {m.num_required: 1}).tolist() == [3, 1]
+
+
+def test_closing_one_workers_session_leaves_the_others(task) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    server, m, first = chief_of(task, spec)
+    _, second = task(spec, 1, m.graph)
+    first.run(m.apply, {m.grad: [1, 1]})
+    waiting_first = Background(first.run, m.take, {m.num_required: 2})
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
+    waiting_second = Background(second.run, m.take, {m.num_required: 2})
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 2, timeout=PROCESS_START)
+    first.close()
+    error = waiting_first.error(PROCESS_START)
+    assert isinstance(error, errors.CancelledError)
+    assert not waiting_second.done()
+    assert server.runtime.census("ps", 0)["waiting"] == 1
+    second.run(m.apply, {m.grad: [2, 1]})
+    # the closed session's take consumed nothing: both gradients reach the other one
+    assert waiting_second.result(PROCESS_START).tolist() == [3, 2]
+    assert second.run(m.total).tolist() == [0, 0]
+
+
+def test_placement_by_replica_device_setter_and_by_device_strings(task) -> None:
+    spec = cluster_of(ps=2, workers=1)
+    server, m, sess = chief_of(task, spec)
+    # global_step -> ps 0, total -> ps 1, the accumulator -> ps 0
+    assert [m.step.op.device, m.total.op.device, m.accumulator.accumulator_ref.op.device] == [
+        "/job:ps/task:0",
+        "/job:ps/task:1",
+        "/job:ps/task:0",
+    ]
+    sess.run(m.apply, {m.grad: [1, 1]})
+    assert server.runtime.census("ps", 0)["variables"] == 1
+    assert server.runtime.census("ps", 0)["accumulators"] == 1
+    assert server.runtime.census("ps", 1)["variables"] == 1
+    assert server.runtime.census("ps", 1)["accumulators"] == 0
+    with m.graph.as_default():
+        with tf.device("/job:ps/task:1"):
+            on_ps = tf.ConditionalAccumulator(tf.float32, shape=[1], shared_name="explicit")
+        with tf.device("/job:worker/task:0"):
+            here = tf.ConditionalAccumulator(tf.float32, shape=[1], shared_name="local")
+        counts = [on_ps.num_accumulated(), here.num_accumulated()]
+        applies = [on_ps.apply_grad([1.0], local_step=0), here.apply_grad([1.0], local_step=0)]
+    sess.run(applies)
+    assert sess.run(counts) == [1, 1]
+    assert server.runtime.census("ps", 1)["accumulators"] == 1
+    assert server.runtime.census("ps", 0)["accumulators"] == 1  # the local one stayed here
+    assert len(sess.table.live_handles()) == 1
+    # another worker's session sees the ps one, not the local one
+    _, other = task(spec, 0, m.graph)
+    assert other.run(counts) == [1, 0]
+
+
+def test_errors_from_ops_on_a_ps_task(task) -> None:
+    spec = cluster_of(ps=1, workers=1)
+    m = model(spec)
+    server, sess = task(spec, 0, m.graph)
+    with pytest.raises(errors.FailedPreconditionError, match="total") as raised:
+        sess.run(m.total)
+    assert raised.value.op is m.total.graph_element.op
+    sess.run(m.init)
+    sess.run(m.apply, {m.grad: [1, 2]})
+    sess.run(m.update, {m.num_required: 1})
+    with m.graph.as_default():
+        any_shape = tf.placeholder(tf.int64)
+        bad = m.accumulator.apply_grad(any_shape, local_step=FAR_AHEAD)
+    with pytest.raises(errors.InvalidArgumentError) as wrong_shape:
+        sess.run(bad, {any_shape: np.zeros(3, np.int64)})
+    assert wrong_shape.value.op is bad
+    assert sess.run(m.count) == 0  # the failed apply changed nothing
+    assert sess.run(m.total).tolist() == [1, 2]
+    with m.graph.as_default(), tf.device("/job:ps/task:5"):
+        nowhere = tf.ConditionalAccumulator(tf.float32, shape=[1], shared_name="x")
+        count_nowhere = nowhere.num_accumulated()
+    with pytest.raises(errors.InvalidArgumentError, match="/job:ps/task:5"):
+        sess.run(count_nowhere)
+    assert server.runtime.census("ps", 0)["accumulators"] == 1
+
+
+def test_one_request_per_host_per_run(task) -> None:
+    """W workers applying V gradients over K ps tasks: W x K apply requests, K take requests."""
+    workers, variables, ps_tasks = 2, 4, 2
+    spec = cluster_of(ps=ps_tasks, workers=workers)
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        accumulators = [
+            tf.ConditionalAccumulator(tf.float32, shape=[3], shared_name=f"g{i}")
+            for i in range(variables)
+        ]
+        grads = [tf.placeholder(tf.float32, [3]) for _ in accumulators]
+        applies = [
+            a.apply_grad(g_, local_step=0) for a, g_ in zip(accumulators, grads, strict=True)
+        ]
+        takes = [a.take_grad(workers) for a in accumulators]
+    sessions = [task(spec, i, g)[1] for i in range(workers)]
+    server = tf.train.Server(spec, job_name="worker", task_index=0)
+    before = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+    for w, sess in enumerate(sessions):
+        sess.run(applies, {g_: np.full(3, w + 1, np.float32) for g_ in grads})
+    after_applies = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+    assert [a - b for a, b in zip(after_applies, before, strict=True)] == [workers] * ps_tasks
+    means = sessions[0].run(takes)
+    after_takes = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+    assert [a - b for a, b in zip(after_takes, after_applies, strict=True)] == [1] * ps_tasks
+    assert [m.tolist() for m in means] == [[1.5, 1.5, 1.5]] * variables
+
+
+def test_a_killed_workers_waiting_take_is_withdrawn(task, spawn) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    server, m, sess = chief_of(task, spec)
+    taker = spawn("take", module=ROLES, spec=spec, task=1, num_required=2)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
+    taker.kill()  # SIGKILL: no chance to withdraw it itself
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 0, timeout=PROCESS_START)
+    sess.run(m.apply, {m.grad: [3, 1]})
+    sess.run(m.apply, {m.grad: [4, 1]})
+    # the dead process's take consumed nothing: the round is the chief's
+    assert sess.run(m.take, {m.num_required: 2}).tolist() == [7, 2]
+
+
+def test_an_interactive_session_on_a_target(task) -> None:
+    spec = cluster_of(ps=1, workers=1)
+    server, m, sess = chief_of(task, spec)
+    sess.run(m.apply, {m.grad: [2, 1]})
+    interactive = tf.InteractiveSession(server.target, graph=m.graph)
+    try:
+        assert interactive.sess_str == server.target
+        assert m.count.eval() == 1
+        assert m.total.eval().tolist() == [0, 0]
+    finally:
+        interactive.close()
+    assert sess.run(m.count) == 1
+
+
+def test_host_groups_name_and_spread_hosts_the_same_way_everywhere() -> None:
+    from tf_accum.distributed.placement import HostGroup
+
+    def group() -> HostGroup:
+        return HostGroup("model", 4, lambda: None, lambda index: ())
+
+    keys = [f"container/grads{i}" for i in range(64)]
+    first, second = group(), group()
+    spread = [first.index_for(k) for k in keys]
+    assert spread == [second.index_for(k) for k in reversed(keys)][::-1]
+    assert set(spread) == {0, 1, 2, 3}  # 64 keys reach every host
+    assert [first.actor_name(i) for i in (0, 3)] == ["tf_accum/model/0", "tf_accum/model/3"]
+    with pytest.raises(errors.InvalidArgumentError, match="Host 4 is outside group model"):
+        first.actor_name(4)
+    with pytest.raises(ValueError, match="at least one host"):
+        HostGroup("empty", 0, lambda: None, lambda index: ())
+
+
+def test_the_ps_tasks_hosts_are_named_from_the_cluster_spec(task) -> None:
+    spec = cluster_of(ps=2, workers=1)
+    server, _ = task(spec, 0)
+    same = tf.train.Server(tf.train.ClusterSpec(spec), job_name="worker", task_index=0, start=False)
+    digest = tf.train.ClusterSpec(spec).identity()
+    ours = server.runtime._group("ps")
+    assert ours.actor_name(1) == f"tf_accum/task/{digest}/ps/1"
+    assert same.runtime._group("ps").actor_name(1) == ours.actor_name(1)

@@ -1,0 +1,100 @@
+"""Tasks of a TF1 cluster, one process each: ``python -m tests.distributed.tf1_roles ROLE JSON``.
+
+Each process joins the Ray cluster through TF_ACCUM_RAY_ADDRESS, builds the
+same graph (``model``) under ``replica_device_setter``, starts its own
+``tf.train.Server`` and runs sessions on its target, as a TF1 program does;
+it prints one JSON line with its outcome and exits (a ps task never exits).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import tf_accum.compat.v1 as tf
+from tf_accum import errors
+
+FAR_AHEAD = 2**40  # a local step no take's bump ever makes stale
+
+
+@dataclass
+class Model:
+    graph: Any
+    step: Any
+    total: Any
+    accumulator: Any
+    grad: Any
+    apply: Any
+    num_required: Any
+    take: Any
+    update: Any
+    count: Any
+    init: Any
+
+
+def model(cluster: Any) -> Model:
+    """The program's graph: state on the ps tasks, the rest on the worker."""
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        step = tf.train.get_or_create_global_step()
+        total = tf.Variable(np.zeros(2, np.int64), name="total")
+        accumulator = tf.ConditionalAccumulator(
+            tf.int64, shape=[2], shared_name="grads", reduction_type="SUM"
+        )
+        grad = tf.placeholder(tf.int64, [2], name="grad")
+        apply = accumulator.apply_grad(grad, local_step=FAR_AHEAD)
+        num_required = tf.placeholder(tf.int32, [], name="num_required")
+        take = accumulator.take_grad(num_required)
+        update = total.assign_add(take)
+        count = accumulator.num_accumulated()
+        init = tf.global_variables_initializer()
+    return Model(g, step, total, accumulator, grad, apply, num_required, take, update, count, init)
+
+
+def session(cluster: Any, job: str, task: int) -> tuple[Model, Any]:
+    server = tf.train.Server(cluster, job_name=job, task_index=task)
+    m = model(cluster)
+    return m, tf.Session(server.target, graph=m.graph)
+
+
+def ps(spec: Any, task: int) -> dict[str, Any]:
+    """A ps task: its Server, then join() (it is killed at the end)."""
+    tf.train.Server(spec, job_name="ps", task_index=task).join()
+    return {}
+
+
+def worker(spec: Any, task: int, first: int, count: int) -> dict[str, Any]:
+    """Apply gradients [v, 1] for v in first .. first+count-1, one run each."""
+    m, sess = session(spec, "worker", task)
+    for v in range(first, first + count):
+        sess.run(m.apply, {m.grad: [v, 1]})
+    return {"applied": count}
+
+
+def read(spec: Any, task: int) -> dict[str, Any]:
+    """Read the variable and the global step the chief set."""
+    m, sess = session(spec, "worker", task)
+    total, step = sess.run([m.total, m.step])
+    return {"total": total.tolist(), "step": int(step)}
+
+
+def take(spec: Any, task: int, num_required: int, timeout_ms: int = 0) -> dict[str, Any]:
+    """One take (bounded by ``timeout_ms`` when given); its value or its error."""
+    m, sess = session(spec, "worker", task)
+    options = tf.RunOptions(timeout_in_ms=timeout_ms) if timeout_ms else None
+    try:
+        value = sess.run(m.take, {m.num_required: num_required}, options=options)
+    except errors.OpError as error:
+        return {"error": type(error).__name__, "message": error.message}
+    return {"value": value.tolist(), "count": int(sess.run(m.count))}
+
+
+ROLES = {f.__name__: f for f in (ps, worker, read, take)}
+
+if __name__ == "__main__":
+    outcome = ROLES[sys.argv[1]](**json.loads(sys.argv[2]))
+    print(json.dumps(outcome), flush=True)

@@ -1,0 +1,279 @@
+"""``ClusterSpec`` and ``Server``: a TF1 cluster's tasks, mapped onto a Ray cluster.
+
+A TF1 program names its tasks in a ``ClusterSpec`` (job -> addresses) and
+starts a ``Server`` for its own task; worker sessions on ``server.target``
+then place state on ps tasks. Here the addresses are only names: nothing
+listens on them. What a ps task holds (its accumulators and variables) lives
+in a host actor on the Ray cluster the process is attached to (named by
+``TF_ACCUM_RAY_ADDRESS`` or ``tf_accum.distributed.connect``), one host per
+task, found by every process from the ClusterSpec alone. A ps process's
+``server.join()`` keeps it alive, as in TensorFlow; the host outlives it (as
+Ray's detached actors do) until the Ray cluster stops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from tf_accum import errors
+
+logger = logging.getLogger("tf_accum")
+
+_JOB_TYPE_MESSAGE = (
+    "`cluster` must be a dictionary mapping one or more job names to lists of network "
+    "addresses, or a `ClusterSpec`"
+)
+
+
+class ClusterSpec:
+    """The tasks of a TF1 cluster: job name -> task addresses.
+
+    Args:
+        cluster: a dict mapping each job name to a list of addresses (task i
+            is the i-th) or to a dict from task index to address; or another
+            ClusterSpec (copied).
+
+    Raises:
+        TypeError: a cluster that is no such dict, a job name or an address
+            that is not a string, tasks that are neither a list nor a dict.
+        ValueError: a task index that is not an integer.
+    """
+
+    def __init__(self, cluster: Any) -> None:
+        if isinstance(cluster, ClusterSpec):
+            cluster = cluster.as_dict()
+        if not isinstance(cluster, Mapping):
+            raise TypeError(_JOB_TYPE_MESSAGE)
+        self._jobs: dict[str, dict[int, str]] = {}
+        for job, tasks in cluster.items():
+            if isinstance(job, bytes):
+                job = job.decode()
+            if not isinstance(job, str):
+                raise TypeError(f"Job name {job!r} must be bytes or unicode")
+            if isinstance(tasks, (list, tuple)):
+                found = dict(enumerate(tasks))
+            elif isinstance(tasks, Mapping):
+                found = {int(index): address for index, address in tasks.items()}
+            else:
+                raise TypeError(
+                    f"The tasks for job '{job}' must be a list or a dictionary from integers "
+                    "to strings."
+                )
+            for address in found.values():
+                if not isinstance(address, (str, bytes)):
+                    raise TypeError(f"Task address {address!r} must be bytes or unicode")
+            self._jobs[job] = {
+                i: a.decode() if isinstance(a, bytes) else a for i, a in sorted(found.items())
+            }
+
+    @property
+    def jobs(self) -> list[str]:
+        """The job names, in the order given."""
+        return list(self._jobs)
+
+    def as_dict(self) -> dict[str, list[str] | dict[int, str]]:
+        """job -> list of addresses when its tasks are 0..n-1, else -> dict index -> address."""
+        result: dict[str, list[str] | dict[int, str]] = {}
+        for job, tasks in self._jobs.items():
+            if list(tasks) == list(range(len(tasks))):
+                result[job] = list(tasks.values())
+            else:
+                result[job] = dict(tasks)
+        return result
+
+    def _job(self, job_name: str) -> dict[int, str]:
+        tasks = self._jobs.get(job_name)
+        if tasks is None:
+            raise ValueError(f"No such job in cluster: {job_name!r}")
+        return tasks
+
+    def num_tasks(self, job_name: str) -> int:
+        """How many tasks ``job_name`` has. Raises ValueError for an unknown job."""
+        return len(self._job(job_name))
+
+    def task_indices(self, job_name: str) -> list[int]:
+        """The task indices of ``job_name``, ascending. Raises ValueError for an unknown job."""
+        return list(self._job(job_name))
+
+    def task_address(self, job_name: str, task_index: int) -> str:
+        """The address of a task.
+
+        Raises:
+            ValueError: an unknown job, or no task ``task_index`` in it.
+        """
+        tasks = self._job(job_name)
+        try:
+            return tasks[int(task_index)]
+        except KeyError:
+            raise ValueError(f"No task with index {task_index} in job {job_name!r}") from None
+
+    def job_tasks(self, job_name: str) -> list[str | None]:
+        """Addresses of ``job_name``'s tasks by index, None where an index has no task.
+
+        Raises:
+            ValueError: an unknown job.
+        """
+        tasks = self._job(job_name)
+        if not tasks:
+            return []
+        return [tasks.get(i) for i in range(max(tasks) + 1)]
+
+    def identity(self) -> str:
+        """A short digest of the cluster's jobs and addresses: the same in every process."""
+        text = json.dumps(sorted((job, sorted(t.items())) for job, t in self._jobs.items()))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def __bool__(self) -> bool:
+        return bool(self._jobs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClusterSpec) and self._jobs == other._jobs
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ClusterSpec({dict(sorted(self.as_dict().items()))!r})"
+
+
+# Servers of this process by target: a Session(target) finds its cluster here.
+_servers: dict[str, Server] = {}
+_servers_lock = threading.Lock()
+
+
+class Server:
+    """This process's task of a TF1 cluster.
+
+    Args:
+        server_or_cluster_def: a ClusterSpec or a dict for one.
+        job_name: this task's job (may be left out when the cluster has one job).
+        task_index: this task's index (may be left out when the job has one task).
+        protocol, config: accepted; nothing listens on the addresses.
+        start: for a ``ps`` task, make its host (on this process's node) now
+            rather than when a worker first uses it.
+
+    The process attaches to Ray when it first needs a host (a ps task's
+    Server: when it starts; a worker's: at its sessions' first run placing an
+    op on another task): to the cluster already attached
+    (``tf_accum.distributed.connect``), else to ``TF_ACCUM_RAY_ADDRESS``, else
+    to a new one-machine cluster in this process (which only this process can
+    reach: a warning says so). A cluster of one task never needs Ray.
+
+    Raises:
+        ValueError: no job_name (or task_index) given where it cannot be inferred.
+        InvalidArgumentError: a job or task the cluster does not have.
+        UnavailableError, FailedPreconditionError: attaching to Ray failed (see
+            ``tf_accum.distributed.connect``).
+    """
+
+    def __init__(
+        self,
+        server_or_cluster_def: Any,
+        job_name: str | None = None,
+        task_index: int | None = None,
+        protocol: str | None = None,
+        config: Any = None,
+        start: bool = True,
+    ) -> None:
+        cluster = ClusterSpec(server_or_cluster_def)
+        if job_name is None:
+            if len(cluster.jobs) != 1:
+                raise ValueError("Must specify an explicit `job_name`.")
+            job_name = cluster.jobs[0]
+        if job_name not in cluster.jobs:
+            raise errors.InvalidArgumentError(
+                None, None, f'Job "{job_name}" was not defined in cluster {cluster!r}'
+            )
+        if task_index is None:
+            if cluster.num_tasks(job_name) != 1:
+                raise ValueError("Must specify an explicit `task_index`.")
+            task_index = cluster.task_indices(job_name)[0]
+        if int(task_index) not in cluster.task_indices(job_name):
+            raise errors.InvalidArgumentError(
+                None, None, f'Task {task_index} was not defined in job "{job_name}"'
+            )
+        self._cluster = cluster
+        self._job_name = job_name
+        self._task_index = int(task_index)
+        self._target = f"grpc://{cluster.task_address(job_name, self._task_index)}"
+        self._stopped = threading.Event()
+        from tf_accum.graph.cluster_runtime import ClusterRuntime
+
+        self._runtime = ClusterRuntime(cluster, job_name, self._task_index)
+        with _servers_lock:
+            _servers[self._target] = self
+        if start:
+            self.start()
+
+    @property
+    def target(self) -> str:
+        """``"grpc://" + this task's address``: pass it to ``Session``."""
+        return self._target
+
+    @property
+    def cluster_spec(self) -> ClusterSpec:
+        return self._cluster
+
+    @property
+    def job_name(self) -> str:
+        return self._job_name
+
+    @property
+    def task_index(self) -> int:
+        return self._task_index
+
+    @property
+    def runtime(self) -> Any:
+        """The ``ClusterRuntime`` sessions on this server's target run through."""
+        return self._runtime
+
+    def start(self) -> None:
+        """For a ps task, attach to Ray and make its host on this node (idempotent).
+
+        The host is made by whichever process needs it first: started before
+        the workers, a ps process places its task's state on its own machine
+        (a soft preference: Ray may restart a lost host elsewhere).
+        """
+        if self._job_name == "ps":
+            self._runtime.serve(self._job_name, self._task_index)
+
+    def join(self) -> None:
+        """Block while this task serves (a ps process's last call): until ``stop()``.
+
+        The task's state lives in its host on the Ray cluster; this only keeps
+        the process alive, as TensorFlow's ``join`` does.
+        """
+        while not self._stopped.wait(3600.0):
+            pass
+
+    def stop(self) -> None:
+        """Let ``join()`` return (TensorFlow's servers cannot be stopped; this is for tests)."""
+        self._stopped.set()
+
+    @staticmethod
+    def create_local_server(config: Any = None, start: bool = True) -> Server:
+        """A server of a one-task cluster ``{"localhost": ["localhost:0"]}``."""
+        return Server({"localhost": ["localhost:0"]}, "localhost", 0, None, config, start)
+
+
+def server_for_target(target: str) -> Server:
+    """The Server of this process whose target is ``target``.
+
+    Raises:
+        UnimplementedError: no Server of this process has that target.
+    """
+    with _servers_lock:
+        found = _servers.get(target)
+    if found is None:
+        raise errors.UnimplementedError(
+            None,
+            None,
+            f"Session target {target!r}: no tf.train.Server of this process has that target. "
+            "Make this task's Server first (tf.train.Server(cluster, job_name, task_index)) and "
+            "pass its .target; '' runs the session in this process only.",
+        )
+    return found

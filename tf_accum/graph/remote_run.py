@@ -1,0 +1,401 @@
+"""Runs of a session on a cluster's target: state on other tasks, one request per host.
+
+How a TF1 cluster maps onto Ray:
+
+- Every task other than the session's own (in practice each ps task) is a
+  host actor on the Ray cluster (``tf_accum.graph.task_host``), named from a
+  digest of the ClusterSpec, the job and the task index
+  (``tf_accum.distributed.placement.HostGroup``: ps task i = host i of the
+  ps job's group), so every process of the cluster finds the same host
+  whatever order they start in. The ClusterSpec's addresses are only names.
+- An op runs on a task when its device names that task (``/job:ps/task:1``;
+  a job without a task is task 0) and it holds state: an accumulator op or a
+  variable op. An op taking an accumulator or variable handle runs where
+  the handle's producer runs, as TensorFlow colocates ops with their
+  resources. Every other op (math, constants, anything placed on the
+  session's own task or on no device) runs in the session's process.
+- The ops of one ``Session.run`` on one host go to it as one request and run
+  there in dependency order (takes after the ops they may wait for). A run
+  whose ops on host A need a value from host B sends B's request first:
+  each host gets one request per run unless the run's dataflow goes back and
+  forth between hosts.
+
+A take waiting on a host is withdrawn when the run's deadline passes, its
+session closes, a sibling op fails, or its process dies: it consumes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tf_accum import errors
+from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.graph.cluster_runtime import (
+    HANDLE_DTYPES,
+    ClusterRuntime,
+    RemoteHandle,
+    Task,
+    TaskLink,
+    task_label,
+)
+from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
+from tf_accum.graph.raw_op_nodes import NODE_SPECS
+from tf_accum.graph.task_host import MAKE, RAW, STEP, VALUE, VAR
+from tf_accum.resources import using_table
+
+if TYPE_CHECKING:
+    from tf_accum.graph.graph import Operation, Tensor
+    from tf_accum.graph.session import Session
+
+# Op types of variables that run on the variable's task, and what they do there.
+VARIABLE_METHODS = {
+    "ReadVariableOp": "read",
+    "AssignVariableOp": "assign",
+    "AssignAddVariableOp": "assign_add",
+    "AssignSubVariableOp": "assign_sub",
+    "VarIsInitializedOp": "initialized",
+}
+
+
+@dataclass(frozen=True)
+class _Placed:
+    remote: dict[Operation, Task]  # ops that run on another task's host
+
+
+class ClusterSession:
+    """The cluster side of one Session: its placement cache, handles and requests."""
+
+    def __init__(self, runtime: ClusterRuntime) -> None:
+        self.runtime = runtime
+        self.key = uuid.uuid4().hex
+        self._lock = threading.Lock()
+        self._placed: dict[int, tuple[Plan, _Placed]] = {}
+        self._handles: dict[Operation, RemoteHandle] = {}
+        self._used: set[Task] = set()
+
+    def _placement(self, plan: Plan) -> _Placed:
+        found = self._placed.get(id(plan))
+        if found is not None and found[0] is plan:
+            return found[1]
+        remote: dict[Operation, Task] = {}
+        for op in plan.ops:
+            task = self.runtime.task_of(op)
+            if task is None:
+                continue
+            if op.type in NODE_SPECS or op.type in VARIABLE_METHODS:
+                remote[op] = task
+            elif any(t.dtype in HANDLE_DTYPES for t in op.inputs):
+                raise errors.UnimplementedError(
+                    None,
+                    None,
+                    f"Operation {op.name} (type {op.type}) uses state on task "
+                    f"{task_label(task)}, and tf_accum runs only accumulator and variable ops "
+                    f"({', '.join(sorted(VARIABLE_METHODS))}) on another task",
+                )
+        placed = _Placed(remote)
+        with self._lock:
+            if len(self._placed) > 256:
+                self._placed.clear()
+            self._placed[id(plan)] = (plan, placed)
+        return placed
+
+    def execute(
+        self,
+        session: Session,
+        plan: Plan,
+        fed: dict[Tensor, Any],
+        deadline: float | None,
+        cancellation: Cancellation,
+    ) -> dict[Tensor, Any]:
+        """Run ``plan`` with its remote ops on their hosts; returns every tensor's value.
+
+        Raises:
+            the error of the first op that failed (on a host: the failing
+            step's; of several hosts, the one earliest in the plan).
+        """
+        placed = self._placement(plan)
+        if not placed.remote:
+            return execute(session, plan, fed, deadline, cancellation)
+        values: dict[Tensor, Any] = dict(fed)
+        done: set[Operation] = set()
+        with self._lock:
+            for op in placed.remote:
+                handle = self._handles.get(op)
+                if handle is not None:
+                    values[op.outputs[0]] = handle
+                    done.add(op)
+        run = RunContext(session, deadline, cancellation)
+        with using_table(session.table), cancelled_by(cancellation):
+            while len(done) < len(plan.ops):
+                ran = self._run_local(plan, placed, values, done, run, fed, blocking=False)
+                batches = self._collect(plan, placed, done)
+                if batches:
+                    self._send(batches, plan, placed, values, done, deadline, cancellation)
+                elif not ran and not self._run_local(
+                    plan, placed, values, done, run, fed, blocking=True
+                ):
+                    raise errors.InternalError(None, None, "A run could not make progress")
+        return values
+
+    @staticmethod
+    def _run_local(
+        plan: Plan,
+        placed: _Placed,
+        values: dict[Tensor, Any],
+        done: set[Operation],
+        run: RunContext,
+        fed: dict[Tensor, Any],
+        blocking: bool,
+    ) -> bool:
+        """Run the local ops that are ready (non-blocking ones, or else the first blocking one)."""
+        ran = False
+        for op in plan.ops:
+            if op in done or op in placed.remote or op.blocking != blocking:
+                continue
+            if all(p in done for p in plan.producers[op]):
+                run.op = op
+                _store(values, op, _call(run, op, values), fed)
+                done.add(op)
+                ran = True
+                if blocking:
+                    break
+        return ran
+
+    @staticmethod
+    def _collect(plan: Plan, placed: _Placed, done: set[Operation]) -> dict[Task, list[Operation]]:
+        """Per host, the remote ops whose inputs are known or made by the same request."""
+        batches: dict[Task, list[Operation]] = {}
+        members: dict[Task, set[Operation]] = {}
+        for op in plan.ops:
+            task = placed.remote.get(op)
+            if task is None or op in done:
+                continue
+            inside = members.get(task, set())
+            if all(p in done or p in inside for p in plan.producers[op]):
+                batches.setdefault(task, []).append(op)
+                members.setdefault(task, set()).add(op)
+        for task, ops in batches.items():
+            batches[task] = _blocking_last(ops, plan)
+        return batches
+
+    def _steps(
+        self, task: Task, ops: list[Operation], values: dict[Tensor, Any]
+    ) -> list[tuple[Any, ...]]:
+        index = {op: i for i, op in enumerate(ops)}
+        steps: list[tuple[Any, ...]] = []
+        for op in ops:
+            attrs = dict(op._attrs)
+            if op.type in VARIABLE_METHODS:
+                handle_op = op.inputs[0].op
+                dtype = (op.inputs[1] if len(op.inputs) > 1 else op.outputs[0]).dtype.name
+                steps.append(
+                    (
+                        VAR,
+                        VARIABLE_METHODS[op.type],
+                        handle_op.name,
+                        dtype,
+                        tuple(self._source(t, task, index, values) for t in op.inputs[1:]),
+                    )
+                )
+                continue
+            spec = NODE_SPECS[op.type]
+            if spec.constructor:
+                steps.append((MAKE, op.type, op.name, attrs))
+                continue
+            names = tuple(arg for arg, _ in spec.inputs)
+            sources = tuple(self._source(t, task, index, values) for t in op.inputs)
+            steps.append((RAW, op.type, names, attrs, sources, len(spec.outputs)))
+        return steps
+
+    @staticmethod
+    def _source(
+        tensor: Tensor, task: Task, index: dict[Operation, int], values: dict[Tensor, Any]
+    ) -> tuple[Any, ...]:
+        position = index.get(tensor.op)
+        if position is not None and tensor not in values:
+            return (STEP, position, tensor.value_index)
+        value = values[tensor]
+        if type(value) is RemoteHandle:
+            if value.task != task_label(task):
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"A handle of an accumulator on task {value.task} was passed to an op "
+                    f"on task {task_label(task)}",
+                )
+            return (VALUE, value.handle)
+        return (VALUE, value)
+
+    def _send(
+        self,
+        batches: dict[Task, list[Operation]],
+        plan: Plan,
+        placed: _Placed,
+        values: dict[Tensor, Any],
+        done: set[Operation],
+        deadline: float | None,
+        cancellation: Cancellation,
+    ) -> None:
+        import ray
+
+        from tf_accum.distributed.proxy import ray_error
+
+        runtime = self.runtime
+        pending: dict[Any, tuple[Task, list[Operation], str, TaskLink, int | None]] = {}
+        try:
+            for task, ops in batches.items():
+                link = runtime.host(*task)
+                self._used.add(task)
+                request = uuid.uuid4().hex
+                blocking = any(op.blocking for op in ops)
+                key = None
+                if blocking:
+                    key = cancellation.register(_canceller(link, request))
+                    if key is None:
+                        assert cancellation.error is not None
+                        raise _copy(cancellation.error)
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                ref = link.actor.run.remote(
+                    (
+                        link.instance,
+                        self.key,
+                        runtime.caller(),
+                        link.life_once(),
+                        request,
+                        self._steps(task, ops, values),
+                        remaining,
+                        blocking,
+                    )
+                )
+                pending[ref] = (task, ops, request, link, key)
+            failures: list[tuple[int, BaseException]] = []
+            order = {op: i for i, op in enumerate(plan.ops)}
+            while pending:
+                ref = _next_answer(pending)
+                task, ops, request, link, key = pending[ref]
+                try:
+                    outcome = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    del pending[ref]
+                    cancellation.unregister(key)
+                    if isinstance(exc, (ray.exceptions.RayActorError,)):
+                        link.stale = True
+                    failures.append(
+                        (order[ops[0]], ray_error(exc, f"the host of task {task_label(task)}"))
+                    )
+                    self._cancel_all(pending)
+                    continue
+                # answered: a later cancellation must not reach for it
+                del pending[ref]
+                cancellation.unregister(key)
+                failed = self._absorb(task, ops, outcome, values, done, link)
+                if failed is not None:
+                    failures.append((order[failed[0]], failed[1]))
+                    self._cancel_all(pending)
+            if failures:
+                raise min(failures, key=lambda found: found[0])[1]
+        except BaseException:
+            # interrupted or failed while requests wait: withdraw their takes
+            self._cancel_all(pending)
+            raise
+
+    @staticmethod
+    def _cancel_all(
+        pending: dict[Any, tuple[Task, list[Operation], str, TaskLink, int | None]],
+    ) -> None:
+        for _task, ops, request, link, _key in pending.values():
+            if any(op.blocking for op in ops):
+                with contextlib.suppress(Exception):
+                    link.actor.cancel.remote(request)
+
+    def _absorb(
+        self,
+        task: Task,
+        ops: list[Operation],
+        outcome: Any,
+        values: dict[Tensor, Any],
+        done: set[Operation],
+        link: TaskLink,
+    ) -> tuple[Operation, BaseException] | None:
+        """Store a request's outputs; (op, error) of its failing step, if one failed."""
+        from tf_accum.distributed.wire import RESTARTED
+
+        if outcome[0] == "ok":
+            for op, outputs in zip(ops, outcome[1], strict=True):
+                if op.type in NODE_SPECS and NODE_SPECS[op.type].constructor:
+                    handle = RemoteHandle(task_label(task), int(outputs[0]))
+                    with self._lock:
+                        self._handles[op] = handle
+                    outputs = (handle,)
+                # a variable op's host step always returns the value; the op may not
+                for tensor, value in zip(op.outputs, outputs[: len(op.outputs)], strict=True):
+                    values[tensor] = value
+                done.add(op)
+            return None
+        op = ops[outcome[1]]
+        if outcome[0] == "python":
+            error_class = TypeError if outcome[2] == "TypeError" else ValueError
+            return op, error_class(outcome[3])
+        failure = outcome[2]
+        if failure.kind == RESTARTED:
+            link.stale = True
+            with self._lock:
+                label = task_label(task)
+                for known in [o for o, h in self._handles.items() if h.task == label]:
+                    del self._handles[known]
+            error: errors.OpError = errors.UnavailableError(
+                None,
+                None,
+                f"The host of task {task_label(task)} restarted since this session last used "
+                "it: the state it held is lost (a restarted ps task starts empty)",
+            )
+        else:
+            error = failure.error()
+        error._op = op
+        return op, error
+
+    def close(self) -> None:
+        """Free what this session made privately on its hosts; shared state stays."""
+        for task in list(self._used):
+            with contextlib.suppress(Exception):
+                link = self.runtime.host(*task)
+                link.actor.close_session.remote(self.key)
+
+
+def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
+    """The request to wait for next: one that cannot wait on anything (no take), else
+    the first answered; a ray.wait costs a call, so only when takes wait in several."""
+    for ref, (*_, key) in pending.items():
+        if key is None or len(pending) == 1:  # no cancellation registered: no take
+            return ref
+    import ray
+
+    return ray.wait(list(pending))[0][0]
+
+
+def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]:
+    def cancel(_error: errors.OpError) -> None:
+        with contextlib.suppress(Exception):
+            link.actor.cancel.remote(request)
+
+    return cancel
+
+
+def _blocking_last(ops: list[Operation], plan: Plan) -> list[Operation]:
+    """``ops`` (in dependency order) with blocking ops, and what needs them, last."""
+    downstream: set[Operation] = set()
+    for op in ops:
+        if op.blocking or any(p in downstream for p in plan.producers[op]):
+            downstream.add(op)
+    return [op for op in ops if op not in downstream] + [op for op in ops if op in downstream]
+
+
+def _copy(error: errors.OpError) -> errors.OpError:
+    copy: errors.OpError = type(error)(None, None, error.message)  # type: ignore[call-arg]
+    return copy

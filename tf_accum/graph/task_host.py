@@ -1,0 +1,437 @@
+"""The host of one TF1 task (a ps task): its accumulators and variables, one Ray actor.
+
+Worker sessions send it, per ``Session.run``, the ops of the run placed on
+this task as one request (a list of steps in dependency order); it runs them
+against an in-process resource table and variable store, so every op means
+exactly what it means in one process, and every session of the cluster sees
+the same accumulators (by shared_name) and the same variables (by name).
+
+Everything runs on the actor's event loop. A request stopped at a take that
+cannot complete yet waits in that accumulator's queue (first in, first
+served, as in-process) and goes on once it is the head and the take can
+complete, at its timeout or the run's deadline (consuming nothing), or when
+it is cancelled. A request stops at its first failing
+step and says which step failed and how. Nothing raises to the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tf_accum import errors, raw_ops
+from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
+from tf_accum.dtypes import DType, as_dtype
+from tf_accum.graph.variables import VariableStore
+from tf_accum.resources import using_table
+from tf_accum.resources.local import LocalResourceTable
+
+# Cancellations that arrived before their request (calls are not ordered).
+REMEMBERED_CANCELS = 10_000
+
+# Step kinds (the first element of every step).
+MAKE, RAW, VAR = "make", "raw", "var"
+# Where a step's input comes from: a value sent along, or an earlier step's output.
+VALUE, STEP = "v", "s"
+
+CLOSED_MESSAGE = "TakeGrad operation was cancelled"
+
+
+class _Waiter:
+    """A request waiting at a take, in its accumulator's queue."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[None]) -> None:
+        self.future = future
+
+    def wake(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+    def waker(self, loop: asyncio.AbstractEventLoop) -> Callable[[errors.OpError], None]:
+        """A cancellation callback (any thread) that wakes this waiter on ``loop``."""
+
+        def wake(_error: errors.OpError) -> None:
+            loop.call_soon_threadsafe(self.wake)
+
+        return wake
+
+
+@dataclass(frozen=True)
+class _Op:
+    name: str
+
+
+@dataclass(frozen=True)
+class VariableKey:
+    """A variable as the host knows it: by name (shared by every session) and dtype."""
+
+    name: str
+    dtype_name: str
+
+    @property
+    def op(self) -> _Op:
+        return _Op(self.name)
+
+    @property
+    def dtype(self) -> DType:
+        return as_dtype(self.dtype_name)
+
+
+class TaskHost:
+    """Accumulators and variables of one task, shared by every session of the cluster."""
+
+    def __init__(self, task: str) -> None:
+        logging.getLogger("tf_accum").setLevel(logging.ERROR)
+        self._task = task
+        self._instance = uuid.uuid4().hex
+        self._table = LocalResourceTable()
+        self._variables = VariableStore()
+        self._lock = threading.Lock()
+        # (session, constructor op name) -> handle, as a kernel caches its resource
+        self._made: dict[tuple[str, str], int] = {}
+        self._private: dict[str, list[int]] = collections.defaultdict(list)
+        self._sessions_of: dict[str, set[str]] = collections.defaultdict(set)
+        self._running: dict[str, Cancellation] = {}
+        self._callers: dict[str, str] = {}  # request -> caller
+        self._early_cancels: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._watched: dict[str, asyncio.Task[None]] = {}
+        self._holds: dict[str, asyncio.Future[None]] = {}
+        # takes waiting, per accumulator handle, in arrival order
+        self._queues: dict[int, collections.deque[_Waiter]] = {}
+        self.requests = 0
+
+    async def ping(self) -> tuple[str, int, str]:
+        """(instance, process id, node id)."""
+        import ray
+
+        return self._instance, os.getpid(), ray.get_runtime_context().get_node_id()
+
+    async def census(self) -> dict[str, int]:
+        """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
+        handles = self._table.live_handles()
+        waiting = sum(len(queue) for queue in self._queues.values())
+        return {
+            "requests": self.requests,
+            "accumulators": len(handles),
+            "variables": len(self._variables._values),
+            "waiting": waiting,
+            "running": len(self._running),
+            "early_cancels": len(self._early_cancels),
+        }
+
+    # --- callers' lives -----------------------------------------------------------
+
+    async def hold(self, caller: str) -> None:
+        """Never returns while ``caller`` lives (its result is the caller's life token)."""
+        future = self._holds.setdefault(caller, asyncio.get_running_loop().create_future())
+        await future
+
+    def _watch(self, caller: str, life: list[Any] | None) -> None:
+        if life and caller not in self._watched:
+            self._watched[caller] = asyncio.ensure_future(self._await_death(caller, life[0]))
+
+    async def _await_death(self, caller: str, token: Any) -> None:
+        from ray.exceptions import OwnerDiedError
+
+        try:
+            await token
+        except OwnerDiedError:
+            self._caller_died(caller)
+        except Exception:
+            del self._watched[caller]
+
+    def _caller_died(self, caller: str) -> None:
+        """Cancel the dead process's requests (its takes consume nothing); end its sessions."""
+        for request, owner in list(self._callers.items()):
+            if owner == caller:
+                self._cancel_now(request)
+        for session in self._sessions_of.pop(caller, set()):
+            self._end_session(session)
+        self._watched.pop(caller, None)
+        hold = self._holds.pop(caller, None)
+        if hold is not None and not hold.done():
+            hold.set_result(None)
+
+    # --- requests -------------------------------------------------------------------
+
+    async def run(self, packed: tuple[Any, ...]) -> Any:
+        """Run a request's steps in order; ("ok", outputs per step) or ("failed", step, Failure).
+
+        ``packed`` is (instance, session, caller, life, request, steps,
+        remaining, blocking), one argument (Ray serialises each argument on
+        its own). ``life`` is the caller's life token, sent with its first
+        request only; ``remaining`` is the seconds left of the run's
+        deadline (None: no deadline).
+        """
+        instance, session, caller, life, request, steps, remaining, blocking = packed
+        if instance != self._instance:
+            return ("failed", 0, Failure(RESTARTED))
+        self.requests += 1
+        self._watch(caller, life)
+        self._sessions_of[caller].add(session)
+        cancellation = Cancellation()
+        if request in self._early_cancels:
+            del self._early_cancels[request]
+            cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
+        deadline = None if remaining is None else time.monotonic() + remaining
+        outcome = self._execute(session, steps, deadline, cancellation, inline=True)
+        if outcome[0] != "pending":
+            self._wake()  # what it applied may serve waiting takes
+            return outcome
+        self._running[request] = cancellation
+        self._callers[request] = caller
+        try:
+            return await self._wait_and_go_on(session, steps, deadline, cancellation, outcome[1])
+        finally:
+            self._running.pop(request, None)
+            self._callers.pop(request, None)
+
+    async def _wait_and_go_on(
+        self,
+        session: str,
+        steps: list[tuple[Any, ...]],
+        deadline: float | None,
+        cancellation: Cancellation,
+        outputs: list[tuple[Any, ...]],
+    ) -> Any:
+        """Queue at the take that would wait, in arrival order per accumulator; go on
+        with the request each time it is the queue's head and can complete."""
+        loop = asyncio.get_running_loop()
+        while True:
+            index = len(outputs)
+            step = steps[index]
+            handle = self._take_handle(step, outputs)
+            waiter = _Waiter(loop.create_future())
+            queue = self._queues.setdefault(handle, collections.deque())
+            queue.append(waiter)
+            key = cancellation.register(waiter.waker(loop))
+            try:
+                while True:
+                    if cancellation.cancelled:
+                        assert cancellation.error is not None
+                        return ("failed", index, Failure.of(cancellation.error))
+                    if handle not in self._table.live_handles():
+                        # destroyed while the take waited, as in-process
+                        return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
+                    if self._ready(step, outputs, waiter):
+                        break
+                    left = _remaining(step[3]["timeout"], deadline)
+                    if left == 0:
+                        return ("failed", index, TIMED_OUT)
+                    try:
+                        await asyncio.wait_for(asyncio.shield(waiter.future), left)
+                    except asyncio.TimeoutError:
+                        return ("failed", index, TIMED_OUT)
+                    waiter.future = loop.create_future()
+            finally:
+                cancellation.unregister(key)
+                queue.remove(waiter)
+                if not queue:
+                    del self._queues[handle]
+                # the next in line looks again (after this request's take, if it goes on)
+                self._wake()
+            # no await since the check: the take completes now
+            outcome = self._execute(
+                session, steps, deadline, cancellation, outputs, inline=True, checked=True
+            )
+            self._wake()  # the next in line may go now
+            if outcome[0] != "pending":
+                return outcome
+
+    def _take_handle(self, step: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> int:
+        arguments = dict(zip(step[2], self._inputs(step[4], outputs), strict=True))
+        return int(arguments["handle"])
+
+    def _wake(self) -> None:
+        """Let the head of every take queue look again (an apply may have served it)."""
+        for queue in self._queues.values():
+            queue[0].wake()
+
+    async def cancel(self, request: str) -> None:
+        """Cancel a request's waiting takes (CancelledError; they consume nothing)."""
+        if request in self._running:
+            self._cancel_now(request)
+            return
+        self._early_cancels[request] = None
+        if len(self._early_cancels) > REMEMBERED_CANCELS:
+            self._early_cancels.popitem(last=False)
+
+    def _cancel_now(self, request: str) -> None:
+        found = self._running.get(request)
+        if found is not None:
+            found.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
+
+    async def reset(self) -> None:
+        """Drop everything: waiting takes are cancelled, accumulators destroyed, variables gone."""
+        for request in list(self._running):
+            self._cancel_now(request)
+        with self._lock:
+            self._made.clear()
+            self._private.clear()
+        for handle in self._table.live_handles():
+            self._table.destroy(handle, ignore_lookup_error=True)
+        self._variables.clear()
+        self._wake()
+
+    async def close_session(self, session: str) -> None:
+        """Free what ``session`` made privately here (shared state stays)."""
+        for sessions in self._sessions_of.values():
+            sessions.discard(session)
+        self._end_session(session)
+
+    def _end_session(self, session: str) -> None:
+        with self._lock:
+            for key in [k for k in self._made if k[0] == session]:
+                del self._made[key]
+            private = self._private.pop(session, [])
+        for handle in private:
+            self._table.destroy(handle, ignore_lookup_error=True)
+        self._wake()  # takes waiting on what was destroyed fail
+
+    # --- steps ----------------------------------------------------------------------
+
+    def _execute(
+        self,
+        session: str,
+        steps: list[tuple[Any, ...]],
+        deadline: float | None,
+        cancellation: Cancellation,
+        outputs: list[tuple[Any, ...]] | None = None,
+        inline: bool = False,
+        checked: bool = False,
+    ) -> Any:
+        """Run ``steps`` from ``len(outputs)`` on. ``inline``: stop before a take that
+        would wait, returning ("pending", outputs); ``checked``: the first step is a
+        take found ready just now."""
+        outputs = [] if outputs is None else outputs
+        first = len(outputs)
+        with using_table(self._table), cancelled_by(cancellation):
+            for index in range(first, len(steps)):
+                step = steps[index]
+                try_now = inline and _is_take(step)
+                ready = checked and index == first
+                if try_now and not ready and not self._ready(step, outputs):
+                    return ("pending", outputs)
+                try:
+                    outputs.append(self._step(session, step, outputs, deadline, try_now))
+                except errors.DeadlineExceededError as error:
+                    if try_now and _remaining(step[3]["timeout"], deadline) != 0:
+                        return ("pending", outputs)  # not served after all: wait
+                    return ("failed", index, Failure.of(error))
+                except errors.OpError as error:
+                    return ("failed", index, Failure.of(error))
+                except (TypeError, ValueError) as error:
+                    return ("python", index, type(error).__name__, str(error))
+        return ("ok", outputs)
+
+    def _ready(
+        self, step: tuple[Any, ...], outputs: list[tuple[Any, ...]], me: _Waiter | None = None
+    ) -> bool:
+        """Whether ``step`` can run without waiting: not a take, or a take that completes now.
+
+        Arguments the take would refuse (an unknown handle, say) count as ready:
+        it fails at once.
+        """
+        arguments = dict(zip(step[2], self._inputs(step[4], outputs), strict=True))
+        try:
+            handle = int(arguments["handle"])
+            accumulator = self._table.lookup(handle)
+            required = int(arguments["num_required"])
+        except Exception:
+            return True
+        queue = self._queues.get(handle)
+        if queue and queue[0] is not me:
+            return False  # others wait first: first in, first served
+        return accumulator.num_waiting() == 0 and accumulator.num_accumulated() >= required
+
+    @staticmethod
+    def _inputs(sources: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> list[Any]:
+        found = []
+        for source in sources:
+            if source[0] == STEP:
+                found.append(outputs[source[1]][source[2]])
+            else:
+                found.append(source[1])
+        return found
+
+    def _step(
+        self,
+        session: str,
+        step: tuple[Any, ...],
+        outputs: list[tuple[Any, ...]],
+        deadline: float | None,
+        try_now: bool = False,
+    ) -> tuple[Any, ...]:
+        kind = step[0]
+        if kind == MAKE:
+            _, op_type, op_name, attrs = step
+            return (self._make(session, op_type, op_name, attrs),)
+        if kind == RAW:
+            _, op_type, names, attrs, sources, n_outputs = step
+            arguments = dict(zip(names, self._inputs(sources, outputs), strict=True))
+            arguments.update(attrs)
+            if "timeout" in attrs:
+                # try_now: on the event loop, a take must not wait
+                arguments["timeout"] = 0.0 if try_now else _remaining(attrs["timeout"], deadline)
+            result = getattr(raw_ops, op_type)(**arguments)
+            if n_outputs == 0:
+                return ()
+            return (result,) if n_outputs == 1 else tuple(result)
+        _, method, name, dtype_name, sources = step
+        key = VariableKey(name, dtype_name)
+        values = self._inputs(sources, outputs)
+        # the store only asks a variable for its name and dtype, which a key has
+        store: Any = self._variables
+        if method == "read":
+            return (store.read(key),)
+        if method == "initialized":
+            try:
+                store.read(key)
+            except errors.FailedPreconditionError:
+                return (np.bool_(False),)
+            return (np.bool_(True),)
+        if method == "assign":
+            return (store.assign(key, values[0]),)
+        if method == "assign_add":
+            return (store.assign_add(key, values[0]),)
+        if method == "assign_sub":
+            subtract = getattr(store, "assign_sub", None)
+            if subtract is not None:
+                return (subtract(key, values[0]),)
+            return (store.assign_add(key, np.negative(np.asarray(values[0]))),)
+        raise errors.UnimplementedError(None, None, f"No variable operation {method!r} on a task")
+
+    def _make(self, session: str, op_type: str, op_name: str, attrs: dict[str, Any]) -> int:
+        with self._lock:
+            found = self._made.get((session, op_name))
+            if found is not None:
+                return found
+            handle = int(getattr(raw_ops, op_type)(**attrs, name=op_name))
+            self._made[(session, op_name)] = handle
+            if not attrs.get("shared_name"):
+                self._private[session].append(handle)
+            return handle
+
+
+def _is_take(step: tuple[Any, ...]) -> bool:
+    return step[0] == RAW and "timeout" in step[3]
+
+
+def _remaining(timeout: float | None, deadline: float | None) -> float | None:
+    if deadline is None:
+        return timeout
+    left = max(0.0, deadline - time.monotonic())
+    return left if timeout is None else min(timeout, left)
