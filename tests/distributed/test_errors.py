@@ -233,42 +233,52 @@ def test_a_pin_to_an_unknown_node_is_reported_within_the_bound(ray_table) -> Non
     assert seconds < PLACEMENT_BOUND
 
 
-def test_a_pin_to_a_node_that_is_gone_names_the_node_within_the_bound(ray_cluster, ray_table):
+@contextlib.contextmanager
+def extra_node(cluster: Cluster, **resources: float) -> Iterator[tuple[str, Any]]:
+    """A second raylet on the session cluster: its node id and Ray's Node; ended by pid."""
     import ray
     from ray._private.node import Node
     from ray._private.parameter import RayParams
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     before = {node["NodeID"] for node in ray.nodes()}
     params = RayParams(
-        gcs_address=ray_cluster.address,
+        gcs_address=cluster.address,
         node_ip_address="127.0.0.1",
         num_cpus=0,
+        resources=dict(resources),
         object_store_memory=80 * 2**20,
         min_worker_port=0,
         max_worker_port=0,
         node_manager_port=0,
-        temp_dir=ray_cluster.temp_dir,
+        temp_dir=cluster.temp_dir,
     )
     params.dashboard_agent_listen_port = None
     params.include_log_monitor = False  # type: ignore[assignment]  # the head runs the one log monitor
     mine = descendants(os.getpid())
-    extra = Node(params, head=False, shutdown_at_exit=False, spawn_reaper=False)
+    node = Node(params, head=False, shutdown_at_exit=False, spawn_reaper=False)
     started = descendants(os.getpid()) - mine  # the extra node's processes
     try:
         wait_until(lambda: len({n["NodeID"] for n in ray.nodes()} - before) == 1, PROCESS_WAIT)
         (node_id,) = {n["NodeID"] for n in ray.nodes()} - before
+        yield node_id, node
+    finally:
         for pid in list(started):
             started |= descendants(pid)
-        extra.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_pin_to_a_node_that_is_gone_names_the_node_within_the_bound(ray_cluster, ray_table):
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    with extra_node(ray_cluster) as (node_id, node):
+        node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
         wait_until(
             lambda: not any(n["Alive"] for n in ray.nodes() if n["NodeID"] == node_id),
             timeout=PROCESS_WAIT,
         )
-    finally:
-        for pid in started:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
     strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
     error, seconds = _unplaceable(ray_table, {"scheduling_strategy": strategy})
     assert type(error) is errors.UnavailableError, repr(error)
