@@ -7,8 +7,8 @@ was restarted. A training loop goes on by making the accumulator again
 under the same ``shared_name`` (every process reaches the same one) and, in
 the chief, setting the global step back to the step its weights are at:
 only the gradients waiting in the lost host are gone, so at most the step
-in flight is lost. The same holds for the compat classes in graph mode
-(run the constructor op and ``set_global_step`` again).
+in flight is lost. (Shown here for eager code; ``python -m tf_accum
+--processes N`` runs it.)
 
     try:
         total = accumulator.take_grad(n)
