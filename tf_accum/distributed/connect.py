@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
+from tf_accum.distributed import auth
 from tf_accum.resources import set_table
 
 if TYPE_CHECKING:
@@ -90,7 +91,8 @@ def connect(
         UnavailableError: nothing answers at ``address`` within the timeout,
             or Ray failed to start or attach. (After a timeout, Ray's attempt
             may linger in a background thread: start a fresh process.)
-        UnauthenticatedError: the cluster refused this process's token.
+        UnauthenticatedError: the cluster refused this process's token, or
+            it has none (the message says which), within a few seconds.
         FailedPreconditionError: Ray is not installed (``pip install 'tf-accum[ray]'``).
     """
     table = table_for_address(address, timeout=timeout, host_options=host_options, **init_options)
@@ -141,6 +143,7 @@ def _prepare_environment(address: str) -> None:
     """
     # No usage statistics leave the machine, unless the user asked for them.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    auth.prepare_client(address)
     if is_loopback(address):
         # Without this, Ray's servers listen on every interface even for a
         # loopback node address; with it, on 127.0.0.1 only.
@@ -217,6 +220,7 @@ def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
     if ray.is_initialized():
         return
     _check_reachable(address, min(timeout, CONNECT_TIMEOUT))
+    auth.check_token(address, min(timeout, auth.CHECK_TIMEOUT))
     options: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
     options.update(init_options)
     try:

@@ -26,6 +26,7 @@ bounded wait, then SIGKILL), and so is every process Ray started here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.examples import recovery
 
 if TYPE_CHECKING:
     from tf_accum.examples.models import Model
@@ -170,6 +172,10 @@ def start_process_workers(
     }
     processes: list[subprocess.Popen[bytes]] = []
     threads: list[threading.Thread] = []
+    # the accumulator in use (the chief re-creates it if its host is lost), and
+    # the counts its lost predecessors had reached when last read
+    current = [accumulator]
+    lost = {"stale": 0, "applied": 0}
 
     def forward(index: int, process: subprocess.Popen[bytes]) -> None:
         pipe = process.stdin
@@ -194,7 +200,7 @@ def start_process_workers(
         if code != 0 and not stopping.is_set():
             failures.append(RuntimeError(f"worker process {index} exited with status {code}"))
             with contextlib.suppress(errors.OpError):
-                accumulator.close()  # wakes the chief's take with CancelledError
+                current[0].close()  # wakes the chief's take with CancelledError
 
     try:
         for index in range(config.workers):
@@ -232,26 +238,39 @@ def start_process_workers(
         for thread in threads:
             thread.join(timeout=config.take_timeout)
         with contextlib.suppress(errors.OpError):
-            stats = accumulator.stats()  # every worker has ended: these are final
-            final["applied"] = int(stats["accepted"] or 0) + int(stats["stale"] or 0)
+            stats = current[0].stats()  # every worker has ended: these are final
+            applied = int(stats["accepted"] or 0) + int(stats["stale"] or 0)
+            final["applied"] = lost["applied"] + applied
         with contextlib.suppress(errors.OpError):
-            accumulator.close()
+            current[0].close()
 
     def stale_so_far(step: int, accepted: int) -> int:
         # counted by the accumulator when it drops them (another process's
         # gradients in flight cannot be counted before they arrive)
         try:
-            return int(accumulator.stats()["stale"] or 0)
-        except errors.NotFoundError:
+            stale = lost["stale"] + int(current[0].stats()["stale"] or 0)
+        except (errors.NotFoundError, errors.UnavailableError) as error:
             if failures:  # a failing worker closed the accumulator: report its error
                 raise failures[0] from None
+            if recovery.host_lost(error):
+                return seen["stale"]  # the chief's next take finds the host lost
             raise
+        seen.update(stale=stale, accepted=accepted)
+        return stale
+
+    seen = {"stale": 0, "accepted": 0}  # the counts when the accumulator was last read
+
+    def use_accumulator(fresh: Any) -> None:
+        # what the lost host had counted when last read; later gradients went with it
+        lost.update(stale=seen["stale"], applied=seen["stale"] + seen["accepted"])
+        current[0] = fresh
 
     return Workers(
         stop=stop,
         errors=failures,
         stale_so_far=stale_so_far,
         applied=lambda: final.get("applied", 0),
+        use_accumulator=use_accumulator,
     )
 
 
@@ -311,7 +330,8 @@ def worker_main(index: int, setup: dict[str, Any]) -> None:
         from tf_accum.distributed import connect
 
         connect(os.environ["TF_ACCUM_RAY_ADDRESS"], logging_level=logging.ERROR)
-    accumulator = model.make_accumulator(shared_name=setup["shared_name"])
+    make = functools.partial(model.make_accumulator, shared_name=setup["shared_name"])
+    accumulator: Any = recovery.remake(make)  # its host may be restarting, even now
     os.write(sys.stdout.fileno(), b"r")  # joined: the chief may start its clock
     # nothing else goes to the chief on that pipe (which nobody reads from now on)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -330,8 +350,12 @@ def worker_main(index: int, setup: dict[str, Any]) -> None:
         simulate_compute(setup["seed"], index, step, setup["compute_ms"])
         try:
             model.apply(accumulator, gradient, step)
-        except (errors.NotFoundError, errors.CancelledError):
-            return  # the chief closed the accumulator: training is over
+        except (errors.NotFoundError, errors.CancelledError, errors.UnavailableError) as error:
+            if not recovery.host_lost(error):
+                return  # the chief closed the accumulator: training is over
+            # its host was lost (and restarts empty): this gradient went with it;
+            # reach the accumulator the chief re-creates (or create it first)
+            accumulator = recovery.remake(make)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class RunResult:
     applied: int
     seconds: float
     worker_kind: str = "threads"  # how the workers ran: threads, processes (Ray), ...
+    # what the chief recovered from (a lost accumulator host), in order
+    recoveries: list[str] = field(default_factory=list)
 
     @property
     def accepted(self) -> int:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tf_accum import errors
+from tf_accum.examples import recovery
 from tf_accum.examples.models import MODELS, Array, Model, simulate_compute
 from tf_accum.examples.progress import Progress, Silent, make_progress
 from tf_accum.examples.records import RunResult, StepRecord
@@ -170,6 +171,8 @@ class Workers:
     stale_so_far: Callable[[int, int], int] = lambda step, accepted: 0
     # gradients the workers applied (read after stop)
     applied: Callable[[], int] = lambda: 0
+    # the chief re-created the accumulator after its host was lost: use this one
+    use_accumulator: Callable[[Any], None] = lambda accumulator: None
 
 
 def start_worker_threads(
@@ -285,18 +288,29 @@ def _train(
 
         workers = start_process_workers(config, model, accumulator, server, address)
     accepted_so_far = stale_so_far = 0
+    recoveries: list[str] = []
     try:
-        for _ in range(config.steps):
+        while len(records) < config.steps:
             before = time.perf_counter()
             try:
                 total, count = model.take(
                     accumulator, config.replicas_to_aggregate, config.take_timeout
                 )
-            except (errors.CancelledError, errors.NotFoundError):
+            except (errors.CancelledError, errors.NotFoundError, errors.UnavailableError) as lost:
                 # a failing worker closes the accumulator: report its error
                 if workers.errors:
                     raise workers.errors[0] from None
-                raise
+                if shared_name is None or not recovery.host_lost(lost):
+                    raise
+                # the host was lost: the gradients of the step in flight went with it
+                accumulator = recovery.remake(
+                    functools.partial(model.make_accumulator, shared_name=shared_name),
+                    config.take_timeout,
+                )
+                accumulator.set_global_step(server.step)
+                workers.use_accumulator(accumulator)
+                recoveries.append(f"host lost at step {server.step}, accumulator re-created")
+                continue
             waited = time.perf_counter() - before
             step = server.update(functools.partial(model.update, total=total, count=count))
             accepted_so_far += count
@@ -320,6 +334,7 @@ def _train(
         applied=workers.applied(),
         seconds=time.perf_counter() - started,
         worker_kind=config.worker_kind,
+        recoveries=recoveries,
     )
 
 
@@ -343,6 +358,9 @@ def summary(result: RunResult) -> str:
         ),
         ("wall time", f"{result.seconds:.2f} s"),
     ]
+    if result.recoveries:
+        # what the chief went on from; the gradients waiting in a lost host are not counted
+        rows.append(("recovered", "; ".join(result.recoveries)))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
