@@ -233,6 +233,27 @@ def test_a_pin_to_an_unknown_node_is_reported_within_the_bound(ray_table) -> Non
     assert seconds < PLACEMENT_BOUND
 
 
+def test_a_host_the_cluster_cannot_place_fails_its_start_within_the_bound(ray_table) -> None:
+    """The path every host takes when it is first made (tf_accum/distributed/placement.py)."""
+    import ray
+
+    from tf_accum.distributed.placement import start_host
+    from tf_accum.distributed.table import _remote_host_class
+    from tf_accum.distributed.wire import host_name
+
+    container = unique("unplaceable-start")
+    start = time.monotonic()
+    with pytest.raises(errors.InvalidArgumentError, match="cannot be placed") as caught:
+        start_host(
+            _remote_host_class(), host_name(container), (container,),
+            {"resources": {"ps_nowhere": 1}, "max_restarts": 0}, f"the host of {container}",
+        )  # fmt: skip
+    assert time.monotonic() - start < PLACEMENT_BOUND
+    assert "'ps_nowhere': 1.0" in caught.value.message
+    with contextlib.suppress(ValueError):
+        ray.kill(ray.get_actor(host_name(container), namespace="tf_accum"), no_restart=True)
+
+
 @contextlib.contextmanager
 def extra_node(cluster: Cluster, **resources: float) -> Iterator[tuple[str, Any]]:
     """A second raylet on the session cluster: its node id and Ray's Node; ended by pid."""

@@ -45,10 +45,12 @@ def start_host(
 
     Raises:
         UnavailableError: the host did not answer within HOST_START_TIMEOUT,
-            or Ray failed.
+            it is pinned to a node that is gone, or Ray failed.
+        InvalidArgumentError: no live node offers the resources it asks for.
     """
     import ray
 
+    from tf_accum.distributed.feasibility import wait_started
     from tf_accum.distributed.proxy import ray_error
 
     settings: dict[str, Any] = {
@@ -64,7 +66,8 @@ def start_host(
     }
     try:
         actor = remote_class.options(**settings).remote(*args)
-        answer = ray.get(actor.ping.remote(), timeout=HOST_START_TIMEOUT)
+        # a placement no live node can meet is reported within seconds, not at the timeout
+        answer = wait_started(actor.ping.remote(), options, what, HOST_START_TIMEOUT)
     except ray.exceptions.GetTimeoutError:
         raise errors.UnavailableError(
             None,

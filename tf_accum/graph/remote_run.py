@@ -45,8 +45,8 @@ from tf_accum.graph.cluster_runtime import (
     task_label,
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
-from tf_accum.graph.raw_op_nodes import NODE_SPECS
 from tf_accum.graph.task_host import MAKE, RAW, STEP, VALUE, VAR
+from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:

@@ -33,7 +33,7 @@ from tf_accum import errors, raw_ops
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.dtypes import DType, as_dtype
-from tf_accum.graph.variables import VariableStore
+from tf_accum.graph.variable_store import VariableStore
 from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
 

@@ -35,8 +35,8 @@ from tf_accum.graph.collections import (
     trainable_variables,
     variables_initializer,
 )
-from tf_accum.graph.fill_ops import ones, ones_like, zeros, zeros_like
 from tf_accum.graph.devices import DeviceSpec, device
+from tf_accum.graph.fill_ops import ones, ones_like, zeros, zeros_like
 from tf_accum.graph.graph import Graph, Operation, Tensor
 from tf_accum.graph.math_ops import divide, multiply, negative, square, subtract
 from tf_accum.graph.mode import (
