@@ -293,9 +293,19 @@ def _train(
         while len(records) < config.steps:
             before = time.perf_counter()
             try:
-                total, count = model.take(
-                    accumulator, config.replicas_to_aggregate, config.take_timeout
-                )
+                try:
+                    total, count = model.take(
+                        accumulator, config.replicas_to_aggregate, config.take_timeout
+                    )
+                except errors.DeadlineExceededError:
+                    # A take can time out on a host that was lost and restarted while it
+                    # waited, with a worker making the accumulator again meanwhile: the
+                    # fresh accumulator's global step is behind the chief's.
+                    if shared_name is None or accumulator.stats()["global_step"] >= server.step:
+                        raise
+                    accumulator.set_global_step(server.step)
+                    recoveries.append(f"host lost at step {server.step}, accumulator re-created")
+                    continue
             except (errors.CancelledError, errors.NotFoundError, errors.UnavailableError) as lost:
                 # a failing worker closes the accumulator: report its error
                 if workers.errors:
