@@ -265,38 +265,6 @@ def _no_outputs(context: Any, inputs: list[Any]) -> Sequence[Any]:
     return NO_OUTPUTS
 
 
-def add(x: Any, y: Any, name: str | None = None) -> Any:
-    """``x + y``, elementwise with broadcasting, in their common dtype.
-
-    Raises:
-        TypeError: the two have different dtypes.
-    """
-    graph = _graph_or_none()
-    if graph is None:
-        return np.add(np.asarray(x), np.asarray(y))
-    left = graph_input(graph, x) if is_symbolic(x) or not is_symbolic(y) else None
-    right_dtype = left.dtype if left is not None else None
-    right = graph_input(graph, y, dtype=right_dtype if not is_symbolic(y) else None)
-    if left is None:
-        left = graph_input(graph, x, dtype=right.dtype)
-    if left.dtype != right.dtype:
-        raise TypeError(
-            f"Input 'y' of 'AddV2' Op has type {right.dtype.name} that does not match type "
-            f"{left.dtype.name} of argument 'x'."
-        )
-    shape = TensorShape(None)
-    if left.shape.is_fully_defined() and right.shape.is_fully_defined():
-        shape = TensorShape(np.broadcast_shapes(tuple(left.shape), tuple(right.shape)))  # type: ignore[arg-type]
-    op = graph.create_op(
-        "AddV2",
-        [left, right],
-        [(left.dtype, shape)],
-        lambda context, inputs: (np.add(inputs[0], inputs[1]),),
-        name=name or "Add",
-    )
-    return op.outputs[0]
-
-
 def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
     """``x`` converted to ``dtype``; floats become integers by truncation toward zero.
 
