@@ -97,13 +97,15 @@ def _integer_array(value: Any, type_name: str, arg_name: str) -> np.ndarray[Any,
     if array.dtype.kind in "iub":
         return array
     if array.dtype.kind == "f":
-        return _truncated(array, value, arg_name)
+        return truncated_integers(array, value, arg_name)
     if array.dtype.kind == "O" and not isinstance(value, (list, tuple, np.ndarray)):
         raise _unsupported(value)
     raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {type_name}")
 
 
-def _truncated(array: np.ndarray[Any, Any], value: Any, arg_name: str) -> np.ndarray[Any, Any]:
+def truncated_integers(
+    array: np.ndarray[Any, Any], value: Any, arg_name: str
+) -> np.ndarray[Any, Any]:
     """numpy floats as integers, truncated toward zero as TensorFlow casts them.
 
     Raises:
