@@ -28,13 +28,16 @@ GOLDEN_FILE = GOLDEN_DIR / "tensorflow.json"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def record_backend(name: str) -> dict[str, Any]:
+def record_backend(name: str, ids: set[str] | None = None) -> dict[str, Any]:
+    """Every case's records on backend ``name`` (only the cases ``ids`` names, if given)."""
     from conformance.backends import make_backend
 
     backend = make_backend(name)
     xfails = load_xfails()
     cases: dict[str, Any] = {}
     for case in load_cases():
+        if ids is not None and case.id not in ids:
+            continue
         if name == "tensorflow" and xfails.crashes_tensorflow(case.id):
             cases[case.id] = {"crash": True}
             continue

@@ -62,7 +62,13 @@ def _num_waiting(handle: Handle) -> int:
 
 RAW_OPS = {name: _wrap(name, getattr(tf_accum.raw_ops, name)) for name in tf_accum.raw_ops.__all__}
 
-runtime = SimpleNamespace(**RAW_OPS, compat=tf_accum.compat.v1, num_waiting=_num_waiting)
+# IndexedSlices: a compat Variable's scatter_* takes only its own kind (cases V*)
+runtime = SimpleNamespace(
+    **RAW_OPS,
+    compat=tf_accum.compat.v1,
+    num_waiting=_num_waiting,
+    IndexedSlices=tf_accum.IndexedSlices,
+)
 
 
 def _miscounted(**kwargs: Any) -> Any:

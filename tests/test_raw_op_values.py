@@ -124,3 +124,66 @@ def test_constants_beyond_float32_eagerly_and_in_a_graph() -> None:
         with compat.Session() as sess:
             value = sess.run(big)
     assert value.dtype == np.float32 and value.tolist() == [float("inf")]
+
+
+@pytest.mark.parametrize(
+    ("gradient", "dtype"),
+    [
+        # a numpy float first sets the dtype of the whole list, as TensorFlow's
+        # eager conversion infers it from the first element
+        ([np.float64(1.5)], "float64"),
+        ([np.float64(1.5), 2.0], "float64"),
+        ([np.float64(1.5), 2], "float64"),
+        ([[np.float64(1.5)], [2.0]], "float64"),
+        ([np.array([1.5]), [2.0]], "float64"),
+        ([np.float16(1.5), np.float64(2.5)], "float16"),
+        ([np.float32(1.5), np.float64(2.5)], "float32"),
+        # a Python number first: TensorFlow's default float32
+        ([1.5, np.float64(2.5)], "float32"),
+        ([2, np.float64(1.5)], "float32"),
+        ([np.int64(2), 1.5], "float32"),
+        # integers of any width are int32 in a list, complex numbers complex128
+        ([np.int16(2)], "int32"),
+        ([np.uint8(3), 300], "int32"),
+        ([np.int64(2**40)], "int64"),
+        ([np.complex64(1)], "complex128"),
+        # arrays and numpy scalars keep their own dtype
+        (np.array([1], np.int16), "int16"),
+        (np.float64(1.5), "float64"),
+    ],
+    ids=repr,
+)
+def test_lists_of_numpy_values_take_tensorflows_eager_dtype(gradient: object, dtype: str) -> None:
+    shape = list(np.shape(np.asarray(gradient, dtype=object)))
+    handle = raw.ResourceConditionalAccumulator(dtype=tfa.as_dtype(dtype), shape=shape)
+    raw.ResourceAccumulatorApplyGradient(handle=handle, local_step=0, gradient=gradient)
+    taken = raw.ResourceAccumulatorTakeGradient(
+        handle=handle, num_required=1, dtype=tfa.as_dtype(dtype)
+    )
+    assert taken.dtype == np.dtype(tfa.as_dtype(dtype).numpy_dtype)
+    assert np.asarray(taken).tolist() == np.asarray(gradient).astype(taken.dtype).tolist()
+    raw.DestroyResourceOp(resource=handle)
+
+
+def test_a_list_of_numpy_floats_on_an_accumulator_of_another_dtype_is_refused() -> None:
+    # T8: TensorFlow 2.21's eager kernel aborts the process here
+    handle = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[1])
+    with pytest.raises(errors.InvalidArgumentError, match="gradient has dtype float64"):
+        raw.ResourceAccumulatorApplyGradient(
+            handle=handle, local_step=0, gradient=[np.float64(1.5)]
+        )
+    assert count(handle) == 0
+    with pytest.raises(ValueError, match="out-of-range integer"):
+        raw.ResourceAccumulatorApplyGradient(
+            handle=handle, local_step=0, gradient=[np.uint64(2**63)]
+        )
+    raw.DestroyResourceOp(resource=handle)
+
+
+def test_graph_constants_of_numpy_floats_stay_float32() -> None:
+    # TF1 graph mode makes a list of floats float32 whatever its first element
+    import tf_accum.compat.v1 as tf
+
+    with tf.Graph().as_default():
+        assert tf.constant([np.float64(1.5), 2.0]).dtype == tf.float32
+    assert tf.constant([np.float64(1.5), 2.0]).dtype == np.float64  # eagerly, as TensorFlow

@@ -132,7 +132,14 @@ class TensorFlowSession:
         if constructor:
             if isinstance(out, self.tf.Tensor):
                 self.session.run(out.op, options=options)  # create it now
+            elif getattr(out, "initializer", None) is not None:
+                self.session.run(out.initializer, options=options)  # a Variable
             return out, None
+        if hasattr(out, "read_value") and not self._is_graph_value(out):
+            # a variable update's result (TensorFlow's is an unread variable): its new value
+            with self.graph.as_default():
+                read = out.read_value()
+            return out, self.session.run(read, feed_dict=feeds, options=options)
         if not self._is_graph_value(out):
             return out, out
         return out, self.session.run(out, feed_dict=feeds, options=options)

@@ -88,7 +88,9 @@ class TfAccumSession:
             self._handles.append(result)
             return result, None
         if call.target.startswith("compat."):
-            self._handles.append(result.accumulator_ref)
+            handle = getattr(result, "accumulator_ref", None)  # a Variable has none
+            if handle is not None:
+                self._handles.append(handle)
             return result, None
         return result, result
 

@@ -228,7 +228,33 @@ SPECIAL = [
     "tf.ones_like(P('int64', [None]))",
 ]
 
-CASES = _grid() + SPECIAL
+
+def _add_cases() -> list[str]:
+    """tf.add: ``x`` fixes the dtype, ``y`` is converted with it as a hint (so
+    numpy values are cast), unlike the operators' left-to-right rules."""
+    cases = []
+    for left in DTYPES:
+        tensor = f"T('{left}', {LEFT})"
+        cases += [f"tf.add({tensor}, T('{right}', {RIGHT}))" for right in ("float32", "int32")]
+        for other in OTHERS:
+            cases += [f"tf.add({tensor}, {other})", f"tf.add({other}, {tensor})"]
+    return cases + [
+        "tf.add(T('string', [b'a', b'b']), T('string', [b'c', b'd']))",
+        "tf.add(T('string', [b'a']), 'x')",
+        "tf.add(T('bool', [True]), True)",
+        "tf.add(T('uint8', [3, 7]), 300)",
+        "tf.add(T('float32', [3, -7]), 1j)",
+        "tf.add(T('float32', [1, 2]), T('float32', [1, 2, 3]))",
+        "tf.add(2, 3)",
+        "tf.add(2, 3.5)",
+        "tf.add(0.5, [1, 2])",
+        "tf.add(T('float32', [1, 2]), 1.0, name='total')",
+        "tf.add(T('complex64', [1, 2]), 0.5)",
+        "tf.add(T('int8', [1, 2]), 1)",
+    ]
+
+
+CASES = _grid() + SPECIAL + _add_cases()
 
 # Eager mode: the functions act at once (tf_accum returns numpy arrays).
 EAGER_CASES = [
@@ -255,6 +281,15 @@ EAGER_CASES = [
     "tf.ones([2], 'float16')",
     "tf.zeros_like(np.array([1, 2]))",
     "tf.ones_like([1.5, 2.5], dtype=tf.int32)",
+    "tf.add(np.array([1.5, 2.0], np.float32), 0.5)",
+    "tf.add(np.array([1, 2], np.int32), 0.5)",
+    "tf.add(2, 3.0)",
+    "tf.add(0.5, [1, 2])",
+    "tf.add(np.array([1.0, 2.0]), [1, 2])",
+    "tf.add(np.array([1], np.int32), np.array([1], np.int64))",
+    "tf.add('a', 'b')",
+    "tf.add(np.array([1], np.uint8), 300)",
+    "tf.add(None, 1)",
 ]
 
 

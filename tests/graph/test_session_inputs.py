@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -89,6 +91,29 @@ def test_placeholder_dimensions_beyond_int64() -> None:
         ):
             tf.placeholder(tf.float32, shape=shape)
     assert tf.placeholder(tf.float32, shape=[2**63 - 1]).shape == (2**63 - 1,)
+    with pytest.raises(TypeError, match=r"^Error converting \[9223372036854775808\] \(arg name"):
+        tf.placeholder_with_default([1.0], shape=[2**63])
+
+
+@pytest.mark.parametrize("make", ["placeholder", "placeholder_with_default"])
+def test_placeholder_shapes_are_refused_as_the_op_builder_refuses_them(make: str) -> None:
+    # TensorFlow 2.21's messages: the shape's own error behind the op builder's prefix
+    def build(shape: Any) -> Any:
+        if make == "placeholder":
+            return tf.placeholder(tf.float32, shape=shape)
+        return tf.placeholder_with_default([1.0], shape=shape)
+
+    prefix = "^Error converting shape to a TensorShape: "
+    for shape, dim in (([-2], -2), ([None, -5], -5), ([np.int64(-3)], -3)):
+        with pytest.raises(ValueError, match=rf"{prefix}Dimension {dim} must be >= 0\.$"):
+            build(shape)
+    for shape, shown in (([2.5], "'2.5' with type '<class 'float'>'"), ([[2]], "'[2]' with type")):
+        with pytest.raises(
+            TypeError,
+            match=rf"{prefix}Dimension value must be integer or None or have an __index__ "
+            rf"method, got value {re.escape(shown)}",
+        ):
+            build(shape)
 
 
 def test_indexed_slices_fetch_to_indexed_slices_value() -> None:

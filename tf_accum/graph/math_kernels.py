@@ -9,7 +9,6 @@ Shapes that do not broadcast are InvalidArgumentError ``Incompatible shapes``.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -104,7 +103,14 @@ def _pow(a: Array, b: Array) -> Any:
 
 
 def string_add(a: Array, b: Array) -> Any:
-    return np.frompyfunc(operator.add, 2, 1)(a, b)
+    return np.frompyfunc(_concat, 2, 1)(a, b)
+
+
+def _concat(a: str | bytes, b: str | bytes) -> bytes:
+    # a constant made from a Python str holds str; TensorFlow's strings are bytes
+    left = a.encode() if isinstance(a, str) else a
+    right = b.encode() if isinstance(b, str) else b
+    return left + right
 
 
 def elementwise(fn: Callable[..., Any], out: DType) -> Callable[[Any, list[Any]], Sequence[Any]]:

@@ -344,6 +344,47 @@ def unary(op_type: str, x: Any, name: str | None) -> Any:
 # --- functions -----------------------------------------------------------------
 
 
+def add(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x + y`` elementwise, with broadcasting (strings are concatenated).
+
+    ``x`` fixes the dtype (a Python int gives int32, a float float32); ``y``
+    takes it when it can: a Python value of a kind that dtype holds, or any
+    numpy value (cast, as ``t + y`` does). Otherwise ``y`` keeps its own dtype
+    and the two must agree.
+
+    Raises:
+        TypeError: the dtypes differ when the op is built, or a dtype ``AddV2``
+            does not take (bool).
+        InvalidArgumentError: the dtypes differ, in eager mode.
+        ValueError: None, or static shapes that do not broadcast.
+    """
+    with building_in(graph_of([x, y])):
+        if not is_symbolic(x):
+            if mode.building_graph() is None and x is None:
+                raise ValueError(_EAGER_NONE)
+            array = default_array(x)
+            x = Converted(array, dtype_of_array(array))
+        if not is_symbolic(y):
+            if mode.building_graph() is None and y is None:
+                raise ValueError(_EAGER_NONE)
+            y = _converted_with_hint(y, _dtype_of(x))
+        op_type = "Add" if _dtype_of(x) == string else "AddV2"
+        if mode.building_graph() is None and _dtype_of(x) != _dtype_of(y):
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"cannot compute {op_type} as input #1(zero-based) was expected to be a "
+                f"{_dtype_of(x).kernel_name} tensor but is a {_dtype_of(y).kernel_name} tensor",
+            )
+        _, inputs = op_def_inputs(op_type, [("x", x), ("y", y)], allowed=op_type == "AddV2")
+        return build_binary(op_type, name or "Add", ("x", "y"), inputs)
+
+
+_EAGER_NONE = (
+    "Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor."
+)
+
+
 def multiply(x: Any, y: Any, name: str | None = None) -> Any:
     """``x * y`` elementwise, with broadcasting.
 

@@ -61,7 +61,7 @@ def infer_array(value: Any, dtype: Any = None) -> Array:
     if isinstance(value, bool) or (isinstance(value, np.ndarray) and value.dtype == np.bool_):
         return np.asarray(value)
     # as TensorFlow: a Python float beyond float32 is an error eagerly, inf in a graph
-    return tensor_array(value, out_of_range=_graph_or_none() is not None)
+    return tensor_array(value, graph=_graph_or_none() is not None)
 
 
 def _const_op(graph: Graph, array: Array, name: str | None) -> Tensor:
@@ -163,19 +163,14 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
 
     Raises:
         RuntimeError: in eager mode.
-        TypeError: not a dtype, or a dimension above 2**63 - 1.
+        TypeError: not a dtype, a dimension that is no integer, or one above 2**63 - 1.
+        ValueError: a negative dimension.
     """
     graph = _graph_or_none()
     if graph is None:
         raise RuntimeError("tf.placeholder() is not compatible with eager execution.")
     wanted = as_dtype(dtype)
-    static = as_shape(shape)
-    dims = static.as_list() if static.rank is not None else []
-    if any(d is not None and d > 2**63 - 1 for d in dims):
-        raise TypeError(
-            f"Error converting {dims} (arg name = shape) to a TensorShape: Value out of range: "
-            f"{next(d for d in dims if d is not None and d > 2**63 - 1)}"
-        )
+    static = attr_shape(shape)
 
     def must_be_fed(context: Any, inputs: list[Any]) -> Sequence[Any]:
         # TensorFlow names the shape only when it has dimensions
@@ -198,13 +193,38 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
     return op.outputs[0]
 
 
+def attr_shape(shape: Any, arg: str = "shape") -> TensorShape:
+    """An op's shape attribute, refused as TensorFlow's op builder refuses it.
+
+    Raises:
+        ValueError: a negative dimension ("Error converting shape to a
+            TensorShape: Dimension -2 must be >= 0.").
+        TypeError: a dimension that is not an integer or None, or one above
+            2**63 - 1.
+    """
+    try:
+        static = as_shape(shape)
+    except TypeError as error:
+        raise TypeError(f"Error converting {arg} to a TensorShape: {error}.") from None
+    except ValueError as error:
+        raise ValueError(f"Error converting {arg} to a TensorShape: {error}.") from None
+    dims = static.as_list() if static.rank is not None else []
+    too_big = [d for d in dims if d is not None and d > 2**63 - 1]
+    if too_big:
+        raise TypeError(
+            f"Error converting {dims} (arg name = {arg}) to a TensorShape: Value out of range: "
+            f"{too_big[0]}"
+        )
+    return static
+
+
 def placeholder_with_default(input: Any, shape: Any, name: str | None = None) -> Any:  # noqa: A002
     """A tensor that is ``input`` unless a run feeds another value (of ``shape``)."""
     graph = _graph_or_none()
     if graph is None:
         return np.asarray(input)
     source = graph_input(graph, input, name=f"{name or 'PlaceholderWithDefault'}/input")
-    static = as_shape(shape)
+    static = attr_shape(shape)
     if not static.is_compatible_with(source.shape):
         raise ValueError(
             f"Shapes {source.shape} and {static} are incompatible for placeholder_with_default"
@@ -263,38 +283,6 @@ def no_op(name: str | None = None) -> Operation | None:
 
 def _no_outputs(context: Any, inputs: list[Any]) -> Sequence[Any]:
     return NO_OUTPUTS
-
-
-def add(x: Any, y: Any, name: str | None = None) -> Any:
-    """``x + y``, elementwise with broadcasting, in their common dtype.
-
-    Raises:
-        TypeError: the two have different dtypes.
-    """
-    graph = _graph_or_none()
-    if graph is None:
-        return np.add(np.asarray(x), np.asarray(y))
-    left = graph_input(graph, x) if is_symbolic(x) or not is_symbolic(y) else None
-    right_dtype = left.dtype if left is not None else None
-    right = graph_input(graph, y, dtype=right_dtype if not is_symbolic(y) else None)
-    if left is None:
-        left = graph_input(graph, x, dtype=right.dtype)
-    if left.dtype != right.dtype:
-        raise TypeError(
-            f"Input 'y' of 'AddV2' Op has type {right.dtype.name} that does not match type "
-            f"{left.dtype.name} of argument 'x'."
-        )
-    shape = TensorShape(None)
-    if left.shape.is_fully_defined() and right.shape.is_fully_defined():
-        shape = TensorShape(np.broadcast_shapes(tuple(left.shape), tuple(right.shape)))  # type: ignore[arg-type]
-    op = graph.create_op(
-        "AddV2",
-        [left, right],
-        [(left.dtype, shape)],
-        lambda context, inputs: (np.add(inputs[0], inputs[1]),),
-        name=name or "Add",
-    )
-    return op.outputs[0]
 
 
 def cast(x: Any, dtype: Any, name: str | None = None) -> Any:

@@ -22,6 +22,7 @@ from tf_accum.graph.executor import RunContext
 from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.ops import as_tensor, graph_input
 from tf_accum.graph.tensor_shape import TensorShape
+from tf_accum.raw_ops._convert import truncated_integers
 from tf_accum.raw_ops._keyword_only import NOT_BUILT, set_graph_builder, snake_case
 from tf_accum.raw_ops._timeout import check_timeout
 from tf_accum.raw_ops.constructors import accumulator_dtype, string_attr
@@ -150,9 +151,27 @@ def _input(graph: Graph, op_type: str, op_name: str, arg: str, kind: str, value:
 
 
 def _integer_array(value: Any, arg: str, op_type: str, wanted: DType) -> np.ndarray[Any, Any]:
+    """A step or count as an integer constant: integers as they are; numpy floats
+    and bools cast, as TensorFlow's graph builder casts them (a float truncates
+    toward zero, as eagerly); Python floats and bools refused.
+
+    Raises:
+        TypeError: a Python float or bool, or what is not a number.
+        ValueError: a numpy float without an integer value in ``wanted``'s range
+            (NaN, an infinity: docs/departures.md T21).
+    """
     array = np.asarray(value)
     if array.dtype.kind in "iu" or (array.size == 0 and array.dtype.kind == "f"):
         return array.astype(wanted.numpy_dtype)
+    if isinstance(value, (np.ndarray, np.generic)) and array.dtype.kind in "fb":
+        whole = truncated_integers(array, value, arg) if array.dtype.kind == "f" else array
+        info = np.iinfo(wanted.numpy_dtype)
+        if whole.size and not (info.min <= whole.min() and whole.max() <= info.max):
+            raise ValueError(
+                f"Argument {arg}={value!r} is out of range for {wanted.name} "
+                f"([{info.min}, {info.max}])"
+            )
+        return whole.astype(wanted.numpy_dtype)
     shown = value if not isinstance(value, np.ndarray) else value.tolist()
     raise TypeError(
         f"Expected {wanted.name} passed to parameter '{arg}' of op '{op_type}', got {shown!r} of "

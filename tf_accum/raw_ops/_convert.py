@@ -97,13 +97,15 @@ def _integer_array(value: Any, type_name: str, arg_name: str) -> np.ndarray[Any,
     if array.dtype.kind in "iub":
         return array
     if array.dtype.kind == "f":
-        return _truncated(array, value, arg_name)
+        return truncated_integers(array, value, arg_name)
     if array.dtype.kind == "O" and not isinstance(value, (list, tuple, np.ndarray)):
         raise _unsupported(value)
     raise TypeError(f"Cannot convert {value!r} to EagerTensor of dtype {type_name}")
 
 
-def _truncated(array: np.ndarray[Any, Any], value: Any, arg_name: str) -> np.ndarray[Any, Any]:
+def truncated_integers(
+    array: np.ndarray[Any, Any], value: Any, arg_name: str
+) -> np.ndarray[Any, Any]:
     """numpy floats as integers, truncated toward zero as TensorFlow casts them.
 
     Raises:
@@ -164,7 +166,7 @@ FLOAT32_RANGE_MESSAGE = (
 )
 
 
-def tensor_array(value: Any, out_of_range: bool = False) -> np.ndarray[Any, Any]:
+def tensor_array(value: Any, graph: bool = False) -> np.ndarray[Any, Any]:
     """Convert a gradient the way TensorFlow infers a tensor's dtype.
 
     Arrays keep their dtype: numpy arrays (a subclass becomes a plain ndarray
@@ -172,9 +174,14 @@ def tensor_array(value: Any, out_of_range: bool = False) -> np.ndarray[Any, Any]
     tensors, JAX arrays) and anything with the array API's ``__dlpack__``;
     none of them is copied when its library can share the memory. Python
     floats become float32 and Python ints int32 (int64 when they do not fit).
-    A finite Python float beyond float32's range is refused, as TensorFlow's
-    eager conversion does, unless ``out_of_range`` (TF1 graph constants: it
-    becomes an infinity).
+    A list whose first number is a numpy float takes that float's dtype
+    (``[np.float64(1.5), 2.0]`` is float64), as TensorFlow's eager conversion
+    infers it from the first element. A finite Python float beyond float32's
+    range is refused, as TensorFlow's eager conversion does.
+
+    With ``graph``, as TF1 graph constants are made instead: a list of floats
+    is float32 whatever its first element, and a float beyond float32 becomes
+    an infinity.
 
     Raises:
         ValueError: a ragged nested sequence; a Python float beyond float32.
@@ -188,10 +195,14 @@ def tensor_array(value: Any, out_of_range: bool = False) -> np.ndarray[Any, Any]
         array = np.asarray(value)
     except ValueError:
         raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") from None
+    if not graph and array.dtype.kind in "fiuc":
+        eager = _eager_sequence(array, value)
+        if eager is not None:
+            return eager
     if array.dtype == np.float64:
         with np.errstate(over="ignore"):
             narrow = array.astype(np.float32)
-        if not out_of_range and np.any(np.isinf(narrow) & np.isfinite(array)):
+        if not graph and np.any(np.isinf(narrow) & np.isfinite(array)):
             raise ValueError(FLOAT32_RANGE_MESSAGE)
         return narrow
     if array.dtype == np.int64:
@@ -203,6 +214,39 @@ def tensor_array(value: Any, out_of_range: bool = False) -> np.ndarray[Any, Any]
             raise _unsupported(value)
         raise TypeError(f"Cannot convert {value!r} to a tensor: it is not a nested list of numbers")
     return array
+
+
+def _eager_sequence(array: np.ndarray[Any, Any], value: Any) -> np.ndarray[Any, Any] | None:
+    """The dtype TensorFlow's eager conversion gives a list holding numpy
+    values, where it differs from numpy's: a numpy float first sets the float
+    dtype; integers of any width are int32 (int64 when they do not fit);
+    complex numbers complex128. None: the general rules apply.
+
+    Raises:
+        ValueError: integers beyond int64.
+    """
+    if array.dtype.kind == "f":
+        first = _first_number(value)
+        if isinstance(first, (np.floating, np.ndarray)) and first.dtype.kind == "f":
+            with np.errstate(over="ignore"):
+                return array.astype(first.dtype)
+        return None
+    if array.dtype.kind == "c":
+        return array.astype(np.complex128)
+    if array.dtype == np.int64 or array.size == 0:
+        return None  # below: int32 when it fits
+    if int(array.min()) >= -(2**31) and int(array.max()) < 2**31:
+        return array.astype(np.int32)
+    if int(array.max()) > INT64_MAX:
+        raise ValueError("Can't convert Python sequence with out-of-range integer to Tensor.")
+    return array.astype(np.int64)
+
+
+def _first_number(value: Any) -> Any:
+    """The first element of a nested list or tuple (a numpy array counts as one)."""
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return value
 
 
 def index_array(value: Any, arg_name: str) -> np.ndarray[Any, Any]:

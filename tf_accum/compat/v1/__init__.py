@@ -38,7 +38,7 @@ from tf_accum.graph.collections import (
 from tf_accum.graph.devices import DeviceSpec, device
 from tf_accum.graph.fill_ops import ones, ones_like, zeros, zeros_like
 from tf_accum.graph.graph import Graph, Operation, Tensor
-from tf_accum.graph.math_ops import divide, multiply, negative, square, subtract
+from tf_accum.graph.math_ops import add, divide, multiply, negative, square, subtract
 from tf_accum.graph.mode import (
     disable_eager_execution,
     enable_eager_execution,
@@ -47,7 +47,6 @@ from tf_accum.graph.mode import (
     reset_default_graph,
 )
 from tf_accum.graph.ops import (
-    add,
     cast,
     constant,
     control_dependencies,

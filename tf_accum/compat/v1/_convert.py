@@ -150,11 +150,12 @@ def cast_to_int64(value: Any) -> Any:
 
 def int32_num_required(value: Any, op_name: str) -> Any:
     """Check ``num_required`` converts to int32, as the graph-mode op builder does.
+    A numpy float goes on to the op, which truncates it as TensorFlow casts it.
 
     Raises:
-        TypeError: a float, or a tensor of another integer type.
+        TypeError: a Python float, or a tensor of another integer type.
     """
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, float) and not isinstance(value, np.floating):
         raise TypeError(
             f"Expected int32 passed to parameter 'num_required' of op '{op_name}', got "
             f"{value!r} of type '{type(value).__name__}' instead. Error: Expected int32, but "
