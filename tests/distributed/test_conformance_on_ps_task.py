@@ -25,9 +25,21 @@ def ps_backend(ray_cluster) -> Iterator[TfAccumPsBackend]:
     yield TfAccumPsBackend()
 
 
+# Cases a ps task cannot run yet: each must fail with UnimplementedError, so that
+# the entry goes once the ops it needs run on a ps task.
+NOT_ON_A_PS_TASK = {
+    "V03": "scatter ops on a ps task's variable are not run remotely (issue 24)",
+}
+
+
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
 def test_on_a_ps_task(case: Case, ps_backend: TfAccumPsBackend, caplog) -> None:
     caplog.set_level(logging.ERROR, "tf_accum")  # cases lower steps on purpose
+    if case.id in NOT_ON_A_PS_TASK:
+        run = run_case(case, ps_backend)
+        assert not run.passed
+        assert all("UnimplementedError" in failure for failure in run.failures), run.failures
+        return
     served = ps_backend.server.runtime.census("ps", 0)["requests"]
     run = run_case(case, ps_backend)
     assert run.passed, "\n".join(run.failures)

@@ -42,7 +42,8 @@ def _note_fork_in_child() -> None:
         _Fork.from_attached = True
 
 
-os.register_at_fork(after_in_child=_note_fork_in_child)
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_note_fork_in_child)
 
 
 def refuse_after_fork() -> None:

@@ -143,4 +143,5 @@ def _disown_after_fork() -> None:
         table._forget_after_fork()
 
 
-os.register_at_fork(after_in_child=_disown_after_fork)
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_disown_after_fork)
