@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -38,3 +40,16 @@ def inferred_array(value: Any) -> np.ndarray:
     if array.dtype == np.int64:
         return array.astype(np.int32)
     return array
+
+
+def wait_until_queued(
+    task: Any, before: int, waiting: Callable[[], int | None], poll: float = 0.001
+) -> None:
+    """Wait (up to 10 seconds) until ``waiting()`` counts more takes than
+    ``before``, says None (the accumulator is gone), or ``task`` has returned."""
+    deadline = time.monotonic() + 10
+    while not task.finished.is_set() and time.monotonic() < deadline:
+        now = waiting()
+        if now is None or now > before:
+            return
+        time.sleep(poll)

@@ -31,7 +31,6 @@ a plain ``(indices, values, shape)`` tuple.
 from __future__ import annotations
 
 import importlib
-import time
 from collections import namedtuple
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -39,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from conformance.backends.common import CONSTRUCTORS, typed_array
+from conformance.backends.common import CONSTRUCTORS, typed_array, wait_until_queued
 from conformance.case_format import Call, Case, DType, Ref, Slices, Typed
 
 ENTRY_POINT_GROUP = "tf_accum.conformance_backends"
@@ -171,12 +170,7 @@ class PluginSession:
             task.finished.wait(0.3)
             return
         handle, before = self._queued
-        deadline = time.monotonic() + 10
-        while not task.finished.is_set() and time.monotonic() < deadline:
-            now = self._waiting(handle)
-            if now is None or now > before:
-                return
-            time.sleep(0.001)
+        wait_until_queued(task, before, lambda: self._waiting(handle))
 
     def call(self, call: Call, env: dict[str, Any]) -> tuple[Any, Any]:
         fn = self._target(call, env)

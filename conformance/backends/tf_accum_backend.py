@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import tf_accum as tfa
-from conformance.backends.common import CONSTRUCTORS, typed_array
+from conformance.backends.common import CONSTRUCTORS, typed_array, wait_until_queued
 from conformance.case_format import Call, DType, Ref, Slices, Typed
 from tf_accum.resources import current_table
 
@@ -58,10 +57,8 @@ class TfAccumSession:
         kwargs = {k: self._convert(v, env) for k, v in call.kwargs.items()}
         handle = owner.accumulator_ref if owner is not None else kwargs.get("handle")
         if isinstance(handle, int):
-            try:
-                self._queued = (handle, current_table().lookup(handle).num_waiting())
-            except tfa.errors.NotFoundError:
-                self._queued = None
+            before = _waiting(handle)
+            self._queued = None if before is None else (handle, before)
         return lambda: fn(*args, **kwargs)
 
     def settle(self, task: Any) -> None:
@@ -70,14 +67,7 @@ class TfAccumSession:
             task.finished.wait(0.3)
             return
         handle, before = self._queued
-        deadline = time.monotonic() + 10
-        while not task.finished.is_set() and time.monotonic() < deadline:
-            try:
-                if current_table().lookup(handle).num_waiting() > before:
-                    return
-            except tfa.errors.NotFoundError:
-                return
-            time.sleep(0.001)
+        wait_until_queued(task, before, lambda: _waiting(handle))
 
     def call(self, call: Call, env: dict[str, Any]) -> tuple[Any, Any]:
         fn, _ = self._target(call, env)
@@ -102,3 +92,11 @@ class TfAccumSession:
 
     def clean_message(self, message: str) -> str:
         return message
+
+
+def _waiting(handle: int) -> int | None:
+    """How many takes wait on the accumulator ``handle``; None once it is gone."""
+    try:
+        return current_table().lookup(handle).num_waiting()
+    except tfa.errors.NotFoundError:
+        return None
