@@ -9,7 +9,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from conformance.case_format import Typed
+from conformance.case_format import DType, Ref, Slices, Typed
 
 _NUMPY = {"bfloat16": ml_dtypes.bfloat16}
 
@@ -53,3 +53,29 @@ def wait_until_queued(
         if now is None or now > before:
             return
         time.sleep(poll)
+
+
+def convert_argument(
+    value: Any,
+    env: dict[str, Any],
+    dtype: Callable[[str], Any],
+    slices: Callable[..., Any],
+) -> Any:
+    """A case's argument as a backend passes it: arrays for typed values,
+    ``dtype(name)`` for a dtype, the named result for a reference,
+    ``slices(values=, indices=, dense_shape=)`` for indexed slices."""
+    if isinstance(value, Typed):
+        return typed_array(value)
+    if isinstance(value, DType):
+        return dtype(value.name)
+    if isinstance(value, Ref):
+        return env[value.name]
+    if isinstance(value, Slices):
+        return slices(
+            values=convert_argument(value.values, env, dtype, slices),
+            indices=convert_argument(value.indices, env, dtype, slices),
+            dense_shape=convert_argument(value.dense_shape, env, dtype, slices),
+        )
+    if isinstance(value, list):
+        return [convert_argument(v, env, dtype, slices) for v in value]
+    return value

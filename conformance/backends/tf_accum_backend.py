@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import tf_accum as tfa
-from conformance.backends.common import CONSTRUCTORS, typed_array, wait_until_queued
-from conformance.case_format import Call, DType, Ref, Slices, Typed
+from conformance.backends.common import CONSTRUCTORS, convert_argument, wait_until_queued
+from conformance.case_format import Call
 from tf_accum.resources import current_table
 
 
@@ -26,21 +26,7 @@ class TfAccumSession:
         self._queued: tuple[int, int] | None = None
 
     def _convert(self, value: Any, env: dict[str, Any]) -> Any:
-        if isinstance(value, Typed):
-            return typed_array(value)
-        if isinstance(value, DType):
-            return tfa.as_dtype(value.name)
-        if isinstance(value, Ref):
-            return env[value.name]
-        if isinstance(value, Slices):
-            return tfa.IndexedSlices(
-                values=self._convert(value.values, env),
-                indices=self._convert(value.indices, env),
-                dense_shape=self._convert(value.dense_shape, env),
-            )
-        if isinstance(value, list):
-            return [self._convert(v, env) for v in value]
-        return value
+        return convert_argument(value, env, tfa.as_dtype, tfa.IndexedSlices)
 
     def _target(self, call: Call, env: dict[str, Any]) -> tuple[Callable[..., Any], Any]:
         if call.target.startswith("compat."):
