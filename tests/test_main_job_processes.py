@@ -78,10 +78,13 @@ def start_job(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     return job, marker
 
 
-def finish(job: subprocess.Popen[str], marker: str) -> tuple[str, str, set[int]]:
-    """The job's output, once it ended, and the processes it left (killed here, by pid)."""
+def finish(
+    job: subprocess.Popen[str], marker: str, wait: float = JOB_WAIT
+) -> tuple[str, str, set[int]]:
+    """The job's output, once it ended (within ``wait`` seconds), and the
+    processes it left (killed here, by pid)."""
     try:
-        out, err = job.communicate(timeout=JOB_WAIT)
+        out, err = job.communicate(timeout=wait)
     finally:
         if job.poll() is None:
             job.kill()

@@ -3,19 +3,17 @@ processes through one accumulator on a local Ray cluster."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import re
 import secrets
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.test_main_job_processes import processes_marked
+from tests.test_main_job_processes import finish
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB_WAIT = 300.0  # seconds; generous (each worker imports PyTorch), reached only when broken
@@ -37,16 +35,7 @@ def test_workers_train_a_pytorch_model_through_one_accumulator(tmp_path) -> None
          "--quiet"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        out, err = job.communicate(timeout=JOB_WAIT)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-        left = processes_marked(marker)
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    out, err, left = finish(job, marker, JOB_WAIT)
     assert job.returncode == 0, err[-3000:]
     found = re.fullmatch(
         r"2 workers, 12 steps: loss (\S+) -> (\S+); (\d+) gradients accepted, (\d+) stale\n", out

@@ -31,7 +31,6 @@ a plain ``(indices, values, shape)`` tuple.
 from __future__ import annotations
 
 import importlib
-import time
 from collections import namedtuple
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -39,8 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from conformance.backends.common import CONSTRUCTORS, typed_array
-from conformance.case_format import Call, Case, DType, Ref, Slices, Typed
+from conformance.backends.common import (
+    CONSTRUCTORS,
+    convert_argument,
+    wait_until_queued,
+)
+from conformance.case_format import Call, Case
 
 ENTRY_POINT_GROUP = "tf_accum.conformance_backends"
 
@@ -112,23 +115,10 @@ class PluginSession:
         self._queued: tuple[Any, int] | None = None
 
     def _convert(self, value: Any, env: dict[str, Any]) -> Any:
-        if isinstance(value, Typed):
-            return typed_array(value)
-        if isinstance(value, DType):
-            as_dtype = getattr(self.runtime, "as_dtype", None)
-            return value.name if as_dtype is None else as_dtype(value.name)
-        if isinstance(value, Ref):
-            return env[value.name]
-        if isinstance(value, Slices):
-            make = getattr(self.runtime, "IndexedSlices", SliceArgs)
-            return make(
-                values=self._convert(value.values, env),
-                indices=self._convert(value.indices, env),
-                dense_shape=self._convert(value.dense_shape, env),
-            )
-        if isinstance(value, list):
-            return [self._convert(v, env) for v in value]
-        return value
+        as_dtype = getattr(self.runtime, "as_dtype", None)
+        dtype = (lambda name: name) if as_dtype is None else as_dtype
+        make = getattr(self.runtime, "IndexedSlices", SliceArgs)
+        return convert_argument(value, env, dtype, make)
 
     def _target(self, call: Call, env: dict[str, Any]) -> Callable[..., Any]:
         if call.target.startswith("compat."):
@@ -171,12 +161,7 @@ class PluginSession:
             task.finished.wait(0.3)
             return
         handle, before = self._queued
-        deadline = time.monotonic() + 10
-        while not task.finished.is_set() and time.monotonic() < deadline:
-            now = self._waiting(handle)
-            if now is None or now > before:
-                return
-            time.sleep(0.001)
+        wait_until_queued(task, before, lambda: self._waiting(handle))
 
     def call(self, call: Call, env: dict[str, Any]) -> tuple[Any, Any]:
         fn = self._target(call, env)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import tf_accum as tfa
-from conformance.backends.common import CONSTRUCTORS, typed_array
-from conformance.case_format import Call, DType, Ref, Slices, Typed
+from conformance.backends.common import CONSTRUCTORS, convert_argument, wait_until_queued
+from conformance.case_format import Call
 from tf_accum.resources import current_table
 
 
@@ -27,21 +26,7 @@ class TfAccumSession:
         self._queued: tuple[int, int] | None = None
 
     def _convert(self, value: Any, env: dict[str, Any]) -> Any:
-        if isinstance(value, Typed):
-            return typed_array(value)
-        if isinstance(value, DType):
-            return tfa.as_dtype(value.name)
-        if isinstance(value, Ref):
-            return env[value.name]
-        if isinstance(value, Slices):
-            return tfa.IndexedSlices(
-                values=self._convert(value.values, env),
-                indices=self._convert(value.indices, env),
-                dense_shape=self._convert(value.dense_shape, env),
-            )
-        if isinstance(value, list):
-            return [self._convert(v, env) for v in value]
-        return value
+        return convert_argument(value, env, tfa.as_dtype, tfa.IndexedSlices)
 
     def _target(self, call: Call, env: dict[str, Any]) -> tuple[Callable[..., Any], Any]:
         if call.target.startswith("compat."):
@@ -58,10 +43,8 @@ class TfAccumSession:
         kwargs = {k: self._convert(v, env) for k, v in call.kwargs.items()}
         handle = owner.accumulator_ref if owner is not None else kwargs.get("handle")
         if isinstance(handle, int):
-            try:
-                self._queued = (handle, current_table().lookup(handle).num_waiting())
-            except tfa.errors.NotFoundError:
-                self._queued = None
+            before = _waiting(handle)
+            self._queued = None if before is None else (handle, before)
         return lambda: fn(*args, **kwargs)
 
     def settle(self, task: Any) -> None:
@@ -70,14 +53,7 @@ class TfAccumSession:
             task.finished.wait(0.3)
             return
         handle, before = self._queued
-        deadline = time.monotonic() + 10
-        while not task.finished.is_set() and time.monotonic() < deadline:
-            try:
-                if current_table().lookup(handle).num_waiting() > before:
-                    return
-            except tfa.errors.NotFoundError:
-                return
-            time.sleep(0.001)
+        wait_until_queued(task, before, lambda: _waiting(handle))
 
     def call(self, call: Call, env: dict[str, Any]) -> tuple[Any, Any]:
         fn, _ = self._target(call, env)
@@ -104,3 +80,11 @@ class TfAccumSession:
 
     def clean_message(self, message: str) -> str:
         return message
+
+
+def _waiting(handle: int) -> int | None:
+    """How many takes wait on the accumulator ``handle``; None once it is gone."""
+    try:
+        return current_table().lookup(handle).num_waiting()
+    except tfa.errors.NotFoundError:
+        return None

@@ -11,12 +11,12 @@ code runs by changing its imports.
 from __future__ import annotations
 
 import contextlib
-import time
 from types import SimpleNamespace
 from typing import Any
 
 import tf_accum as tfa
 import tf_accum.compat.v1 as v1
+from conformance.backends.common import wait_until_queued
 from conformance.backends.tensorflow_backend import TensorFlowSession
 
 # The names the TensorFlow backend uses, as tf_accum provides them.
@@ -59,11 +59,7 @@ class TfAccumGraphSession(TensorFlowSession):
 
     def settle(self, task: Any) -> None:
         """Wait until the background take is queued in the session (or has returned)."""
-        deadline = time.monotonic() + 10
-        while not task.finished.is_set() and time.monotonic() < deadline:
-            if self._waiting() > self._before:
-                return
-            time.sleep(0.001)
+        wait_until_queued(task, self._before, self._waiting)
 
     def clean_message(self, message: str) -> str:
         return message

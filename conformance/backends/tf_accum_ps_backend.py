@@ -10,11 +10,11 @@ or the tests' cluster). Every case session empties the ps task when it closes
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any
 
 import tf_accum.compat.v1 as v1
+from conformance.backends.common import wait_until_queued
 from conformance.backends.tf_accum_graph_backend import TF_SHIM, TfAccumGraphSession
 
 PS_DEVICE = "/job:ps/task:0"
@@ -60,11 +60,7 @@ class TfAccumPsSession(TfAccumGraphSession):
         return waiting
 
     def settle(self, task: Any) -> None:
-        deadline = time.monotonic() + 10
-        while not task.finished.is_set() and time.monotonic() < deadline:
-            if self._waiting() > self._before:
-                return
-            time.sleep(0.005)
+        wait_until_queued(task, self._before, self._waiting, poll=0.005)
 
     def close(self) -> None:
         if not self.closed:

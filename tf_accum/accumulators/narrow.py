@@ -198,6 +198,17 @@ class NarrowSum:
         raise NotImplementedError
 
     def add(self, gradient: Array) -> None:
+        if self.exact is not None:
+            add_quietly(self.exact, gradient)
+            return
+        flat_gradient = _flat(gradient)
+        self._add_shadow(gradient, flat_gradient, self._kernels_for(flat_gradient))
+
+    def _add_shadow(
+        self, gradient: Array, flat_gradient: Array, kernels: half_kernel.Kernels | None
+    ) -> None:
+        """Add ``gradient`` (flat: ``flat_gradient``) to the shadow, with the
+        compiled ``kernels`` when they apply; the sum is not yet exact."""
         raise NotImplementedError
 
     def _value(self, magnitude: int) -> float:
@@ -235,12 +246,9 @@ class HalfSum(NarrowSum):
         the sum may have rounded past it, to an infinity."""
         return self._bound >= _LARGEST_HALF
 
-    def add(self, gradient: Array) -> None:
-        if self.exact is not None:
-            add_quietly(self.exact, gradient)
-            return
-        flat_gradient = _flat(gradient)
-        kernels = self._kernels_for(flat_gradient)
+    def _add_shadow(
+        self, gradient: Array, flat_gradient: Array, kernels: half_kernel.Kernels | None
+    ) -> None:
         if kernels is not None:
             self._add_checked(flat_gradient, kernels)
             return
@@ -392,18 +400,15 @@ class BFloat16Sum(NarrowSum):
         loop: Callable[[Array, Array, Any], None] = kernels.narrow_bfloat16_dividing
         return loop  # the shadow holds no NaN: one turns the round to ml_dtypes'
 
-    def add(self, gradient: Array) -> None:
+    def _add_shadow(
+        self, gradient: Array, flat_gradient: Array, kernels: half_kernel.Kernels | None
+    ) -> None:
         # No scan first: infinities add in float32 as they do in bfloat16, and a
         # NaN (from the gradient, or infinities of opposite signs) shows in each
         # chunk's maximum (or the compiled loop's answer). Rounding leaves NaNs
         # NaNs (their low 16 bits are zero); ml_dtypes returns them canonical,
         # keeping the sign. The round then continues with ml_dtypes'
         # arithmetic, where NaN meets NaN.
-        if self.exact is not None:
-            add_quietly(self.exact, gradient)
-            return
-        flat_gradient = _flat(gradient)
-        kernels = self._kernels_for(flat_gradient)
         found_nan = self._add_all(flat_gradient, None if kernels is None else kernels.add_bfloat16)
         if any(found_nan):
             flat = self.shadow.reshape(-1)

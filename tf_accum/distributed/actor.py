@@ -33,6 +33,7 @@ from tf_accum.accumulators import half_kernel, sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings
+from tf_accum.distributed.lives import CallerLives
 from tf_accum.distributed.wire import CANCELLED, MISSING, RESTARTED, TIMED_OUT, WITHDRAWN, Failure
 from tf_accum.resources.errors import shared_spec_conflict
 from tf_accum.resources.local import new_accumulator
@@ -117,8 +118,7 @@ class AccumulatorHost:
         self._shared: dict[str, int] = {}
         self._attempts: dict[str, tuple[_Entry, _Waiter]] = {}
         self._early_withdrawals: collections.OrderedDict[str, str] = collections.OrderedDict()
-        self._watched: dict[str, asyncio.Task[None]] = {}
-        self._holds: dict[str, asyncio.Future[None]] = {}
+        self._lives = CallerLives(self._caller_died)
         self._mappings = HostMappings()
 
     # --- the one entry point for operations ---------------------------------------
@@ -153,26 +153,7 @@ class AccumulatorHost:
         The caller owns this call's result; once the caller dies, awaiting the
         result raises OwnerDiedError, which is how the host learns of it.
         """
-        loop = asyncio.get_running_loop()
-        future = self._holds.setdefault(caller, loop.create_future())
-        await future
-
-    def _watch(self, caller: str, life: list[Any] | None) -> None:
-        if not life or caller in self._watched:
-            return
-        self._watched[caller] = asyncio.ensure_future(self._await_death(caller, life[0]))
-
-    async def _await_death(self, caller: str, token: Any) -> None:
-        from ray.exceptions import OwnerDiedError
-
-        try:
-            await token
-        except OwnerDiedError:
-            self._caller_died(caller)
-        except Exception:
-            # A token from an earlier incarnation of this actor: the caller
-            # sends a fresh one once it learns of the restart.
-            del self._watched[caller]
+        await self._lives.hold(caller)
 
     def _caller_died(self, caller: str) -> None:
         """Withdraw the dead process's waiting takes; destroy its private accumulators."""
@@ -183,10 +164,7 @@ class AccumulatorHost:
             if entry.owner == caller:
                 self._destroy(entry_id)
         self._mappings.release_caller(caller)
-        self._watched.pop(caller, None)
-        hold = self._holds.pop(caller, None)
-        if hold is not None and not hold.done():
-            hold.set_result(None)
+        self._lives.forget(caller)
 
     # --- operations -------------------------------------------------------------
 
@@ -208,7 +186,7 @@ class AccumulatorHost:
 
         Returns (instance, entry id).
         """
-        self._watch(caller, life)
+        self._lives.watch(caller, life)
         if shared_name:
             found = self._shared.get(shared_name)
             if found is not None:
@@ -311,7 +289,7 @@ class AccumulatorHost:
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):
             return entry
-        self._watch(caller, life)
+        self._lives.watch(caller, life)
         outcome = await self._round(entry, num_required, timeout, attempt, caller, cancelled)
         if bulk is not None and isinstance(outcome, np.ndarray):
             return self._mappings.give(outcome, bulk) or outcome

@@ -31,6 +31,7 @@ import numpy as np
 
 from tf_accum import errors, raw_ops
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.distributed.lives import CallerLives
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.graph.variable_store import VariableStore
@@ -107,8 +108,7 @@ class TaskHost:
         self._running: dict[str, Cancellation] = {}
         self._callers: dict[str, str] = {}  # request -> caller
         self._early_cancels: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._watched: dict[str, asyncio.Task[None]] = {}
-        self._holds: dict[str, asyncio.Future[None]] = {}
+        self._lives = CallerLives(self._caller_died)
         # takes waiting, per accumulator handle, in arrival order
         self._queues: dict[int, collections.deque[_Waiter]] = {}
         self.requests = 0
@@ -136,22 +136,7 @@ class TaskHost:
 
     async def hold(self, caller: str) -> None:
         """Never returns while ``caller`` lives (its result is the caller's life token)."""
-        future = self._holds.setdefault(caller, asyncio.get_running_loop().create_future())
-        await future
-
-    def _watch(self, caller: str, life: list[Any] | None) -> None:
-        if life and caller not in self._watched:
-            self._watched[caller] = asyncio.ensure_future(self._await_death(caller, life[0]))
-
-    async def _await_death(self, caller: str, token: Any) -> None:
-        from ray.exceptions import OwnerDiedError
-
-        try:
-            await token
-        except OwnerDiedError:
-            self._caller_died(caller)
-        except Exception:
-            del self._watched[caller]
+        await self._lives.hold(caller)
 
     def _caller_died(self, caller: str) -> None:
         """Cancel the dead process's requests (its takes consume nothing); end its sessions."""
@@ -160,10 +145,7 @@ class TaskHost:
                 self._cancel_now(request)
         for session in self._sessions_of.pop(caller, set()):
             self._end_session(session)
-        self._watched.pop(caller, None)
-        hold = self._holds.pop(caller, None)
-        if hold is not None and not hold.done():
-            hold.set_result(None)
+        self._lives.forget(caller)
 
     # --- requests -------------------------------------------------------------------
 
@@ -180,7 +162,7 @@ class TaskHost:
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))
         self.requests += 1
-        self._watch(caller, life)
+        self._lives.watch(caller, life)
         self._sessions_of[caller].add(session)
         cancellation = Cancellation()
         if request in self._early_cancels:
