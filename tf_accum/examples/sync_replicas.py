@@ -289,6 +289,7 @@ def _train(
         workers = start_process_workers(config, model, accumulator, server, address)
     accepted_so_far = stale_so_far = 0
     recoveries: list[str] = []
+    taken_here = 0  # takes of the current accumulator (a restarted host starts a new one)
     try:
         while len(records) < config.steps:
             before = time.perf_counter()
@@ -300,11 +301,12 @@ def _train(
                 except errors.DeadlineExceededError:
                     # A take can time out on a host that was lost and restarted while it
                     # waited, with a worker making the accumulator again meanwhile: the
-                    # fresh accumulator's global step is behind the chief's.
-                    if shared_name is None or accumulator.stats()["global_step"] >= server.step:
+                    # accumulator then has served fewer takes than this chief made of it.
+                    if shared_name is None or accumulator.stats()["takes_served"] >= taken_here:
                         raise
                     accumulator.set_global_step(server.step)
                     recoveries.append(f"host lost at step {server.step}, accumulator re-created")
+                    taken_here = 0
                     continue
             except (errors.CancelledError, errors.NotFoundError, errors.UnavailableError) as lost:
                 # a failing worker closes the accumulator: report its error
@@ -320,7 +322,9 @@ def _train(
                 accumulator.set_global_step(server.step)
                 workers.use_accumulator(accumulator)
                 recoveries.append(f"host lost at step {server.step}, accumulator re-created")
+                taken_here = 0
                 continue
+            taken_here += 1
             waited = time.perf_counter() - before
             step = server.update(functools.partial(model.update, total=total, count=count))
             accepted_so_far += count
