@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.util
 import os
 import re
 import secrets
@@ -117,6 +118,9 @@ def test_every_readme_snippet_runs_after_the_command_above_it(offset: int, code:
     command = command_above(offset)
     missing = needed_by(code) - installed_by(command)
     assert not missing, f"the snippet needs {missing}, which {command!r} does not install"
+    absent = sorted(m for m in needed_by(code) if importlib.util.find_spec(m) is None)
+    if absent:
+        pytest.skip(f"this environment lacks {absent} (the oldest-numpy run installs no extras)")
     marker = f"readme-{secrets.token_hex(8)}"
     done = run_child(code, marker)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("graph")
 def _incompatible(value: int, kind: str) -> str:
     return (
         rf"^Type of feed value {value} with type <class 'int'> is not compatible with Tensor "
-        rf"type <class 'numpy\.{kind}'>\. Try explicitly setting the type of the feed tensor to "
+        rf"type <class 'numpy\.{kind}_?'>\. Try explicitly setting the type of the feed tensor to "
         r"a larger type \(e\.g\. int64\)\.$"
     )
 

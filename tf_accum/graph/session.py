@@ -357,8 +357,9 @@ def _numeric_feed(value: Any, dtype: np.dtype[Any]) -> Any:
         return held
     try:
         return np.asarray(value, dtype=dtype)
-    except OverflowError:
-        # Python ints in a list wrap around, as TensorFlow converts them
+    except (OverflowError, DeprecationWarning):
+        # Python ints in a list wrap around, as TensorFlow converts them (numpy before 2.0
+        # warns instead of refusing, which is an error where warnings are)
         return np.asarray(value).astype(dtype)
 
 
