@@ -49,41 +49,31 @@ def test_workers_train_a_pytorch_model_through_one_accumulator(tmp_path) -> None
     assert not left, f"processes the example started are still running: {left}"
 
 
-_SHARDS_CHECK = """
-import numpy as np
-import torch
-
-import tf_accum as tfa
-from tf_accum.examples.torch_ray import flat_parameters, load_flat, make_model, make_shard
-
-model = make_model(0)
-flat = flat_parameters(model)
-acc = tfa.compat.v1.ConditionalAccumulator(tfa.float32, shape=[flat.size])
-for worker in range(2):
-    load_flat(model, flat)
-    model.zero_grad()
-    inputs, targets = make_shard(0, worker, 16)
-    torch.nn.functional.mse_loss(model(inputs), targets).backward()
-    acc.apply_grad(torch.cat([p.grad.reshape(-1) for p in model.parameters()]), local_step=0)
-mean = acc.take_grad(2)
-assert mean.dtype == np.float32 and mean.shape == flat.shape
-model.zero_grad()
-both = [make_shard(0, w, 16) for w in range(2)]
-inputs = torch.cat([b[0] for b in both])
-targets = torch.cat([b[1] for b in both])
-torch.nn.functional.mse_loss(model(inputs), targets).backward()
-whole = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy()
-np.testing.assert_allclose(mean, whole, rtol=1e-5, atol=1e-7)
-print("ok")
-"""
-
-
 def test_the_taken_mean_is_the_gradient_of_all_shards() -> None:
-    """The workers' flattened ``.grad`` tensors, applied to one accumulator, take
-    as the gradient one backward over all their shards gives (equal shard sizes)."""
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    done = subprocess.run(
-        [sys.executable, "-c", _SHARDS_CHECK], env=dict(os.environ, PYTHONPATH=path),
-        capture_output=True, text=True, timeout=JOB_WAIT,
-    )  # fmt: skip
-    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr[-3000:]
+    """In one process: the workers' flattened ``.grad`` tensors, applied to one
+    accumulator, take as the gradient one backward over all their shards gives
+    (equal shard sizes)."""
+    import numpy as np
+    import torch
+
+    import tf_accum as tfa
+    from tf_accum.examples.torch_ray import flat_parameters, load_flat, make_model, make_shard
+
+    model = make_model(0)
+    flat = flat_parameters(model)
+    acc = tfa.compat.v1.ConditionalAccumulator(tfa.float32, shape=[flat.size])
+    for worker in range(2):
+        load_flat(model, flat)
+        model.zero_grad()
+        inputs, targets = make_shard(0, worker, 16)
+        torch.nn.functional.mse_loss(model(inputs), targets).backward()
+        acc.apply_grad(torch.cat([p.grad.reshape(-1) for p in model.parameters()]), local_step=0)
+    mean = acc.take_grad(2)
+    assert mean.dtype == np.float32 and mean.shape == flat.shape
+    model.zero_grad()
+    both = [make_shard(0, w, 16) for w in range(2)]
+    inputs = torch.cat([b[0] for b in both])
+    targets = torch.cat([b[1] for b in both])
+    torch.nn.functional.mse_loss(model(inputs), targets).backward()
+    whole = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).numpy()
+    np.testing.assert_allclose(mean, whole, rtol=1e-5, atol=1e-7)
