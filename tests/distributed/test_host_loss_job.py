@@ -14,8 +14,6 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.distributed.test_host_loss_exit import HOST, wait_for_training
 from tests.test_main_job_processes import (
     NEEDS_RAY,
@@ -29,12 +27,6 @@ STEPS = 400
 
 
 @NEEDS_RAY
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug (issue 25): in about one run in three the chief re-creates the "
-    "accumulator and sets the step, but no worker applies to it again, and the chief's "
-    "take times out after 30 s (seen with the TF1-cluster hosts merged in)",
-)
 def test_the_job_finishes_its_steps_after_its_host_is_sigkilled(tmp_path: Path) -> None:
     args = ["--processes", "2", "--steps", str(STEPS), "--compute-ms", "5", "--no-plot", "--quiet"]
     job, marker = start_job(tmp_path, *args)

@@ -72,6 +72,7 @@ def _train(tf: Any, config: JobConfig, model: Model, progress: Progress) -> RunR
     sess = tf.Session()
     sess.run(tf.global_variables_initializer())
     # only wakes the workers at each new step: they read the weights with Session.run
+    # (it never publishes a step again, so its versions are the steps)
     steps = ParameterServer(np.zeros(0, np.float32))
     ledger = Ledger()
     failures: list[BaseException] = []

@@ -186,8 +186,8 @@ def start_process_workers(
                 snapshot = server.read_after(seen)
                 if snapshot is None:
                     return
-                params, seen = snapshot
-                pipe.write(np.array(seen, _HEADER).tobytes() + params.tobytes())
+                params, step, seen = snapshot
+                pipe.write(np.array(step, _HEADER).tobytes() + params.tobytes())
                 pipe.flush()
         except (BrokenPipeError, ValueError):
             pass  # the worker ended; watch() reports it

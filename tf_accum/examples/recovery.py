@@ -17,6 +17,11 @@ in flight is lost. (Shown here for eager code; ``python -m tf_accum
             raise
         accumulator = remake(make_accumulator)
         accumulator.set_global_step(step)
+        # then send the workers this step's weights again: those whose
+        # gradients went with the host wait for the next step's weights
+
+(The main job's chief publishes the same step's weights again, see
+``ParameterServer.republish`` in :mod:`tf_accum.examples.sync_replicas`.)
 """
 
 from __future__ import annotations

@@ -94,43 +94,53 @@ class JobConfig:
 
 
 class ParameterServer:
-    """The weights and the global step; workers wait here for each new step.
+    """The weights and the global step; workers wait here for each new version.
 
-    The chief is the only writer. ``lock`` guards ``params``, ``step`` and
-    ``stopped``; ``new_step`` is notified whenever the step moves or the job stops.
+    The chief is the only writer. ``lock`` guards ``params``, ``step``,
+    ``version`` and ``stopped``; ``new_version`` is notified whenever the
+    weights are published (a new step, or the same step again after a lost
+    host took its gradients) or the job stops.
     """
 
     def __init__(self, params: Array) -> None:
         self.params = params
         self.step = 0
+        self.version = 0  # publications so far: a step published again gets a new version
         self.stopped = False
         self.lock = threading.Lock()
-        self.new_step = threading.Condition(self.lock)
+        self.new_version = threading.Condition(self.lock)
 
-    def read_after(self, seen: int) -> tuple[Array, int] | None:
-        """Block until the step is past ``seen``; a copy of the weights and the step.
+    def read_after(self, seen: int) -> tuple[Array, int, int] | None:
+        """Block until the version is past ``seen``; a copy of the weights, the step, the version.
 
         Returns None once the job has stopped.
         """
         with self.lock:
-            while self.step <= seen and not self.stopped:
-                self.new_step.wait()
+            while self.version <= seen and not self.stopped:
+                self.new_version.wait()
             if self.stopped:
                 return None
-            return self.params.copy(), self.step
+            return self.params.copy(), self.step, self.version
 
     def update(self, change: Callable[[Array], None]) -> int:
         """Apply ``change`` to the weights in place, advance the step, wake the workers."""
         with self.lock:
             change(self.params)
             self.step += 1
-            self.new_step.notify_all()
+            self.version += 1
+            self.new_version.notify_all()
             return self.step
+
+    def republish(self) -> None:
+        """Send the current step's weights again: the gradients computed from them were lost."""
+        with self.lock:
+            self.version += 1
+            self.new_version.notify_all()
 
     def stop(self) -> None:
         with self.lock:
             self.stopped = True
-            self.new_step.notify_all()
+            self.new_version.notify_all()
 
 
 class Ledger:
@@ -215,7 +225,7 @@ def start_thread_workers(
             snapshot = server.read_after(seen)
             if snapshot is None:
                 return
-            params, step = snapshot
+            params, step, seen = snapshot
             gradient = model.gradient(params, index, step)
             simulate_compute(config.seed, index, step, config.compute_ms)
             ledger.add(step, 1)
@@ -226,7 +236,6 @@ def start_thread_workers(
                 # stays counted, as one dropped: the chief may have counted it
                 # stale already (its step was taken before the close)
                 return
-            seen = step
 
     # a failing worker closes the accumulator: that wakes the chief's take with CancelledError
     threads = start_worker_threads(config.workers, work, failures, accumulator.close)
@@ -305,6 +314,7 @@ def _train(
                     if shared_name is None or accumulator.stats()["takes_served"] >= taken_here:
                         raise
                     accumulator.set_global_step(server.step)
+                    server.republish()  # the workers' gradients of this step went with the host
                     recoveries.append(f"host lost at step {server.step}, accumulator re-created")
                     taken_here = 0
                     continue
@@ -321,6 +331,9 @@ def _train(
                 )
                 accumulator.set_global_step(server.step)
                 workers.use_accumulator(accumulator)
+                # the gradients already applied for this step went with the host, and
+                # their workers wait for new weights: send these again
+                server.republish()
                 recoveries.append(f"host lost at step {server.step}, accumulator re-created")
                 taken_here = 0
                 continue
