@@ -147,9 +147,22 @@ def test_no_token_where_the_cluster_demands_one_says_missing(
     assert seconds < TOKEN_BOUND
 
 
+def _client_server_logs(cluster: Cluster) -> str:
+    """The tails of the Ray Client servers' error logs (what Ray's message points to)."""
+    logs = sorted(Path(cluster.temp_dir).glob("session_*/logs/ray_client_server*.err"))
+    return "".join(f"\n--- {log.name}\n{log.read_text(errors='replace')[-2000:]}" for log in logs)
+
+
 def test_the_right_token_over_ray_client_attaches(ray_cluster, client_address):
     done = run_python(ATTEMPT.format(address=client_address), ray_cluster.env())
-    assert done.stdout.strip().splitlines()[-1:] == ["attached"], done.stdout + done.stderr[-3000:]
+    if "Starting Ray client server failed" in done.stdout:
+        # Ray's proxy could not start the per-client server it runs for each new
+        # client (seen in about one run in ten on a loaded 2-core machine; the message
+        # below shows that server's log): UnavailableError, which a user retries, as here
+        done = run_python(ATTEMPT.format(address=client_address), ray_cluster.env())
+    assert done.stdout.strip().splitlines()[-1:] == ["attached"], (
+        done.stdout + done.stderr[-3000:] + _client_server_logs(ray_cluster)
+    )
 
 
 def test_a_dead_ray_client_process_has_its_take_withdrawn_within_the_bound(
