@@ -268,7 +268,9 @@ def test_a_host_the_cluster_cannot_place_fails_its_start_within_the_bound(ray_ta
 
 
 @contextlib.contextmanager
-def extra_node(cluster: Cluster, **resources: float) -> Iterator[tuple[str, Any]]:
+def extra_node(
+    cluster: Cluster, num_cpus: int = 0, **resources: float
+) -> Iterator[tuple[str, Any]]:
     """A second raylet on the session cluster: its node id and Ray's Node; ended by pid."""
     import ray
     from ray._private.node import Node
@@ -278,7 +280,7 @@ def extra_node(cluster: Cluster, **resources: float) -> Iterator[tuple[str, Any]
     params = RayParams(
         gcs_address=cluster.address,
         node_ip_address="127.0.0.1",
-        num_cpus=0,
+        num_cpus=num_cpus,
         resources=dict(resources),
         object_store_memory=80 * 2**20,
         min_worker_port=0,
@@ -291,6 +293,7 @@ def extra_node(cluster: Cluster, **resources: float) -> Iterator[tuple[str, Any]
     mine = descendants(os.getpid())
     node = Node(params, head=False, shutdown_at_exit=False, spawn_reaper=False)
     started = descendants(os.getpid()) - mine  # the extra node's processes
+    node_id = ""
     try:
         wait_until(lambda: len({n["NodeID"] for n in ray.nodes()} - before) == 1, PROCESS_WAIT)
         (node_id,) = {n["NodeID"] for n in ray.nodes()} - before
@@ -298,9 +301,16 @@ def extra_node(cluster: Cluster, **resources: float) -> Iterator[tuple[str, Any]
     finally:
         for pid in list(started):
             started |= descendants(pid)
+        # a raylet ended gracefully leaves the cluster at once (a killed one stays
+        # listed alive until its heartbeats are missed, and Ray may place work there)
+        node.kill_all_processes(check_alive=False, allow_graceful=True, wait=True)
         for pid in started:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        wait_until(
+            lambda: not any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes()),
+            PROCESS_WAIT,
+        )
 
 
 def test_a_pin_to_a_node_that_is_gone_names_the_node_within_the_bound(ray_cluster, ray_table):

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,17 +151,52 @@ def shared_name() -> str:
     return f"{SHARED_NAME}_{os.getpid()}"
 
 
+class WorkerGone(Exception):
+    """A worker can no longer be sent weights (it ended)."""
+
+
+class _ProcessChannel:
+    """A worker process: weights through its stdin, its end by its exit status."""
+
+    node = ""  # not an actor
+
+    def __init__(self, index: int, process: subprocess.Popen[bytes]) -> None:
+        self.index = index
+        self.process = process
+
+    def send(self, step: int, params: np.ndarray) -> None:
+        pipe = self.process.stdin
+        assert pipe is not None
+        try:
+            pipe.write(np.array(step, _HEADER).tobytes() + params.tobytes())
+            pipe.flush()
+        except (BrokenPipeError, ValueError):
+            raise WorkerGone from None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+
+    def wait_end(self) -> str | None:
+        code = self.process.wait()
+        return None if code == 0 else f"worker process {self.index} exited with status {code}"
+
+
 def start_process_workers(
     config: JobConfig, model: Model, accumulator: Any, server: ParameterServer, address: str
 ) -> Workers:
-    """Start ``config.workers`` worker processes on the cluster at ``address``."""
+    """Start ``config.workers`` workers on the cluster at ``address``.
+
+    On a cluster this process started (``--address local``) each worker is an
+    OS process of this machine; on a running cluster each is a Ray actor, the
+    actors spread over the cluster's nodes (see
+    :mod:`tf_accum.examples.worker_actors`).
+    """
     from tf_accum.examples.sync_replicas import Workers
 
     failures: list[BaseException] = []
     stopping = threading.Event()
-    root = str(Path(__file__).resolve().parents[2])
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, TF_ACCUM_RAY_ADDRESS=address, PYTHONPATH=path)
     setup = {
         "model": model.name,
         "seed": config.seed,
@@ -169,17 +204,24 @@ def start_process_workers(
         "compute_ms": config.compute_ms,
         "shared_name": shared_name(),
         "quiet": config.quiet,
+        "address": address,
     }
-    processes: list[subprocess.Popen[bytes]] = []
+    channels: list[Any]
+    if config.address == "local":
+        channels = _start_processes(config, setup, address)
+        end: Any = lambda: _end([channel.process for channel in channels])  # noqa: E731
+    else:
+        from tf_accum.examples import worker_actors
+
+        channels = worker_actors.start(config.workers, setup, config.take_timeout)
+        end = lambda: worker_actors.end(channels, _EXIT_WAIT)  # noqa: E731
     threads: list[threading.Thread] = []
     # the accumulator in use (the chief re-creates it if its host is lost), and
     # the counts its lost predecessors had reached when last read
     current = [accumulator]
     lost = {"stale": 0, "applied": 0}
 
-    def forward(index: int, process: subprocess.Popen[bytes]) -> None:
-        pipe = process.stdin
-        assert pipe is not None
+    def forward(channel: Any) -> None:
         seen = -1
         try:
             while True:
@@ -187,54 +229,35 @@ def start_process_workers(
                 if snapshot is None:
                     return
                 params, step, seen = snapshot
-                pipe.write(np.array(step, _HEADER).tobytes() + params.tobytes())
-                pipe.flush()
-        except (BrokenPipeError, ValueError):
+                channel.send(step, params)
+        except WorkerGone:
             pass  # the worker ended; watch() reports it
         finally:
-            with contextlib.suppress(OSError):
-                pipe.close()
+            channel.close()
 
-    def watch(index: int, process: subprocess.Popen[bytes]) -> None:
-        code = process.wait()
-        if code != 0 and not stopping.is_set():
-            failures.append(RuntimeError(f"worker process {index} exited with status {code}"))
+    def watch(channel: Any) -> None:
+        failure = channel.wait_end()
+        if failure is not None and not stopping.is_set():
+            failures.append(RuntimeError(failure))
             with contextlib.suppress(errors.OpError):
                 current[0].close()  # wakes the chief's take with CancelledError
 
     try:
-        for index in range(config.workers):
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tf_accum.examples.processes",
-                    str(index),
-                    json.dumps(setup),
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-            )
-            processes.append(process)
-        # the chief's clock starts once every worker has joined (seconds on a cold cluster)
-        for index, process in enumerate(processes):
-            _wait_ready(index, process, config.take_timeout)
-        for index, process in enumerate(processes):
+        for channel in channels:
             for target in (forward, watch):
-                thread = threading.Thread(target=target, args=(index, process), daemon=True)
+                thread = threading.Thread(target=target, args=(channel,), daemon=True)
                 thread.start()
                 threads.append(thread)
     except BaseException:
-        _end(processes)
+        end()
         raise
 
     final: dict[str, int] = {}
 
     def stop() -> None:
         stopping.set()
-        server.stop()  # the forwarding threads close the workers' stdin: they finish and exit
-        _end(processes)
+        server.stop()  # the forwarding threads close the workers' input: they finish and exit
+        end()
         for thread in threads:
             thread.join(timeout=config.take_timeout)
         with contextlib.suppress(errors.OpError):
@@ -271,7 +294,40 @@ def start_process_workers(
         stale_so_far=stale_so_far,
         applied=lambda: final.get("applied", 0),
         use_accumulator=use_accumulator,
+        nodes=len({channel.node for channel in channels if channel.node}),
     )
+
+
+def _start_processes(
+    config: JobConfig, setup: dict[str, Any], address: str
+) -> list[_ProcessChannel]:
+    """One OS process per worker, each joined to the cluster at ``address``."""
+    root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, TF_ACCUM_RAY_ADDRESS=address, PYTHONPATH=path)
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        for index in range(config.workers):
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tf_accum.examples.processes",
+                    str(index),
+                    json.dumps(setup),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+            )
+            processes.append(process)
+        # the chief's clock starts once every worker has joined (seconds on a cold cluster)
+        for index, process in enumerate(processes):
+            _wait_ready(index, process, config.take_timeout)
+    except BaseException:
+        _end(processes)
+        raise
+    return [_ProcessChannel(index, process) for index, process in enumerate(processes)]
 
 
 def _wait_ready(index: int, process: subprocess.Popen[bytes], timeout: float) -> None:
@@ -320,7 +376,7 @@ def _read_exact(fd: int, size: int) -> bytes | None:
 
 def worker_main(index: int, setup: dict[str, Any]) -> None:
     """One worker process: read weights from stdin, apply gradients, until stdin ends."""
-    from tf_accum.examples.models import MODELS, simulate_compute
+    from tf_accum.examples.models import MODELS
 
     model = MODELS[setup["model"]](setup["seed"], setup["workers"])
     template = model.initial_params()
@@ -346,16 +402,39 @@ def worker_main(index: int, setup: dict[str, Any]) -> None:
             return
         step = int(np.frombuffer(message[: _HEADER.itemsize], _HEADER)[0])
         params = np.frombuffer(message[_HEADER.itemsize :], template.dtype).reshape(template.shape)
-        gradient = model.gradient(params, index, step)
-        simulate_compute(setup["seed"], index, step, setup["compute_ms"])
-        try:
-            model.apply(accumulator, gradient, step)
-        except (errors.NotFoundError, errors.CancelledError, errors.UnavailableError) as error:
-            if not recovery.host_lost(error):
-                return  # the chief closed the accumulator: training is over
-            # its host was lost (and restarts empty): this gradient went with it;
-            # reach the accumulator the chief re-creates (or create it first)
-            accumulator = recovery.remake(make)
+        accumulator = work_on(model, setup, index, accumulator, make, step, params)
+        if accumulator is None:
+            return
+
+
+def work_on(
+    model: Model,
+    setup: dict[str, Any],
+    index: int,
+    accumulator: Any,
+    make: Callable[[], Any],
+    step: int,
+    params: np.ndarray,
+) -> Any:
+    """Worker ``index``'s gradient at ``step`` from ``params``, applied.
+
+    Returns the accumulator to use next (made again if its host was lost),
+    or None once the chief has closed it (training is over).
+    """
+    from tf_accum.examples.models import simulate_compute
+
+    gradient = model.gradient(params, index, step)
+    simulate_compute(setup["seed"], index, step, setup["compute_ms"])
+    try:
+        model.apply(accumulator, gradient, step)
+    except (errors.NotFoundError, errors.CancelledError, errors.UnavailableError) as error:
+        if not recovery.host_lost(error):
+            return None  # the chief closed the accumulator: training is over
+        # its host was lost (and restarts empty): this gradient went with it; reach
+        # the accumulator the chief re-creates (or create it first); the chief sends
+        # this step's weights again
+        return recovery.remake(make)
+    return accumulator
 
 
 if __name__ == "__main__":

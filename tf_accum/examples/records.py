@@ -32,6 +32,7 @@ class RunResult:
     worker_kind: str = "threads"  # how the workers ran: threads, processes (Ray), ...
     # what the chief recovered from (a lost accumulator host), in order
     recoveries: list[str] = field(default_factory=list)
+    worker_nodes: int = 0  # the nodes the worker actors ran on (0: not actors)
 
     @property
     def accepted(self) -> int:

@@ -66,7 +66,8 @@ class JobConfig:
         if self.tf1_cluster:
             return "processes (TF1 cluster on Ray)"
         if self.processes:
-            return "processes (Ray)"
+            # on a cluster this process did not start, the workers are actors on its nodes
+            return "processes (Ray)" if self.address == "local" else "Ray actors"
         return "threads (TF1 graph)" if self.graph else "threads"
 
     def check(self) -> None:
@@ -183,6 +184,7 @@ class Workers:
     applied: Callable[[], int] = lambda: 0
     # the chief re-created the accumulator after its host was lost: use this one
     use_accumulator: Callable[[Any], None] = lambda accumulator: None
+    nodes: int = 0  # the nodes worker actors run on (0: not actors)
 
 
 def start_worker_threads(
@@ -362,6 +364,7 @@ def _train(
         seconds=time.perf_counter() - started,
         worker_kind=config.worker_kind,
         recoveries=recoveries,
+        worker_nodes=workers.nodes,
     )
 
 
@@ -372,6 +375,7 @@ def summary(result: RunResult) -> str:
     rows = [
         ("model", result.model_description),
         ("workers", f"{result.workers} {result.worker_kind}"),
+        *([("worker nodes", str(result.worker_nodes))] if result.worker_nodes else []),
         ("replicas to aggregate", str(result.replicas_to_aggregate)),
         ("steps", str(steps)),
         ("gradients applied", str(result.applied)),
@@ -459,7 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=JobConfig.processes,
         help="run N workers as separate OS processes on a Ray cluster (instead of --workers "
         "threads), sharing the accumulator by its shared_name; the chief stays in this "
-        "process and sends each worker the weights of every step; needs the ray extra",
+        "process and sends each worker the weights of every step; on a running cluster "
+        "(--address other than local) the workers are Ray actors spread over its nodes; "
+        "needs the ray extra",
     )
     running.add_argument(
         "--address",
