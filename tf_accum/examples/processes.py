@@ -9,7 +9,9 @@ The design, kept small on purpose:
 - Each worker is a separate OS process (``python -m
   tf_accum.examples.processes``) started by the chief with
   ``TF_ACCUM_RAY_ADDRESS`` set: it joins the cluster and makes the same
-  accumulator by name. Its model (data shards included) is rebuilt from the
+  accumulator by name. On a running cluster (``--address`` other than
+  ``local``) each worker is a Ray actor instead, spread over the cluster's
+  nodes (:mod:`tf_accum.examples.worker_actors`), driven the same way. Its model (data shards included) is rebuilt from the
   seed, so only weights travel.
 - Weights go from the chief to each worker through the worker's stdin pipe:
   a forwarding thread per worker waits for each new step (the same
