@@ -34,3 +34,11 @@ def test_load_initialized_value_and_global_step_eagerly() -> None:
     v.load([5.0, 6.0])
     assert v.numpy().tolist() == [5, 6] and v.initialized_value().tolist() == [5, 6]
     assert tf.train.global_step(None, tf.Variable(np.int64(3))) == 3
+
+
+def test_is_variable_initialized_wants_a_variable_and_is_true_eagerly() -> None:
+    with pytest.raises(AttributeError, match="expects a Variable"):
+        tf.is_variable_initialized(5)
+    eager = tf.Variable(1.0)
+    assert eager.is_initialized() is np.True_
+    assert tf.report_uninitialized_variables().tolist() == []

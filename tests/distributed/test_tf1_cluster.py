@@ -277,3 +277,25 @@ def test_the_ps_tasks_hosts_are_named_from_the_cluster_spec(task) -> None:
     ours = server.runtime._group("ps")
     assert ours.actor_name(1) == f"tf_accum/task/{digest}/ps/1"
     assert same.runtime._group("ps").actor_name(1) == ours.actor_name(1)
+
+
+def test_initialization_of_ps_variables_is_shared_by_every_session(task) -> None:
+    spec = cluster_of(ps=2, workers=2)
+    m = model(spec)
+    with m.graph.as_default():
+        with tf.device("/job:worker/task:0"):
+            here = tf.Variable(1.0, name="here")  # each session's own
+        report = tf.report_uninitialized_variables()
+        total_ready = tf.is_variable_initialized(m.total)
+        here_report = tf.report_uninitialized_variables([m.total, here])
+    _, first = task(spec, 0, m.graph)
+    _, second = task(spec, 1, m.graph)
+    assert first.run(report).tolist() == [b"global_step", b"total", b"here"]
+    assert first.run(total_ready) == np.False_
+    second.run(m.init)  # made before `here`: the ps variables, for every session
+    assert first.run(total_ready) == np.True_
+    assert first.run(report).tolist() == [b"here"]  # each session's own is not, yet
+    assert second.run(report).tolist() == [b"here"]
+    first.run(here.initializer)
+    assert first.run(report).tolist() == []
+    assert second.run(here_report).tolist() == [b"here"]

@@ -116,3 +116,37 @@ def test_global_step_of_another_graph() -> None:
     other = tf.Graph()
     step = tf.train.get_or_create_global_step(other)
     assert step.graph is other and tf.train.get_global_step() is None
+
+
+def test_is_variable_initialized_and_the_report_follow_each_session() -> None:
+    # as TensorFlow 2.21: names as bytes, global variables then local ones, in order
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.Variable(1.0, name="a")
+        b = tf.Variable([1, 2], name="scope/b")
+        c = tf.Variable(3, name="c", collections=[tf.GraphKeys.LOCAL_VARIABLES])
+        report = tf.report_uninitialized_variables()
+        a_ready = tf.is_variable_initialized(a)
+        only_b = tf.report_uninitialized_variables(var_list=[b], name="only_b")
+        none = tf.report_uninitialized_variables([], name="none")
+    assert (report.dtype, report.shape.as_list(), report.op.name) == (
+        tf.string, [None], "report_uninitialized_variables/boolean_mask/GatherV2"
+    )  # fmt: skip
+    assert (a_ready.dtype, a_ready.shape.as_list(), a_ready.op.type) == (
+        tf.bool, [], "VarIsInitializedOp"
+    )  # fmt: skip
+    assert (none.op.name, none.shape.as_list()) == ("none/Const", [0])
+    with tf.Session(graph=g) as first, tf.Session(graph=g) as second:
+        assert first.run(report).tolist() == [b"a", b"scope/b", b"c"]
+        assert first.run(report).dtype == object
+        assert first.run(a_ready) is np.False_ or first.run(a_ready) == np.False_
+        first.run(a.initializer)
+        assert first.run([a_ready, c.is_initialized()]) == [True, False]
+        assert first.run(report).tolist() == [b"scope/b", b"c"]
+        assert first.run(only_b).tolist() == [b"scope/b"]
+        with g.as_default():
+            first.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+        assert first.run(report).shape == (0,)
+        assert first.run(none).tolist() == []
+        # the other session has initialized nothing
+        assert second.run(report).tolist() == [b"a", b"scope/b", b"c"]

@@ -193,7 +193,13 @@ class ClusterSession:
             attrs = dict(op._attrs)
             if op.type in VARIABLE_METHODS:
                 handle_op = op.inputs[0].op
-                dtype = (op.inputs[1] if len(op.inputs) > 1 else op.outputs[0]).dtype.name
+                # the variable's dtype: an update's value, a read's output, or (for
+                # VarIsInitializedOp, whose output is a bool) the attr it records
+                dtype = (
+                    attrs["dtype"].name
+                    if "dtype" in attrs
+                    else (op.inputs[1] if len(op.inputs) > 1 else op.outputs[0]).dtype.name
+                )
                 steps.append(
                     (
                         VAR,

@@ -325,6 +325,15 @@ class Variable(TensorOperators):
             )
         session.run(self._initializer, {self._initial_value: value})
 
+    def is_initialized(self, name: str | None = None) -> Any:
+        """Whether the variable has a value in the session that runs it: a bool
+        scalar Tensor (eagerly ``numpy.True_``: an eager variable always has one)."""
+        if self._graph is None:
+            return np.True_
+        from tf_accum.graph.initialization import initialized_op
+
+        return initialized_op(self, name)
+
     def initialized_value(self) -> Any:
         """The value once initialized: a Tensor that, in a session, is the
         variable's value if it was initialized there and its initial value otherwise.

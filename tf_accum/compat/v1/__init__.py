@@ -38,6 +38,7 @@ from tf_accum.graph.collections import (
 from tf_accum.graph.devices import DeviceSpec, device
 from tf_accum.graph.fill_ops import ones, ones_like, zeros, zeros_like
 from tf_accum.graph.graph import Graph, Operation, Tensor
+from tf_accum.graph.initialization import is_variable_initialized, report_uninitialized_variables
 from tf_accum.graph.math_ops import add, divide, multiply, negative, square, subtract
 from tf_accum.graph.mode import (
     disable_eager_execution,
@@ -136,6 +137,8 @@ __all__ = [
     "scatter_update",
     "local_variables",
     "local_variables_initializer",
+    "is_variable_initialized",
+    "report_uninitialized_variables",
     "GraphKeys",
     "get_collection",
     "get_collection_ref",
