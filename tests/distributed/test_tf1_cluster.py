@@ -299,3 +299,29 @@ def test_initialization_of_ps_variables_is_shared_by_every_session(task) -> None
     first.run(here.initializer)
     assert first.run(report).tolist() == []
     assert second.run(here_report).tolist() == [b"here"]
+
+
+def test_scatter_ops_on_a_ps_variable_change_it_for_every_session(task) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        table = tf.Variable(np.zeros((4, 2), np.float32), name="embedding")
+        indices = tf.placeholder(tf.int64, [None])
+        rows = tf.placeholder(tf.float32, [None, 2])
+        add = tf.scatter_add(table, indices, rows)
+        sub = table.scatter_sub(tf.IndexedSlices(rows, indices))
+        update = tf.scatter_update(table, indices, rows)
+    # as TensorFlow's: the scatter op's device is the worker's, and it runs with its variable
+    assert (table.op.device, add.op.device) == ("/job:ps/task:0", "/job:worker")
+    server, first = task(spec, 0, g)
+    _, second = task(spec, 1, g)
+    first.run(table.initializer)
+    first.run(add, {indices: [1, 1, 3], rows: [[1, 2], [3, 4], [5, 6]]})  # row 1 gets both
+    second.run(sub, {indices: [3], rows: [[1, 1]]})
+    assert first.run(table).tolist() == [[0, 0], [4, 6], [0, 0], [4, 5]]
+    second.run(update, {indices: [0], rows: [[9, 9]]})
+    assert first.run(table).tolist() == [[9, 9], [4, 6], [0, 0], [4, 5]]
+    with pytest.raises(errors.InvalidArgumentError, match=r"indices\[1\] = 4 is not in \[0, 4\)"):
+        first.run(add, {indices: [0, 4], rows: [[1, 1], [1, 1]]})
+    assert second.run(table).tolist() == [[9, 9], [4, 6], [0, 0], [4, 5]]  # nothing half-done
+    assert server.runtime.census("ps", 0)["variables"] == 1

@@ -45,6 +45,7 @@ from tf_accum.graph.cluster_runtime import (
     task_label,
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
+from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
 from tf_accum.graph.task_host import MAKE, RAW, STEP, VALUE, VAR
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.resources import using_table
@@ -60,6 +61,7 @@ VARIABLE_METHODS = {
     "AssignAddVariableOp": "assign_add",
     "AssignSubVariableOp": "assign_sub",
     "VarIsInitializedOp": "initialized",
+    **SCATTER_METHODS,
 }
 
 

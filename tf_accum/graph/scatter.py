@@ -40,6 +40,28 @@ def _replace(value: Array, indices: Array, updates: Array) -> None:
     value[indices] = updates  # of repeated indices, the last one's row stays
 
 
+# what each scatter op's rows do, by the name a ps task's host knows them by
+CHANGES: dict[str, Change] = {
+    "scatter_add": _add,
+    "scatter_sub": _subtract,
+    "scatter_update": _replace,
+}
+METHODS = {
+    "ResourceScatterAdd": "scatter_add",
+    "ResourceScatterSub": "scatter_sub",
+    "ResourceScatterUpdate": "scatter_update",
+}
+
+
+def changed_rows(value: Array, indices: Any, updates: Any, method: str) -> Array:
+    """A copy of ``value`` with scatter ``method`` ("scatter_add", ...) applied; as the ops do.
+
+    Raises:
+        InvalidArgumentError: what TensorFlow's scatter kernels refuse.
+    """
+    return _changed(value, indices, updates, CHANGES[method])
+
+
 def scatter_add(
     ref: Variable, indices: Any, updates: Any, use_locking: Any = False, name: str | None = None
 ) -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import os
 import threading
@@ -34,6 +35,7 @@ from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.lives import CallerLives
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.dtypes import DType, as_dtype
+from tf_accum.graph.scatter import CHANGES, changed_rows
 from tf_accum.graph.variable_store import VariableStore
 from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
@@ -394,6 +396,12 @@ class TaskHost:
             if subtract is not None:
                 return (subtract(key, values[0]),)
             return (store.assign_add(key, np.negative(np.asarray(values[0]))),)
+        if method in CHANGES:
+            indices, updates = values
+            changed = functools.partial(
+                changed_rows, indices=indices, updates=updates, method=method
+            )
+            return (store.update(key, changed),)
         raise errors.UnimplementedError(None, None, f"No variable operation {method!r} on a task")
 
     def _make(self, session: str, op_type: str, op_name: str, attrs: dict[str, Any]) -> int:
