@@ -325,3 +325,35 @@ def test_scatter_ops_on_a_ps_variable_change_it_for_every_session(task) -> None:
         first.run(add, {indices: [0, 4], rows: [[1, 1], [1, 1]]})
     assert second.run(table).tolist() == [[9, 9], [4, 6], [0, 0], [4, 5]]  # nothing half-done
     assert server.runtime.census("ps", 0)["variables"] == 1
+
+
+def test_a_lost_ps_task_is_recovered_as_tf1_did_with_a_new_session(task) -> None:
+    """The recipe of docs/tf1-cluster.md: on a lost ps task, a new session, init, the step."""
+    import os
+    import signal
+
+    import ray
+
+    from tf_accum.examples import recovery
+
+    spec = cluster_of(ps=1, workers=1)
+    server, m, sess = chief_of(task, spec)
+    with m.graph.as_default():
+        new_step = tf.placeholder(tf.int64, [])
+        set_step = m.step.assign(new_step)
+    sess.run(m.apply, {m.grad: [1, 1]})
+    sess.run([m.update, set_step], {m.num_required: 1, new_step: 5})
+    _, pid, _ = ray.get(server.runtime.host("ps", 0).actor.ping.remote())
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises((errors.UnavailableError, errors.NotFoundError)) as lost:
+        sess.run(m.apply, {m.grad: [2, 1]}, options=RUN_BOUND)
+    assert recovery.host_lost(lost.value), lost.value
+    # a new session on the same target (TF1's recoverable sessions do the same), then
+    # what the restarted task lost: its variables' values (from a checkpoint in real
+    # programs), the global step, its accumulators (made again by the new session)
+    _, fresh = task(spec, 0, m.graph)
+    recovery.remake(lambda: fresh.run(m.init))
+    fresh.run(set_step, {new_step: 5})
+    assert fresh.run([m.step, m.count]) == [5, 0]  # the restarted host starts empty
+    fresh.run(m.apply, {m.grad: [2, 1]})
+    assert fresh.run(m.take, {m.num_required: 1}, options=RUN_BOUND).tolist() == [2, 1]
