@@ -21,10 +21,11 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.examples.models import MODELS, Model, simulate_compute
 from tf_accum.examples.records import RunResult, StepRecord
+from tf_accum.examples.workers import Ledger, ParameterServer, start_worker_threads
 
 if TYPE_CHECKING:
+    from tf_accum.examples.config import JobConfig
     from tf_accum.examples.progress import Progress
-    from tf_accum.examples.sync_replicas import JobConfig
 
 
 def run_graph(config: JobConfig, progress: Progress) -> RunResult:
@@ -41,8 +42,6 @@ def run_graph(config: JobConfig, progress: Progress) -> RunResult:
 
 
 def _train(tf: Any, config: JobConfig, model: Model, progress: Progress) -> RunResult:
-    from tf_accum.examples.sync_replicas import Ledger, ParameterServer, start_worker_threads
-
     initial = model.initial_params()
     # --- the graph ---
     weights = tf.Variable(initial, name="weights")

@@ -15,7 +15,7 @@ The design, kept small on purpose:
   seed, so only weights travel.
 - Weights go from the chief to each worker through the worker's stdin pipe:
   a forwarding thread per worker waits for each new step (the same
-  :class:`~tf_accum.examples.sync_replicas.ParameterServer` the worker threads
+  :class:`~tf_accum.examples.workers.ParameterServer` the worker threads
   use) and writes ``step`` and the weights' bytes. A worker that finds more
   than one message waiting uses the newest, as a worker thread would.
 - Stale gradients are counted by the accumulator itself (its ``stats()``),
@@ -48,10 +48,11 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.examples import recovery
+from tf_accum.examples.workers import ParameterServer, Workers
 
 if TYPE_CHECKING:
+    from tf_accum.examples.config import JobConfig
     from tf_accum.examples.models import Model
-    from tf_accum.examples.sync_replicas import JobConfig, ParameterServer, Workers
 
 SHARED_NAME = "tf_accum_sync_replicas_gradients"  # with the chief's pid: one per run
 _HEADER = np.dtype("<i8")  # the step, before the weights' bytes
@@ -195,7 +196,6 @@ def start_process_workers(
     actors spread over the cluster's nodes (see
     :mod:`tf_accum.examples.worker_actors`).
     """
-    from tf_accum.examples.sync_replicas import Workers
 
     failures: list[BaseException] = []
     stopping = threading.Event()

@@ -21,7 +21,7 @@ in flight is lost. (Shown here for eager code; ``python -m tf_accum
         # gradients went with the host wait for the next step's weights
 
 (The main job's chief publishes the same step's weights again, see
-``ParameterServer.republish`` in :mod:`tf_accum.examples.sync_replicas`.)
+``ParameterServer.republish`` in :mod:`tf_accum.examples.workers`.)
 """
 
 from __future__ import annotations

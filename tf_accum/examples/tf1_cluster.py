@@ -39,8 +39,8 @@ from tf_accum.examples.models import MODELS, Model, simulate_compute
 from tf_accum.examples.records import RunResult, StepRecord
 
 if TYPE_CHECKING:
+    from tf_accum.examples.config import JobConfig
     from tf_accum.examples.progress import Progress
-    from tf_accum.examples.sync_replicas import JobConfig
 
 SHARED_NAME = "gradients"
 TOKEN_STEP = 2**40
