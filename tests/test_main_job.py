@@ -19,8 +19,9 @@ import pytest
 
 from tf_accum import errors
 from tf_accum.examples import progress as progress_module
+from tf_accum.examples.config import JobConfig
 from tf_accum.examples.records import RunResult, StepRecord
-from tf_accum.examples.sync_replicas import JobConfig, build_parser, main, run
+from tf_accum.examples.sync_replicas import build_parser, main, run
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--compute-ms", "0.2", "--quiet"]

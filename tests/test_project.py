@@ -52,7 +52,8 @@ def test_readme_quickstart_runs(capsys) -> None:
 
 
 def test_main_job_trains() -> None:
-    from tf_accum.examples.sync_replicas import JobConfig, run
+    from tf_accum.examples.config import JobConfig
+    from tf_accum.examples.sync_replicas import run
 
     outcome = run(JobConfig(workers=3, replicas_to_aggregate=2, steps=30, compute_ms=0))
     assert outcome.final_loss < 0.01 < outcome.initial_loss

@@ -46,8 +46,8 @@ def infer_array(value: Any, dtype: Any = None) -> Array:
         TypeError: values that do not convert to ``dtype`` without loss.
         ValueError: a ragged sequence.
     """
-    from tf_accum.compat.v1._convert import convert_to_dtype
     from tf_accum.raw_ops._convert import tensor_array
+    from tf_accum.tensor_conversion import convert_to_dtype
 
     if dtype is not None:
         wanted = as_dtype(dtype)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tf_accum.compat.v1._convert import cast_to_int64, convert_to_dtype, int32_num_required
 from tf_accum.dtypes import DType, as_dtype, int64
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.ops import as_tensor, cast
 from tf_accum.shapes import DeclaredShape, python_text
+from tf_accum.tensor_conversion import cast_to_int64, convert_to_dtype, int32_num_required
 
 
 def step(value: Any) -> Any:

@@ -6,11 +6,11 @@ from typing import Any
 
 from tf_accum import raw_ops
 from tf_accum.compat.v1 import _symbolic
-from tf_accum.compat.v1._convert import convert_to_dtype_owned
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.mode import executing_eagerly
 from tf_accum.raw_ops.dense import apply_gradient
+from tf_accum.tensor_conversion import convert_to_dtype_owned
 
 _TAKE_OP = "ResourceAccumulatorTakeGradient"
 

@@ -1,7 +1,8 @@
-"""Conversions the compat.v1 classes do in Python before calling a raw op.
+"""TensorFlow's conversions of Python and array values, in Python, before a raw op runs.
 
 These follow ``tf.convert_to_tensor(value, dtype)`` and ``tf.cast(value,
-tf.int64)`` as TensorFlow's classes use them.
+tf.int64)`` as TensorFlow's classes use them: the compat.v1 classes convert
+their arguments with them, and graph mode its constants and fed values.
 """
 
 from __future__ import annotations
