@@ -34,9 +34,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import fmt_time, print_table
+from benchmarks.harness import print_table
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def fmt_seconds(seconds: float) -> str:
+    """Three significant digits, in the unit that suits (a ratio of 1.03 needs them)."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
 
 
 def git(*args: str, cwd: Path = ROOT) -> str:
@@ -83,8 +91,8 @@ def compare(
             [
                 key[0],
                 key[1],
-                fmt_time(statistics.median(a)),
-                fmt_time(statistics.median(b)),
+                fmt_seconds(statistics.median(a)),
+                fmt_seconds(statistics.median(b)),
                 f"{ratio:.3f}",
                 f"{paired:.3f}",
                 "SLOWER" if slower else "",
@@ -107,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--columns",
-        default="tf_accum,numpy,bare numpy",
+        default="tf_accum,numpy,bare numpy,bare function",
         help="comma-separated columns to compare ('' for every column)",
     )
     parser.add_argument("--tolerance", type=float, default=0.05)
