@@ -108,6 +108,14 @@ def print_markdown(header: list[str], rows: list[list[str]]) -> None:
         print("| " + " | ".join(row) + " |")
 
 
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """ab's own arguments, and the benchmark's (those after the first ``--``)."""
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1 :]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("revision", help="the baseline: any git revision of this repository")
@@ -121,10 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--save", metavar="PATH", help="write every round's figures to PATH")
-    argv = sys.argv[1:] if argv is None else argv
-    ours, bench_args = (
-        (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
-    )
+    ours, bench_args = split_argv(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(ours)
     columns = [c for c in args.columns.split(",") if c] or None
     commit = git("rev-parse", "--verify", args.revision + "^{commit}")
