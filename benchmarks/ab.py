@@ -15,10 +15,12 @@ that a neighbour's load, or the machine warming up, falls on both sides alike.
 Every run checks that it timed the tree it was meant to.
 
 Printed per row and column: the median over the rounds on each side and their
-ratio (this tree / baseline; above 1 is slower), and the median of the rounds'
-own ratios. A row whose two ratios both exceed ``1 + --tolerance`` is flagged.
-The figures are only as steady as the machine: on a loaded machine, read the
-bare-numpy columns, which neither tree changes, for the noise.
+ratio (this tree / baseline; above 1 is slower), the median of the rounds' own
+ratios, and that median once each run's figure is divided by its row's bare
+numpy control from the same run (``vs control``). A row whose ratios all exceed
+``1 + --tolerance`` is flagged. The figures are only as steady as the machine:
+on a loaded machine, read the control rows, which neither tree changes, for
+the noise.
 """
 
 from __future__ import annotations
@@ -72,29 +74,53 @@ def run_once(
     return {(c["row"], c["column"]): float(c["seconds"]) for c in found["cells"]}
 
 
+# Columns timing bare work that neither tree changes, in the order one is
+# chosen as a row's control.
+CONTROLS = ("numpy", "bare numpy", "bare function")
+
+
 def compare(
     base: list[dict[tuple[str, str], float]],
     ours: list[dict[tuple[str, str], float]],
     columns: list[str] | None,
     tolerance: float,
 ) -> list[list[str]]:
-    """Table rows: the medians of each side, their ratio, the median round ratio, a flag."""
+    """Table rows: the medians of each side, their ratio, the median round
+    ratio, the median round ratio against the row's control, and a flag.
+
+    The control ratio divides each run's figure by its own control's (the
+    row's bare-numpy work, timed in the same run) before comparing the trees,
+    so that a run the machine slowed as a whole counts less. A row is flagged
+    SLOWER when all its ratios exceed ``1 + tolerance``.
+    """
     keys = [k for k in base[0] if k in ours[0] and (columns is None or k[1] in columns)]
     rows = []
     for key in keys:
-        a = [r[key] for r in base if key in r]
-        b = [r[key] for r in ours if key in r]
-        ratio = statistics.median(b) / statistics.median(a)
-        paired = statistics.median(y / x for x, y in zip(a, b, strict=False))
-        slower = ratio > 1 + tolerance and paired > 1 + tolerance
+        pairs = [(a[key], b[key]) for a, b in zip(base, ours, strict=True) if key in a and key in b]
+        ratio = statistics.median(b for _, b in pairs) / statistics.median(a for a, _ in pairs)
+        paired = statistics.median(b / a for a, b in pairs)
+        found = [ratio, paired]
+        control = next((c for c in CONTROLS if (key[0], c) in base[0]), None)
+        against = "-"
+        if control is not None and key[1] not in CONTROLS:
+            ckey = (key[0], control)
+            relative = statistics.median(
+                (b[key] / b[ckey]) / (a[key] / a[ckey])
+                for a, b in zip(base, ours, strict=True)
+                if key in a and key in b and ckey in a and ckey in b
+            )
+            found.append(relative)
+            against = f"{relative:.3f}"
+        slower = all(r > 1 + tolerance for r in found)
         rows.append(
             [
                 key[0],
                 key[1],
-                fmt_seconds(statistics.median(a)),
-                fmt_seconds(statistics.median(b)),
+                fmt_seconds(statistics.median(a for a, _ in pairs)),
+                fmt_seconds(statistics.median(b for _, b in pairs)),
                 f"{ratio:.3f}",
                 f"{paired:.3f}",
+                against,
                 "SLOWER" if slower else "",
             ]
         )
@@ -106,6 +132,61 @@ def print_markdown(header: list[str], rows: list[list[str]]) -> None:
     print("|" + "|".join("---" for _ in header) + "|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+
+
+RunFigures = dict[tuple[str, str], float]
+
+
+def run_rounds(
+    commit: str, module: str, rounds: int, bench_args: list[str]
+) -> dict[str, list[RunFigures]]:
+    """Run ``module`` ``rounds`` times in each tree, alternating; the figures by side."""
+    scratch = Path(tempfile.mkdtemp(prefix="tf_accum_ab_"))
+    baseline = scratch / "baseline"
+    git("worktree", "add", "--detach", str(baseline), commit)
+    try:
+        shutil.rmtree(baseline / "benchmarks")
+        shutil.copytree(
+            ROOT / "benchmarks",
+            baseline / "benchmarks",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        trees = {"baseline": baseline, "current": ROOT}
+        figures: dict[str, list[RunFigures]] = {"baseline": [], "current": []}
+        for n in range(rounds):
+            order = ["baseline", "current"] if n % 2 == 0 else ["current", "baseline"]
+            for side in order:
+                found = run_once(trees[side], module, bench_args, scratch / f"{side}.json")
+                figures[side].append(found)
+            print(f"round {n + 1} of {rounds} done", file=sys.stderr, flush=True)
+    finally:
+        subprocess.run(
+            ["git", "worktree", "remove", "--force", str(baseline)],
+            cwd=ROOT,
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(scratch, ignore_errors=True)
+    return figures
+
+
+def save(path: str, commit: str, figures: dict[str, list[RunFigures]]) -> None:
+    """Write every round's figures, and the baseline's commit, to ``path`` (JSON)."""
+    saved: dict[str, Any] = {
+        side: [[[row, column, v] for (row, column), v in found.items()] for found in rounds]
+        for side, rounds in figures.items()
+    }
+    Path(path).write_text(json.dumps({"revision": commit, **saved}, indent=1))
+
+
+def load(path: str) -> tuple[str, dict[str, list[RunFigures]]]:
+    """The baseline commit and the figures a run's ``--save`` wrote."""
+    saved = json.loads(Path(path).read_text())
+    figures = {
+        side: [{(row, column): float(v) for row, column, v in found} for found in saved[side]]
+        for side in ("baseline", "current")
+    }
+    return str(saved["revision"]), figures
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -129,48 +210,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--save", metavar="PATH", help="write every round's figures to PATH")
+    parser.add_argument(
+        "--load", metavar="PATH", help="run nothing: print the table of a run --save wrote"
+    )
     ours, bench_args = split_argv(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(ours)
     columns = [c for c in args.columns.split(",") if c] or None
-    commit = git("rev-parse", "--verify", args.revision + "^{commit}")
-
-    scratch = Path(tempfile.mkdtemp(prefix="tf_accum_ab_"))
-    baseline = scratch / "baseline"
-    git("worktree", "add", "--detach", str(baseline), commit)
-    try:
-        shutil.rmtree(baseline / "benchmarks")
-        shutil.copytree(
-            ROOT / "benchmarks",
-            baseline / "benchmarks",
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-        trees = {"baseline": baseline, "current": ROOT}
-        figures: dict[str, list[dict[tuple[str, str], float]]] = {"baseline": [], "current": []}
-        for n in range(args.rounds):
-            order = ["baseline", "current"] if n % 2 == 0 else ["current", "baseline"]
-            for side in order:
-                found = run_once(trees[side], args.module, bench_args, scratch / f"{side}.json")
-                figures[side].append(found)
-            print(f"round {n + 1} of {args.rounds} done", file=sys.stderr, flush=True)
-    finally:
-        subprocess.run(
-            ["git", "worktree", "remove", "--force", str(baseline)],
-            cwd=ROOT,
-            check=False,
-            capture_output=True,
-        )
-        shutil.rmtree(scratch, ignore_errors=True)
-
+    if args.load:
+        commit, figures = load(args.load)
+        rounds = len(figures["current"])
+    else:
+        commit = git("rev-parse", "--verify", args.revision + "^{commit}")
+        figures = run_rounds(commit, args.module, args.rounds, bench_args)
+        rounds = args.rounds
     if args.save:
-        saved: dict[str, Any] = {
-            side: [[[k[0], k[1], v] for k, v in r.items()] for r in rounds]
-            for side, rounds in figures.items()
-        }
-        Path(args.save).write_text(json.dumps({"baseline": commit, **saved}, indent=1))
-    header = ["row", "column", "baseline", "this tree", "ratio", "round ratio", "flag"]
+        save(args.save, commit, figures)
+    header = [
+        "row",
+        "column",
+        "baseline",
+        "this tree",
+        "ratio",
+        "round ratio",
+        "vs control",
+        "flag",
+    ]
     rows = compare(figures["baseline"], figures["current"], columns, args.tolerance)
     title = (
-        f"{args.module}: baseline {commit[:7]} vs this tree, medians of {args.rounds} "
+        f"{args.module}: baseline {commit[:7]} vs this tree, medians of {rounds} "
         "alternating rounds (ratio = this tree / baseline)"
     )
     if args.markdown:

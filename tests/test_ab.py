@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import tf_accum
-from benchmarks.ab import compare, fmt_seconds, split_argv
+from benchmarks.ab import compare, fmt_seconds, load, save, split_argv
 from benchmarks.harness import Figures
 
 
@@ -19,21 +19,31 @@ def rounds(*values: float) -> list[dict[tuple[str, str], float]]:
 def test_ratios_are_this_tree_over_the_baseline() -> None:
     rows = compare(rounds(1.0, 2.0, 3.0), rounds(2.0, 2.0, 2.0), ["tf_accum"], 0.05)
     assert len(rows) == 1
-    row, column, base, ours, ratio, paired, flag = rows[0]
+    row, column, base, ours, ratio, paired, against, flag = rows[0]
     assert (row, column, base, ours) == ("apply", "tf_accum", "2 s", "2 s")
     assert ratio == "1.000"  # median 2 over median 2
     assert paired == "1.000"  # the round ratios 2, 1, 0.667
+    assert against == "1.000"  # the numpy control stayed at 1
     assert flag == ""
 
 
 def test_a_row_is_flagged_only_when_both_ratios_exceed_the_tolerance() -> None:
     slower = compare(rounds(1.0, 1.0, 1.0), rounds(1.1, 1.06, 1.2), ["tf_accum"], 0.05)
-    assert slower[0][4:] == ["1.100", "1.100", "SLOWER"]
+    assert slower[0][4:] == ["1.100", "1.100", "1.100", "SLOWER"]
     # the medians differ by 27%, but two rounds of three are even
     mixed = compare(rounds(1.0, 1.5, 2.0), rounds(1.9, 1.5, 2.0), ["tf_accum"], 0.05)
-    assert mixed[0][4:] == ["1.267", "1.000", ""]
+    assert mixed[0][4:] == ["1.267", "1.000", "1.000", ""]
     within = compare(rounds(1.0, 1.0), rounds(1.04, 1.04), ["tf_accum"], 0.05)
-    assert within[0][6] == ""
+    assert within[0][7] == ""
+
+
+def test_the_control_ratio_discounts_a_run_the_machine_slowed() -> None:
+    base = [{("apply", "tf_accum"): 1.0, ("apply", "numpy"): 1.0}] * 3
+    # every run of this tree was slowed by 20%, its numpy control with it
+    ours = [{("apply", "tf_accum"): 1.2, ("apply", "numpy"): 1.2}] * 3
+    row = compare(base, ours, None, 0.05)
+    assert row[0][4:] == ["1.200", "1.200", "1.000", ""]
+    assert row[1][1:] == ["numpy", "1 s", "1.2 s", "1.200", "1.200", "-", "SLOWER"]
 
 
 def test_columns_select_what_is_compared() -> None:
@@ -78,3 +88,9 @@ def test_figures_are_written_with_the_package_they_timed(tmp_path: Path) -> None
         "cells": [{"row": "apply 1 float32", "column": "tf_accum", "seconds": 2.5e-5}],
     }
     assert list(tmp_path.iterdir()) == [tmp_path / "out.json"]
+
+
+def test_a_saved_run_loads_back_round_by_round(tmp_path: Path) -> None:
+    figures = {"baseline": rounds(1.0, 2.0), "current": rounds(3.0, 4.0)}
+    save(str(tmp_path / "run.json"), "3be6be0" * 5 + "3be6b", figures)
+    assert load(str(tmp_path / "run.json")) == ("3be6be0" * 5 + "3be6b", figures)
