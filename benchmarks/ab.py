@@ -91,7 +91,8 @@ def compare(
     The control ratio divides each run's figure by its own control's (the
     row's bare-numpy work, timed in the same run) before comparing the trees,
     so that a run the machine slowed as a whole counts less. A row is flagged
-    SLOWER when all its ratios exceed ``1 + tolerance``.
+    SLOWER when all its ratios exceed ``1 + tolerance``; a control row is
+    marked as one, never flagged.
     """
     keys = [k for k in base[0] if k in ours[0] and (columns is None or k[1] in columns)]
     rows = []
@@ -111,7 +112,10 @@ def compare(
             )
             found.append(relative)
             against = f"{relative:.3f}"
-        slower = all(r > 1 + tolerance for r in found)
+        if key[1] in CONTROLS:
+            flag = "(control)"  # its movement is the machine's, not the package's
+        else:
+            flag = "SLOWER" if all(r > 1 + tolerance for r in found) else ""
         rows.append(
             [
                 key[0],
@@ -121,7 +125,7 @@ def compare(
                 f"{ratio:.3f}",
                 f"{paired:.3f}",
                 against,
-                "SLOWER" if slower else "",
+                flag,
             ]
         )
     return rows

@@ -43,7 +43,7 @@ def test_the_control_ratio_discounts_a_run_the_machine_slowed() -> None:
     ours = [{("apply", "tf_accum"): 1.2, ("apply", "numpy"): 1.2}] * 3
     row = compare(base, ours, None, 0.05)
     assert row[0][4:] == ["1.200", "1.200", "1.000", ""]
-    assert row[1][1:] == ["numpy", "1 s", "1.2 s", "1.200", "1.200", "-", "SLOWER"]
+    assert row[1][1:] == ["numpy", "1 s", "1.2 s", "1.200", "1.200", "-", "(control)"]
 
 
 def test_columns_select_what_is_compared() -> None:
