@@ -25,6 +25,7 @@ import numpy as np
 import tf_accum as tfa
 import tf_accum.compat.v1 as tfa_v1
 from benchmarks.harness import (
+    Figures,
     command_line,
     fmt_ratio,
     fmt_time,
@@ -164,7 +165,7 @@ class NumpyCase:
         return median_seconds(lambda: np.divide(self.buffer, 1), number, 1)
 
 
-def graph_rows(repeat: int, tf_v1: ModuleType | None) -> list[list[str]]:
+def graph_rows(repeat: int, tf_v1: ModuleType | None, figures: Figures) -> list[list[str]]:
     rows = []
     for size in SIZES:
         ours = GraphCase(tfa_v1, size)
@@ -178,9 +179,12 @@ def graph_rows(repeat: int, tf_v1: ModuleType | None) -> list[list[str]]:
             )
             ratio = times[2] / times[0] if len(times) > 2 else None
             met = "n/a" if ratio is None else ("yes" if times[0] <= limit * times[2] else "NO")
+            name = f"{what} {SIZE_NAMES[size]} float32"
+            for column, seconds in zip(["tf_accum", "bare numpy", "TF graph"], times, strict=False):
+                figures.add(name, column, seconds)
             rows.append(
                 [
-                    f"{what} {SIZE_NAMES[size]} float32",
+                    name,
                     fmt_time(times[0]),
                     fmt_time(times[1]),
                     fmt_time(times[2]) if len(times) > 2 else "n/a",
@@ -196,11 +200,12 @@ def graph_rows(repeat: int, tf_v1: ModuleType | None) -> list[list[str]]:
     return rows
 
 
-def run(repeat: int, with_tensorflow: bool) -> None:
+def run(repeat: int, with_tensorflow: bool, json_path: str | None = None) -> None:
     # Measured first, while this process has never used graph mode.
     before = eager_apply_speed(repeat)
     tf = load_tensorflow() if with_tensorflow else None
-    rows = graph_rows(repeat, tf.compat.v1 if tf is not None else None)
+    figures = Figures()
+    rows = graph_rows(repeat, tf.compat.v1 if tf is not None else None, figures)
     after = eager_apply_speed(repeat)
     new_thread = eager_in_new_thread(repeat)
     building = eager_while_building(repeat)
@@ -209,24 +214,29 @@ def run(repeat: int, with_tensorflow: bool) -> None:
         ["case", "tf_accum", "bare numpy", "TF graph", "TF/ours", "ours/numpy", "target", "met"],
         rows,
     )
+    eager = [
+        ("before any graph was built", before),
+        ("after graphs were built and run", after),
+        ("after that, in a thread that never built one", new_thread),
+        ("while another thread builds a graph", building),
+    ]
     print_table(
         f"Eager 1-element raw apply, median of {repeat} alternating trials of 2000 calls",
         ["when", "raw op", "bare function", "raw op / bare", "raw op / before"],
         [
             [label, fmt_time(op), fmt_time(bare), fmt_ratio(op / bare), fmt_ratio(op / before[0])]
-            for label, (op, bare) in [
-                ("before any graph was built", before),
-                ("after graphs were built and run", after),
-                ("after that, in a thread that never built one", new_thread),
-                ("while another thread builds a graph", building),
-            ]
+            for label, (op, bare) in eager
         ],
     )
+    for label, (op, bare) in eager:
+        figures.add(f"eager apply {label}", "tf_accum", op)
+        figures.add(f"eager apply {label}", "bare function", bare)
+    figures.write(json_path)
 
 
 def main() -> None:
     args = command_line(__doc__, repeat=15).parse_args()
-    run(args.repeat, not args.no_tensorflow)
+    run(args.repeat, not args.no_tensorflow, args.json)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import ml_dtypes
 import numpy as np
 
 import tf_accum as tfa
-from benchmarks.harness import command_line, fmt_time, load_tensorflow, print_table
+from benchmarks.harness import Figures, command_line, fmt_time, load_tensorflow, print_table
 
 raw = tfa.raw_ops
 AHEAD = 2**40  # a local step no take ever catches up with: no gradient is stale
@@ -92,6 +92,17 @@ class Row:
             return self.ours.median() / self.base.median()
         modes = [t.median() for t in (self.eager, self.graph) if t is not None]
         return self.ours.median() / min(modes) if modes else None
+
+    def figures(self, into: Figures) -> None:
+        for column, timed in [
+            ("tf_accum", self.ours),
+            ("TF eager", self.eager),
+            ("TF graph", self.graph),
+            ("numpy", self.numpy),
+            (self.base_name, self.base),
+        ]:
+            if timed is not None:
+                into.add(self.name, column, timed.median())
 
     def cells(self) -> list[str]:
         def cell(t: Timed | None) -> str:
@@ -506,7 +517,7 @@ def build_rows(tf: Any) -> list[Row]:
     ]
 
 
-def run(repeat: int, with_tensorflow: bool, only: str | None) -> None:
+def run(repeat: int, with_tensorflow: bool, only: str | None, json_path: str | None = None) -> None:
     tf = load_tensorflow() if with_tensorflow else None
     rows = build_rows(tf)
     if only:
@@ -531,13 +542,17 @@ def run(repeat: int, with_tensorflow: bool, only: str | None) -> None:
     )
     print(f"(numpy {np.__version__}, ml_dtypes {ml_dtypes.__version__}, "
           f"TensorFlow {tf.__version__ if tf is not None else 'not run'})")  # fmt: skip
+    figures = Figures()
+    for row in rows:
+        row.figures(figures)
+    figures.write(json_path)
 
 
 def main() -> None:
     parser = command_line(__doc__, repeat=11)
     parser.add_argument("--only", help="run only the rows whose name contains this text")
     args = parser.parse_args()
-    run(args.repeat, not args.no_tensorflow, args.only)
+    run(args.repeat, not args.no_tensorflow, args.only, args.json)
 
 
 if __name__ == "__main__":

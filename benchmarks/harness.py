@@ -8,6 +8,7 @@ ratios measured in the same run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -70,4 +71,31 @@ def command_line(doc: str | None, repeat: int) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=repeat)
     parser.add_argument("--no-tensorflow", action="store_true")
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="also write the figures (seconds, per row and column) to PATH, for benchmarks.ab",
+    )
     return parser
+
+
+class Figures:
+    """The figures a benchmark printed, in seconds, kept for ``--json``:
+    ``add(row, column, seconds)`` per cell, then ``write(path)``."""
+
+    def __init__(self) -> None:
+        self.cells: list[dict[str, Any]] = []
+
+    def add(self, row: str, column: str, seconds: float | None) -> None:
+        if seconds is not None:
+            self.cells.append({"row": row, "column": column, "seconds": seconds})
+
+    def write(self, path: str | None) -> None:
+        """Write ``{"tf_accum": <the package's file>, "cells": [...]}`` to ``path``
+        (nothing when ``path`` is None)."""
+        if path is None:
+            return
+        import tf_accum
+
+        with open(path, "w") as out:
+            json.dump({"tf_accum": tf_accum.__file__, "cells": self.cells}, out, indent=1)

@@ -11,14 +11,14 @@ tfa.raw_ops.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=[1
 
 from typing import TYPE_CHECKING, Any
 
-from tf_accum import compat, dtypes, errors, raw_ops, sparse
+from tf_accum import dtypes, errors
 from tf_accum.dtypes import *  # noqa: F403 - tfa.float32 etc., like tf.float32
 from tf_accum.dtypes import __all__ as _dtype_names
-from tf_accum.indexed_slices import IndexedSlices
-from tf_accum.raw_ops.common import accumulator_stats
 
 if TYPE_CHECKING:
-    from tf_accum import distributed
+    from tf_accum import compat, distributed, raw_ops, sparse
+    from tf_accum.indexed_slices import IndexedSlices
+    from tf_accum.raw_ops.common import accumulator_stats
 
 __version__ = "0.1.0"
 
@@ -34,12 +34,34 @@ __all__ = [
     *_dtype_names,
 ]
 
+# Loaded at first use rather than by every import of tf_accum, which then
+# costs little beyond numpy: the raw ops and the accumulators under them, the
+# compat classes with graph mode, and the distributed tables (sockets,
+# hashing, the Ray client's helpers). Name -> (module, attribute or None for
+# the module itself).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "compat": ("tf_accum.compat", None),
+    "distributed": ("tf_accum.distributed", None),
+    "raw_ops": ("tf_accum.raw_ops", None),
+    "sparse": ("tf_accum.sparse", None),
+    "IndexedSlices": ("tf_accum.indexed_slices", "IndexedSlices"),
+    "accumulator_stats": ("tf_accum.raw_ops.common", "accumulator_stats"),
+}
+
 
 def __getattr__(name: str) -> Any:
-    # tfa.distributed (sockets, hashing, the Ray client's helpers) is imported
-    # at its first use, not by every import of tf_accum
-    if name == "distributed":
-        import importlib
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-        return importlib.import_module("tf_accum.distributed")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, attribute = where
+    found = importlib.import_module(module_name)
+    if attribute is not None:
+        found = getattr(found, attribute)
+    globals()[name] = found
+    return found
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -5,15 +5,17 @@ compares equal to anything :func:`as_dtype` turns into it: the name string, the
 numpy dtype or type, or TensorFlow's own DType object.
 
 The quantized types (qint8, quint8, qint16, quint16, qint32) are stored as the
-integer type of the same width, with the same arithmetic.
+integer type of the same width, with the same arithmetic. bfloat16 is stored
+as ml_dtypes' bfloat16, imported at its first use (its numpy type, an array
+of it, or ``as_dtype`` given ml_dtypes' type) rather than by ``import tf_accum``.
 """
 
 from __future__ import annotations
 
 import builtins
+import sys
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 
@@ -39,24 +41,35 @@ class DType:
 
     @property
     def as_numpy_dtype(self) -> type:
-        """The numpy scalar type (``numpy.float32``, ``ml_dtypes.bfloat16``, ...)."""
-        if self._numpy_dtype is None:
-            raise TypeError(f"{self.name} has no numpy equivalent")
-        found: type = self._numpy_dtype.type
+        """The numpy scalar type (``numpy.float32``, ``ml_dtypes.bfloat16``, ...).
+
+        Raises:
+            TypeError: the type has no numpy equivalent (string, resource).
+        """
+        found: type = self.numpy_dtype.type
         return found
 
     @property
     def numpy_dtype(self) -> np.dtype[Any]:
-        """The numpy dtype values of this type are stored in."""
-        if self._numpy_dtype is None:
-            raise TypeError(f"{self.name} has no numpy equivalent")
-        found: np.dtype[Any] = self._numpy_dtype
+        """The numpy dtype values of this type are stored in.
+
+        Raises:
+            TypeError: the type has no numpy equivalent (string, resource).
+        """
+        found = self._numpy_dtype
+        if found is None:
+            found = self._unset_numpy_dtype()
         return found
+
+    def _unset_numpy_dtype(self) -> np.dtype[Any]:
+        if self.name == "bfloat16":
+            return _load_bfloat16()
+        raise TypeError(f"{self.name} has no numpy equivalent")
 
     @property
     def is_floating(self) -> builtins.bool:
-        return self._numpy_dtype is not None and (
-            self._numpy_dtype.kind == "f" or self.name == "bfloat16"
+        return self.name == "bfloat16" or (
+            self._numpy_dtype is not None and self._numpy_dtype.kind == "f"
         )
 
     @property
@@ -93,7 +106,7 @@ class DType:
 
 float16 = DType("float16", "half", np.float16)
 half = float16
-bfloat16 = DType("bfloat16", "bfloat16", ml_dtypes.bfloat16)
+bfloat16 = DType("bfloat16", "bfloat16", None)  # ml_dtypes' type, set by _load_bfloat16
 float32 = DType("float32", "float", np.float32)
 float64 = DType("float64", "double", np.float64)
 double = float64
@@ -138,10 +151,40 @@ _BY_ENUM: dict[int, DType] = {
     16: quint16, 17: uint16, 18: complex128, 19: float16, 20: resource, 22: uint32, 23: uint64,
 }  # fmt: skip
 
-# numpy -> DType: plain types only; a numpy int8 is int8, never qint8.
+# numpy -> DType: plain types only; a numpy int8 is int8, never qint8. bfloat16
+# joins when ml_dtypes is loaded (_load_bfloat16).
 _BY_NUMPY: dict[np.dtype[Any], DType] = {
-    t.numpy_dtype: t for t in (*ACCUMULATOR_DTYPES, bool) if not t.is_quantized
+    t.numpy_dtype: t
+    for t in (*ACCUMULATOR_DTYPES, bool)
+    if not t.is_quantized and t is not bfloat16
 }
+
+
+def _load_bfloat16() -> np.dtype[Any]:
+    """Import ml_dtypes (its extension is most of what bfloat16 costs, so a
+    program that never uses bfloat16 does not pay it) and make bfloat16 its
+    type. Idempotent; concurrent callers all get the same dtype."""
+    import ml_dtypes
+
+    found: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    bfloat16._numpy_dtype = found
+    _BY_NUMPY[found] = bfloat16
+    return found
+
+
+def _lookup_numpy(dtype: np.dtype[Any]) -> DType | None:
+    found = _BY_NUMPY.get(dtype)
+    # A dtype numpy does not define may be ml_dtypes' bfloat16, made by a
+    # program that imported ml_dtypes before tf_accum needed it.
+    if (
+        found is None
+        and bfloat16._numpy_dtype is None
+        and dtype.isbuiltin != 1
+        and "ml_dtypes" in sys.modules
+    ):
+        _load_bfloat16()
+        found = _BY_NUMPY.get(dtype)
+    return found
 
 
 def as_dtype(type_value: Any) -> DType:
@@ -168,7 +211,7 @@ def as_dtype(type_value: Any) -> DType:
             return found
     elif isinstance(type_value, (np.dtype, type)):
         try:
-            found = _BY_NUMPY.get(np.dtype(type_value))
+            found = _lookup_numpy(np.dtype(type_value))
         except TypeError:
             found = None
         if found is not None:
@@ -191,7 +234,7 @@ def as_dtype(type_value: Any) -> DType:
 
 def kernel_type_name(dtype: np.dtype[Any]) -> str:
     """TensorFlow's kernel-message name for the type of a numpy array."""
-    found = _BY_NUMPY.get(dtype)
+    found = _lookup_numpy(dtype)
     if found is not None:
         return found.kernel_name
     if dtype.kind in "SUO":
@@ -201,7 +244,7 @@ def kernel_type_name(dtype: np.dtype[Any]) -> str:
 
 def from_numpy(dtype: np.dtype[Any]) -> DType | None:
     """The DType of a numpy array's dtype, or None if TensorFlow has no such type."""
-    return _BY_NUMPY.get(dtype)
+    return _lookup_numpy(dtype)
 
 
 __all__ = [
