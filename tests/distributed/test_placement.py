@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.distributed.conftest import Cluster
+from tests.distributed.conftest import PROCESS_WAIT, Cluster
 from tests.distributed.placement_roles import SIZE, WIDTH, dense, sparse
 from tests.distributed.test_errors import PLACEMENT_BOUND, extra_node
+from tests.helpers import wait_until
 from tf_accum import errors
 from tf_accum.distributed.placement import HostGroup
 from tf_accum.distributed.table import RayResourceTable, host_actor_name
@@ -265,3 +266,51 @@ def test_place_needs_a_ray_table(ray_cluster) -> None:
         pytest.raises(errors.FailedPreconditionError, match="call tfa.distributed.connect"),
     ):
         tfa.distributed.place("anything", hosts=2)
+
+
+def _lose_host(c: str, index: int, count: int, handle: int) -> None:
+    """Kill host ``index`` (Ray restarts it, empty) and wait until ``handle`` finds it lost."""
+    import ray
+
+    actor = ray.get_actor(host_actor_name(c, index, count), namespace="tf_accum")
+    ray.kill(actor, no_restart=False)
+
+    def lost() -> bool:
+        try:
+            raw.ResourceAccumulatorNumAccumulated(handle=handle)
+        except (errors.UnavailableError, errors.NotFoundError):
+            return True
+        return False
+
+    wait_until(lost, PROCESS_WAIT)
+
+
+def test_a_lost_host_restarts_empty_with_its_placement_and_the_others_keep_theirs(
+    ray_table, nodes
+) -> None:
+    c = container("lost")
+    tfa.distributed.place(c, hosts=2)
+    first, second = (
+        next(n for n in (f"v{i}" for i in range(50)) if expected_index(n, 2) == index)
+        for index in (0, 1)
+    )
+    a, b = dense(c, first), dense(c, second)
+    for h in (a, b):
+        raw.ResourceAccumulatorApplyGradient(
+            handle=h, local_step=0, gradient=np.array([1, 2, 3], np.int64)
+        )
+    _lose_host(c, 1, 2, b)
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=a)) == 1  # host 0 kept it
+    again = dense(c, second)  # made again on the restarted host 1, empty
+    assert ray_table.host_of(again)[0] == host_actor_name(c, 1, 2)
+    assert int(raw.ResourceAccumulatorNumAccumulated(handle=again)) == 0
+    _lose_host(c, 0, 2, a)
+    # the restarted host 0 still holds the placement: another one is refused
+    other = RayResourceTable()
+    other.place(c, hosts=3)
+    try:
+        with using_table(other), pytest.raises(errors.FailedPreconditionError) as caught:
+            dense(c, first)
+    finally:
+        other.close()
+    assert "made placed (hosts=2)" in caught.value.message
