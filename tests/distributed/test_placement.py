@@ -21,6 +21,7 @@ from tests.helpers import wait_until
 from tf_accum import errors
 from tf_accum.distributed.placement import HostGroup
 from tf_accum.distributed.table import RayResourceTable, host_actor_name
+from tf_accum.examples import recovery
 from tf_accum.resources import LocalResourceTable, using_table
 
 raw = tfa.raw_ops
@@ -49,24 +50,34 @@ def node_of(table: Any, handle: int) -> str:
 @pytest.fixture(scope="module")
 def nodes(ray_cluster: Cluster) -> Iterator[dict[str, str]]:
     """Node ids of two extra raylets (resources node_a, node_b); this module's hosts
-    are killed, then the raylets, by pid."""
+    are killed, then the raylets, by pid, and the cluster has seen them go."""
     import ray
 
-    with contextlib.ExitStack() as stack:
-        a, node_a = stack.enter_context(extra_node(ray_cluster, node_a=1))
-        b, node_b = stack.enter_context(extra_node(ray_cluster, node_b=1))
-        try:
-            yield {"a": a, "b": b, "head": ray.get_runtime_context().get_node_id()}
-        finally:
-            for actor in ray.util.list_named_actors(all_namespaces=True):
-                if actor["namespace"] == "tf_accum" and TAG in actor["name"]:
-                    with contextlib.suppress(ValueError):
-                        ray.kill(
-                            ray.get_actor(actor["name"], namespace="tf_accum"), no_restart=True
-                        )
-            for node in (node_a, node_b):
-                # its own processes, killed and waited for (extra_node then kills the rest by pid)
-                node.kill_all_processes(check_alive=False, allow_graceful=False, wait=True)
+    added: list[str] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            a, node_a = stack.enter_context(extra_node(ray_cluster, node_a=1))
+            b, node_b = stack.enter_context(extra_node(ray_cluster, node_b=1))
+            added += [a, b]
+            try:
+                yield {"a": a, "b": b, "head": ray.get_runtime_context().get_node_id()}
+            finally:
+                for actor in ray.util.list_named_actors(all_namespaces=True):
+                    if actor["namespace"] == "tf_accum" and TAG in actor["name"]:
+                        with contextlib.suppress(ValueError):
+                            ray.kill(
+                                ray.get_actor(actor["name"], namespace="tf_accum"),
+                                no_restart=True,
+                            )
+                for node in (node_a, node_b):
+                    # its own processes, killed and waited for (extra_node kills the rest by pid)
+                    node.kill_all_processes(check_alive=False, allow_graceful=False, wait=True)
+    finally:
+        # A process attaching later picks a raylet of its machine's address: not a dead one.
+        wait_until(
+            lambda: not any(n["Alive"] for n in ray.nodes() if n["NodeID"] in added),
+            PROCESS_WAIT,
+        )
 
 
 def test_a_shared_name_reaches_the_same_host_whichever_process_starts_first(
@@ -301,7 +312,7 @@ def test_a_lost_host_restarts_empty_with_its_placement_and_the_others_keep_their
         )
     _lose_host(c, 1, 2, b)
     assert int(raw.ResourceAccumulatorNumAccumulated(handle=a)) == 1  # host 0 kept it
-    again = dense(c, second)  # made again on the restarted host 1, empty
+    again = recovery.remake(lambda: dense(c, second))  # on the restarted host 1, empty
     assert ray_table.host_of(again)[0] == host_actor_name(c, 1, 2)
     assert int(raw.ResourceAccumulatorNumAccumulated(handle=again)) == 0
     _lose_host(c, 0, 2, a)
@@ -310,7 +321,7 @@ def test_a_lost_host_restarts_empty_with_its_placement_and_the_others_keep_their
     other.place(c, hosts=3)
     try:
         with using_table(other), pytest.raises(errors.FailedPreconditionError) as caught:
-            dense(c, first)
+            recovery.remake(lambda: dense(c, first))  # once host 0 is back
     finally:
         other.close()
     assert "made placed (hosts=2)" in caught.value.message
