@@ -834,31 +834,31 @@ def test_deferring_is_opt_in_and_puts_the_handler_back() -> None:
 def test_a_deferred_interrupt_inside_an_apply_follows_it_applied_and_counted() -> None:
     h = _sum_acc([1000])
     acc: Any = current_table().lookup(h)
-    original = acc._add
+    original = acc._count_and_add_locked
     after: list[int] = []
 
     def add_then_interrupt(total: Any, gradient: Any) -> None:
         original(total, gradient)
-        _thread.interrupt_main()  # lands between the add and the count
+        _thread.interrupt_main()  # lands inside the apply, before it returns
         _marker()
 
-    acc._add = add_then_interrupt
+    acc._count_and_add_locked = add_then_interrupt
     raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(1000, np.float32))
     with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
         raw.ResourceAccumulatorApplyGradient(
             handle=h, local_step=0, gradient=np.ones(1000, np.float32)
         )
         after.append(1)  # the caller's next call completes, then the interrupt
-    acc._add = original
+    del acc._count_and_add_locked
     assert after == [1] and sys.getprofile() is None
     assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 2
     np.testing.assert_array_equal(_take(h, 2), np.full(1000, 2.0, np.float32))
     raw.DestroyResourceOp(resource=h)
 
 
-def test_a_deferred_take_served_as_the_interrupt_came_returns_its_round_first() -> None:
-    """Served, and a gradient in since (the round cannot go back): the take
-    returns its round, and the interrupt follows once the caller has it."""
+def test_a_deferred_take_served_as_the_interrupt_came_gives_its_round_back() -> None:
+    """Served, and a gradient in since: as by default, the interrupt stops the
+    take at once and its round is merged into the next one (nothing lost)."""
     h = _sum_acc()
     acc: Any = current_table().lookup(h)
 
@@ -874,11 +874,11 @@ def test_a_deferred_take_served_as_the_interrupt_came_returns_its_round_first() 
     with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
         results.append(_take(h, 1, timeout=None))
     helper.result()
-    assert len(results) == 1 and sys.getprofile() is None
-    np.testing.assert_array_equal(results[0], np.full(4, 2.0, np.float32))
+    assert results == [] and sys.getprofile() is None
     stats = _stats(h)
-    assert stats["takes_served"] == 1 and stats["global_step"] == 1
-    assert stats["num_accumulated"] == 1 and stats["takes_interrupted"] == 0
+    assert stats["takes_served"] == 0 and stats["global_step"] == 1
+    assert stats["num_accumulated"] == 2 and stats["takes_interrupted"] == 1
+    np.testing.assert_array_equal(_take(h, 2), np.full(4, 6.0, np.float32))
     raw.DestroyResourceOp(resource=h)
 
 

@@ -43,6 +43,7 @@ from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.missing import missing_resource_error
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
+from tf_accum.accumulators.whole import then_mark
 
 logger = logging.getLogger("tf_accum")
 
@@ -87,7 +88,9 @@ class AccumulatorBase(ABC, Generic[Round]):
     ``_waiting`` has ``num_required > _count`` (a flush completes it otherwise,
     or, while adds into the round run outside the lock, seals the round for it
     or shuts the gate);
-    ``_global_step`` is a wrapping int64; ``_served`` counts completed takes;
+    ``_global_step`` is a wrapping int64; ``_served`` counts rounds handed
+    over (never down: the last one's serial), ``_given_back`` the ones given
+    back since;
     the ``_n_*`` counters are the statistics. Methods named ``*_locked`` run
     with ``_lock`` held.
     """
@@ -125,6 +128,9 @@ class AccumulatorBase(ABC, Generic[Round]):
         self._n_timed_out = 0
         self._n_cancelled = 0
         self._n_interrupted = 0
+        # the serials of served rounds given back (see _put_back_locked): a
+        # dict, so that a round's mark is stored with its count in one statement
+        self._given_back: dict[int, bool] = {}
         # Adds running outside the lock (see stripes.py) into the current round;
         # each carries the round's number (``_served`` when it began). A take
         # ready on the gradients already counted does not wait for them: the
@@ -139,15 +145,26 @@ class AccumulatorBase(ABC, Generic[Round]):
 
     # --- subclass hooks -------------------------------------------------------
 
+    # the instance attribute holding the round's state (None: no gradient yet)
+    _ROUND: ClassVar[str]
+
     @abstractmethod
     def _detach_round_locked(self) -> Round:
-        """Hand over the round's accumulated state and start an empty round
-        (in the method's last line, after any bookkeeping: see
+        """The round's accumulated state, about to be handed over, with any
+        bookkeeping done first; the state stays in place (the caller empties
+        the round in one statement with the counters: see
         _complete_round_locked)."""
 
     def _attach_round_locked(self, state: Round) -> None:
         """Put a detached round back (only called while the round is empty)."""
         raise NotImplementedError
+
+    def _merge_round_locked(self, state: Round, count: int, serial: int) -> bool:
+        """Merge the raw state of the served round ``serial`` (``count``
+        gradients) into the current round, counting them and marking the
+        round given back (``_given_back``) in one step; say whether it was
+        (False: it cannot be, and nothing changed)."""
+        return False
 
     @abstractmethod
     def _finish_round(self, state: Round, count: int, serial: int) -> Any:
@@ -208,7 +225,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                 "accepted": self._n_accepted,
                 "stale": self._n_stale,
                 "rejected": self._n_rejected,
-                "takes_served": self._served,
+                "takes_served": self._served - len(self._given_back),
                 "takes_timed_out": self._n_timed_out,
                 "takes_cancelled": self._n_cancelled,
                 "takes_interrupted": self._n_interrupted,
@@ -297,8 +314,9 @@ class AccumulatorBase(ABC, Generic[Round]):
                 else:
                     attempt = TakeAttempt(num_required)
                     self._enqueue_locked(attempt, cancellation)
-                    if self._in_flight:
-                        self._flush_locked()  # shuts the gate if only they hold it up
+                    # serves it at once if an exception left a served take at
+                    # the front; shuts the gate if only adds in flight hold it up
+                    self._flush_locked()
             if attempt is not None:
                 self._wait(attempt, timeout, cancellation)
                 served = self._claim(attempt)
@@ -345,6 +363,7 @@ class AccumulatorBase(ABC, Generic[Round]):
                     deadline = None  # served once the adds running now are done
             if not woken:
                 with self._lock:
+                    self._resume_front_locked()
                     if attempt.stage is QUEUED:
                         self._withdraw_locked(attempt)
                         self._n_timed_out += 1
@@ -409,6 +428,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         while True:
             self._await_landing(attempt)
             with self._lock:
+                self._resume_front_locked()
                 stage = attempt.stage
                 if stage is SEALED:
                     continue  # sealed since we looked: its adds are landing
@@ -437,6 +457,7 @@ class AccumulatorBase(ABC, Generic[Round]):
     def _ready_but_for_flights(self, attempt: TakeAttempt[Round]) -> bool:
         """Whether ``attempt`` waits only for adds running outside the lock."""
         with self._lock:
+            self._resume_front_locked()
             return bool(self._in_flight) and self._front_ready_locked(attempt)
 
     @staticmethod
@@ -469,6 +490,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         one, or one served whose waiter has not claimed its round yet, if the
         round can go back (nothing has happened since): it consumes nothing."""
         with self._lock:
+            self._resume_front_locked()
             stage = attempt.stage
             if stage is QUEUED:
                 attempt.error = copy_error(error)
@@ -487,27 +509,43 @@ class AccumulatorBase(ABC, Generic[Round]):
     def _complete_round_locked(self) -> Round:
         step = self._global_step + 1
         step = INT64_MIN if step > INT64_MAX else step
-        served, detach = self._served + 1, self._detach_round_locked
-        # one line: the round is handed over exactly when the counter and the
-        # step move on (each subclass detaches its round in its last line), so
-        # an exception arriving in between loses it whole or leaves it whole
-        state, self._count, self._served, self._global_step = detach(), 0, served, step
+        served, fields, name = self._served + 1, self.__dict__, self._ROUND
+        state = self._detach_round_locked()
+        # one statement on one line, with no call in it: the round is handed
+        # over exactly when the counter and the step move on (CPython raises
+        # an asynchronous exception only after a call, at a backward jump or
+        # at a function's start; a tracer's, at a line's start)
+        fields[name], self._count, self._served, self._global_step = None, 0, served, step
         return state
 
     def _put_back_locked(self, state: Round, count: int, serial: int) -> bool:
-        """Undo the served round ``serial`` if nothing has happened since; say whether it was."""
-        if self._closed or self._served != serial or self._count or serial <= self._kept_by_taker:
+        """Give the served round ``serial`` back, once; say whether it went back.
+
+        If nothing has happened since, the round is undone: the counter and
+        the step are as before it. Otherwise its raw state is merged into the
+        current round (see _merge_round_locked): its gradients count again,
+        and the step stays where the takes moved it. It cannot go back once
+        its take began dividing it in place (see _keep_for_taker), nor into a
+        destroyed accumulator, nor (dense) into a round of another shape."""
+        if serial in self._given_back:  # already: an exception cut the last call short
+            self._flush_locked()
+            return True
+        if self._closed or serial <= self._kept_by_taker:
             return False
-        try:
-            self._attach_round_locked(state)
-        except NotImplementedError:
-            return False
-        step = self._global_step - 1
-        step = INT64_MAX if step < INT64_MIN else step
-        # one statement: the counters say the round is back exactly when they
-        # all do (an exception before it leaves the round attached but
-        # uncounted, and a second put back finishes the job)
-        self._count, self._served, self._global_step = count, serial - 1, step
+        if self._served != serial or self._count:
+            if not self._merge_round_locked(state, count, serial):
+                return False
+        else:
+            try:
+                self._attach_round_locked(state)
+            except NotImplementedError:
+                return False
+            step = self._global_step - 1
+            step = INT64_MAX if step < INT64_MIN else step
+            # one statement: the counters say the round is back exactly when
+            # they all do (an exception before it leaves the round attached
+            # but uncounted, and a second put back finishes the job)
+            self._count, self._global_step, self._given_back[serial] = count, step, True
         self._flush_locked()
         return True
 
@@ -515,6 +553,7 @@ class AccumulatorBase(ABC, Generic[Round]):
         """Complete waiting takes from the front for as long as the counter allows
         (sealing the round if adds into it run outside the lock), and open or
         shut the gate."""
+        self._resume_front_locked()
         if self._in_flight:
             ready = self._front_ready_locked()
             if ready and self._sealed is None:
@@ -523,26 +562,46 @@ class AccumulatorBase(ABC, Generic[Round]):
                 if ready != self._gate_shut:
                     self._set_gate_locked(ready)
                 return
-        while self._waiting and self._count >= self._waiting[0].num_required:
-            attempt = self._waiting.popleft()
-            attempt.count = self._count
-            attempt.outcome = self._complete_round_locked()
-            attempt.serial = self._served
-            attempt.stage = SERVED
-            attempt.wakeup.release()
+        waiting, over = self._waiting, self._complete_round_locked
+        while waiting and self._count >= waiting[0].num_required:
+            attempt, count = waiting[0], self._count
+            # one line after the call: handed its round exactly when the round
+            # moves on; then woken exactly when marked served. An exception
+            # between them leaves it at the front for _resume_front_locked.
+            attempt.outcome, attempt.count, attempt.serial = over(), count, self._served
+            then_mark(attempt.wakeup.release, attempt, "stage", SERVED)
+            waiting.popleft()
         if self._gate_shut:
             self._set_gate_locked(False)
+
+    def _resume_front_locked(self) -> None:
+        """Finish what an exception cut short at the front of the queue: a
+        take handed its round but not yet woken is woken, one committed to a
+        sealed round is marked so, and those no longer waiting are dropped.
+        Runs before anything looks at a waiting take."""
+        waiting, sealed = self._waiting, self._sealed
+        while waiting:
+            attempt = waiting[0]
+            if attempt.stage is QUEUED:
+                if sealed is not None and sealed.attempt is attempt:
+                    attempt.stage = SEALED
+                elif attempt.serial:
+                    then_mark(attempt.wakeup.release, attempt, "stage", SERVED)
+                else:
+                    return
+            waiting.popleft()
 
     def _seal_locked(self) -> None:
         """Commit the front take to the current round while adds into it still
         run outside the lock (see SealedRound): the next round starts now."""
-        attempt = self._waiting.popleft()
+        attempt = self._waiting[0]
         sealed = SealedRound(attempt, self._served, self._in_flight, self._count)
-        attempt.outcome = self._complete_round_locked()
-        serial = self._served
-        # one line: an exception arriving before it leaves the adds counted in
-        # _in_flight, landing uncounted (their round is gone)
-        attempt.serial, attempt.stage, self._sealed, self._in_flight = serial, SEALED, sealed, 0
+        over, serial = self._complete_round_locked, self._served + 1
+        # one line after the call: sealed exactly when its round is handed
+        # over, and the adds counted in _in_flight move to it
+        sealed.outcome, sealed.serial, self._sealed, self._in_flight = over(), serial, sealed, 0
+        attempt.stage = SEALED  # (or by _resume_front_locked)
+        self._waiting.popleft()
 
     def _serve_sealed_locked(self) -> None:
         """Once every add into the sealed round has landed, hand it to its take."""
@@ -550,10 +609,15 @@ class AccumulatorBase(ABC, Generic[Round]):
         if sealed is None or sealed.in_flight:
             return
         attempt = sealed.attempt
-        wake = attempt.wakeup.release
-        # one line: woken exactly when no longer sealed, so that an exception
-        # arriving around it neither skips nor repeats the wake-up
-        attempt.count, attempt.stage, self._sealed = sealed.count, (wake(), SERVED)[1], None
+        if attempt.stage is QUEUED or attempt.stage is SEALED:  # not yet (again: see _land)
+            attempt.outcome, attempt.count, attempt.serial = (
+                sealed.outcome,
+                sealed.count,
+                sealed.serial,
+            )
+            # woken exactly when marked served
+            then_mark(attempt.wakeup.release, attempt, "stage", SERVED)
+        self._sealed = None
 
     def _set_gate_locked(self, shut: bool) -> None:
         # one statement each: an exception arriving between lines leaves the
@@ -607,10 +671,8 @@ class AccumulatorBase(ABC, Generic[Round]):
             if not self._closed:
                 self._flush_locked()
 
-    def _accepted_locked(self) -> None:
-        """Count a merged gradient and serve whoever waits."""
-        self._count += 1
-        self._n_accepted += 1
+    def _serve_waiting_locked(self) -> None:
+        """Serve whoever waits, after a gradient was counted."""
         if self._waiting:
             self._flush_locked()
 
@@ -622,6 +684,7 @@ class AccumulatorBase(ABC, Generic[Round]):
             self._closed = True
             self._count = 0
             self._detach_round_locked()
+            self.__dict__[self._ROUND] = None
             if self._gate_shut:
                 self._set_gate_locked(False)  # applies waiting at it find it closed
             while self._waiting:
