@@ -43,7 +43,7 @@ from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.missing import missing_resource_error
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
-from tf_accum.accumulators.whole import then_mark
+from tf_accum.accumulators.whole import in_turn, then_mark
 
 logger = logging.getLogger("tf_accum")
 
@@ -620,17 +620,16 @@ class AccumulatorBase(ABC, Generic[Round]):
         self._sealed = None
 
     def _set_gate_locked(self, shut: bool) -> None:
-        # one statement each: an exception arriving between lines leaves the
-        # flag saying whether the gate is held
-        if shut:
-            self._gate_shut = self._gate.acquire()
-        else:
-            self._gate_shut = self._gate.release() or False  # type: ignore[func-returns-value]
+        # the lock and the flag change in one step (whole.then_mark): an
+        # exception leaves the flag saying whether the gate is held
+        gate = self._gate
+        then_mark(gate.acquire if shut else gate.release, self, "_gate_shut", shut)
 
     def _wait_at_gate(self) -> None:
         """Wait (without the lock) until the gate opens: a take that can be served
         once the adds running outside the lock are done goes before this apply."""
-        self._gate.acquire() and self._gate.release()  # type: ignore[func-returns-value]
+        # passed through in one step: never left held by an exception in between
+        in_turn(self._gate.acquire, self._gate.release)
 
     def _land(self, flight: Any) -> None:
         """An add that ran outside the lock (noted in ``_in_flight``) is over:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators.quiet import quiet_float_errors
-from tf_accum.accumulators.whole import then_mark
+from tf_accum.accumulators.whole import in_turn, then_mark
 
 Array = np.ndarray[Any, Any]
 
@@ -107,7 +107,7 @@ class Stripes:
                 self._run(job)
         finally:
             while job.held:
-                job.held.pop().release()
+                _let_go(job.held[-1], job.held)
 
     def _run(self, job: StripedAdd) -> None:
         # Written so that it can be run again from wherever an exception left
@@ -122,8 +122,7 @@ class Stripes:
         pieces = len(job.bounds)
         if pieces == 1:
             while job.done == 0 and len(held) < len(locks):
-                lock = locks[len(held)]
-                held.append(lock.acquire() and lock)
+                _take(locks[len(held)], held)
             if job.done == 0:
                 add = partial(np.add, job.total, job.gradient, out=job.total)
                 then_mark(add, job, "done", 1)
@@ -131,12 +130,23 @@ class Stripes:
             while job.done < pieces:
                 lock = locks[job.done]
                 if lock not in held:
-                    held.append(lock.acquire() and lock)  # the next first: no one overtakes
+                    _take(lock, held)  # the next first: no one overtakes
                 while held[0] is not lock:
-                    held.pop(0).release()
+                    _let_go(held[0], held)
                 lo, hi = job.bounds[job.done]
                 total = job.total[lo:hi]
                 add = partial(np.add, total, job.gradient[lo:hi], out=total)
                 then_mark(add, job, "done", job.done + 1)
         while held:
-            held.pop().release()
+            _let_go(held[-1], held)
+
+
+def _take(lock: Any, held: list[Any]) -> None:
+    """Acquire ``lock`` and note it held, as one step (whole.in_turn): an
+    exception finds it both or neither, never held and forgotten."""
+    in_turn(lock.acquire, partial(held.append, lock))
+
+
+def _let_go(lock: Any, held: list[Any]) -> None:
+    """Release ``lock`` and forget it, as one step."""
+    in_turn(lock.release, partial(held.remove, lock))
