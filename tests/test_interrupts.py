@@ -28,7 +28,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import base
+from tf_accum.accumulators import taking
 from tf_accum.accumulators.attempts import TakeAttempt
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
@@ -702,7 +702,7 @@ def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_who
             super().__init__(n)
             self.wakeup = ExplodingLock()  # type: ignore[assignment]
 
-    monkeypatch.setattr(base, "TakeAttempt", Attempt)
+    monkeypatch.setattr(taking, "TakeAttempt", Attempt)
     with pytest.raises(Boom):
         _take(h, 1)
     monkeypatch.undo()
@@ -986,7 +986,7 @@ def test_a_second_exception_in_a_takes_cleanup_leaves_no_dead_take_nor_lost_coun
     acc: Any = current_table().lookup(h)
     for j in range(1, 200):
         raised: list[str] = []
-        monkeypatch.setattr(base, "TakeAttempt", _ExplodingAttempt)
+        monkeypatch.setattr(taking, "TakeAttempt", _ExplodingAttempt)
         sys.settrace(_after_boom(j, raised))
         try:
             _take(h, 1, timeout=5)

@@ -273,7 +273,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         total = self._sum
         if total is None:
             return False  # a round's start is stored in one statement
-        if type(total) is np.ndarray:
+        if isinstance(total, np.ndarray):
             return total.size >= PARALLEL_MIN_ELEMENTS
         return total.one_call(gradient) is None
 
@@ -304,16 +304,21 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def _finish_flight(self, flight: stripes.StripedAdd) -> None:
         """Complete and count an add that an exception stopped outside the
-        lock; begun again if an exception (Ctrl-C pressed again) stops this
-        too, then the last such exception is raised."""
+        lock: its pieces are finished, begun again if an exception (Ctrl-C
+        pressed again) stops that too, and only then is it landed, counted
+        exactly when whole (a whole add numpy itself refuses writes nothing,
+        and lands uncounted); then the last such exception is raised."""
         again: BaseException | None = None
         for _ in range(_FINISH_TRIES):
             try:
-                if not flight.landed:
-                    try:
-                        self._stripes.finish(flight)
-                    finally:
-                        self._land(flight)
+                if not flight.complete or flight.held:
+                    self._stripes.finish(flight)  # and lets its stripes go
+                break
+            except BaseException as exc:
+                again = exc
+        for _ in range(_FINISH_TRIES):
+            try:
+                self._land(flight)  # once: it notes that it has
                 break
             except BaseException as exc:
                 again = exc
@@ -372,7 +377,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         array of PARALLEL_MIN_ELEMENTS or more) as one step: by one compiled
         loop, counted just before it (see NarrowSum.one_call), or else, in the
         main thread, on a thread where no signal handler's exception lands."""
-        call = None if type(total) is np.ndarray else total.one_call(gradient)
+        call = None if isinstance(total, np.ndarray) else total.one_call(gradient)
         if call is None:
             run_whole(partial(self._add_then_count, total, gradient))
             return
