@@ -4,8 +4,9 @@ Run: ``python -m benchmarks.interrupt_storm [--runs N] [--storms N] [--seconds S
 
 Every accumulator here is a MEAN of float64 ones, so a round's result is
 exactly 1.0 unless its count and its sum disagree (a half-applied gradient);
-``takes_served`` (the accumulator's statistics) against the rounds the loop
-stored gives the rounds lost between the accumulator and the caller's list.
+``takes_served`` (the accumulator's statistics, which leave out a take whose
+round was given back) against the rounds the loop stored gives the rounds
+lost between the accumulator and the caller's list.
 
 - ``single``: N runs. In each, a thread applies ones as fast as it can while
   the main thread runs ``results.append(acc.take_grad(1))``; one SIGINT

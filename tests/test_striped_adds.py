@@ -293,8 +293,8 @@ def test_an_exception_injected_into_a_committed_take_puts_its_whole_round_back(
     monkeypatch: pytest.MonkeyPatch, next_round: bool
 ) -> None:
     """Like a served take's, a committed take's round goes back when something
-    other than Ctrl-C surfaces in its thread, once its adds are done, and only
-    if nothing has happened since (no gradient counted, no take served)."""
+    other than Ctrl-C surfaces in its thread, once its adds are done: undone
+    if nothing has happened since, else merged into the next round."""
     h, acc = _acc()
     paused = _Paused(monkeypatch)
     _apply(h, _full(1.0))
@@ -313,9 +313,10 @@ def test_an_exception_injected_into_a_committed_take_puts_its_whole_round_back(
     assert isinstance(taking.error(), _Injected)
     stats = tfa.accumulator_stats(h)
     assert stats["takes_interrupted"] == 1
-    if next_round:  # not put back: the next round's gradient is there alone
-        assert (stats["num_accumulated"], stats["global_step"]) == (1, 1)
-        np.testing.assert_array_equal(_take(h, 1), _full(5.0))
+    if next_round:  # merged: the step stays where the take moved it
+        assert (stats["num_accumulated"], stats["global_step"]) == (3, 1)
+        assert stats["takes_served"] == 0
+        np.testing.assert_array_equal(_take(h, 3), _full(8.0))
     else:
         assert (stats["num_accumulated"], stats["global_step"]) == (2, 0)
         assert stats["takes_served"] == 0

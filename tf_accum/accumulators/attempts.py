@@ -65,13 +65,15 @@ class SealedRound:
     landed (``count``). ``round`` tells its adds from the next round's.
     """
 
-    __slots__ = ("attempt", "round", "in_flight", "count")
+    __slots__ = ("attempt", "round", "in_flight", "count", "outcome", "serial")
 
     def __init__(self, attempt: TakeAttempt[Any], round: int, in_flight: int, count: int) -> None:
         self.attempt = attempt
         self.round = round
         self.in_flight = in_flight
         self.count = count
+        self.outcome: Any = None  # the round's state, once handed over
+        self.serial = 0  # its serial, once handed over
 
 
 def copy_error(error: errors.OpError) -> errors.OpError:

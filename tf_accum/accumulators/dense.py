@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar, Optional
 
 import numpy as np
@@ -14,13 +16,16 @@ from tf_accum.accumulators import half_kernel, stripes
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import divide_in_place
 from tf_accum.accumulators.pool import PARALLEL_MIN_ELEMENTS, WORKERS, parallel_copy
+from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, quiet_runner
 from tf_accum.accumulators.running_sum import (
+    NARROW_MIN_ELEMENTS,
     RoundSum,
     divided_sum,
     start_sum,
     sum_adder,
     sum_result,
 )
+from tf_accum.accumulators.whole import run_whole
 from tf_accum.shapes import is_compatible, kernel_text
 
 _Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10
@@ -70,6 +75,21 @@ def _lone_references() -> int:
 _LONE = _lone_references()
 
 
+# How often an add stopped outside the lock is begun again when interrupted itself.
+_FINISH_TRIES = 10
+
+
+def _in_place_operands(
+    total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """``(out, addend)`` for ``np.add(out, addend, out)`` to add ``gradient``
+    into the sum ``total``: a one-element sum adds into its pair (see
+    running_sum.start_sum), numpy's overlap copy spared."""
+    if total.size == 1:
+        return total.base, gradient.reshape(())  # type: ignore[return-value]
+    return total, gradient
+
+
 def _shape_mismatch(expected: str, got: tuple[int, ...]) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(
         None, None, f"Shape mismatch: expected {expected}, got {kernel_text(got)}"
@@ -92,6 +112,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     """
 
     kind: ClassVar[str] = "dense"
+    _ROUND: ClassVar[str] = "_sum"
 
     _sum: _Sum = None
     # handed-over round buffers, oldest first (see RECYCLE_MIN_BYTES)
@@ -110,13 +131,49 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             watched.append(total)
             if len(watched) > _WATCHED:
                 del watched[0]
-        # last, in one line: the round is handed over whole or not at all
-        # (the class attribute's None shows once the instance's is gone)
-        return self.__dict__.pop("_sum", None)  # type: ignore[no-any-return]
+        return total
 
     def _attach_round_locked(self, state: _Sum) -> None:
         self._watched = [a for a in self._watched if a is not state]
         self._sum = state
+
+    def _merge_round_locked(self, state: _Sum, count: int, serial: int) -> bool:
+        total = self._sum
+        if total is None or state is None:
+            # an empty round takes the served one as it is
+            self._watched = [a for a in self._watched if a is not state and a is not total]
+            # one statement: merged exactly when counted and marked given back
+            self._sum, self._count, self._given_back[serial] = (
+                state if total is None else total,
+                self._count + count,
+                True,
+            )
+            return True
+        if self._in_flight:
+            return False  # adds run into the current sum outside the lock
+        gradient = sum_result(state)
+        if gradient.shape != total.shape:
+            return False  # the current round has another shape (none was declared)
+        if type(total) is np.ndarray and total.size < PARALLEL_MIN_ELEMENTS:
+            out, addend = _in_place_operands(total, gradient)
+            if CONTEXT_LOCAL_ERRORS:
+                run = quiet_runner()
+                # counted first, added by the very next call (see _count_and_add_locked)
+                self._count, self._given_back[serial] = self._count + count, True
+                run(np.add, out, addend, out)
+            else:
+                with np.errstate(all="ignore"):
+                    self._count, self._given_back[serial] = self._count + count, True
+                    np.add(out, addend, out)
+            return True
+
+        def merge() -> None:
+            self._add(total, gradient)
+            self._count, self._given_back[serial] = self._count + count, True
+
+        # several calls: on a thread where no signal handler runs (this one holds the lock)
+        run_whole(merge)
+        return True
 
     def close(self) -> None:
         super().close()
@@ -168,6 +225,14 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         self._exact_shape = declared if declared is not None and None not in declared else None
         # float16/bfloat16: the optional compiled loops are loaded before the lock
         self._narrow = self.numpy_dtype in half_kernel.NARROW_DTYPES
+        # From this many elements an add into a round is several calls (a
+        # narrow sum's passes, or an add split over the pool): applied from
+        # the main thread, on a helper thread (see apply)
+        self._whole_min = (
+            min(NARROW_MIN_ELEMENTS, PARALLEL_MIN_ELEMENTS)
+            if self._narrow
+            else PARALLEL_MIN_ELEMENTS
+        )
 
     def _fits_declared(self, shape: tuple[int, ...]) -> bool:
         if self._exact_shape is not None:
@@ -187,6 +252,32 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if self._narrow and half_kernel.load_pending(gradient.dtype, gradient.size):
             # the first load compiles for about a second: not while holding the lock
             half_kernel.load()
+        if (
+            gradient.size >= self._whole_min
+            and threading.current_thread() is threading.main_thread()
+            and self._several_calls(gradient)
+        ):
+            # The add is several calls, between which CPython may raise a
+            # signal handler's exception (Ctrl-C) in this thread: the apply
+            # runs whole on a thread where no handler runs, and the interrupt
+            # follows once it is done (or, if it escapes the wait, the apply
+            # still completes, under its own lock).
+            run_whole(partial(self._apply, local_step, gradient, owned))
+            return
+        self._apply(local_step, gradient, owned)
+
+    def _several_calls(self, gradient: np.ndarray[Any, Any]) -> bool:
+        """Whether adding ``gradient`` to the round as it stands takes several
+        calls (read without the lock: a guess, which _add_large_locked makes
+        good when it was wrong)."""
+        total = self._sum
+        if total is None:
+            return False  # a round's start is stored in one statement
+        if isinstance(total, np.ndarray):
+            return total.size >= PARALLEL_MIN_ELEMENTS
+        return total.one_call(gradient) is None
+
+    def _apply(self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool) -> None:
         flight: stripes.StripedAdd | None = None  # an add running outside the lock
         try:
             while True:
@@ -208,11 +299,31 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             if flight is not None:
                 # begun: the gradient goes in whole and is counted (or, if the
                 # add itself fails, neither), then the error surfaces
-                try:
-                    self._stripes.finish(flight)
-                finally:
-                    self._land(flight)
+                self._finish_flight(flight)
             raise
+
+    def _finish_flight(self, flight: stripes.StripedAdd) -> None:
+        """Complete and count an add that an exception stopped outside the
+        lock: its pieces are finished, begun again if an exception (Ctrl-C
+        pressed again) stops that too, and only then is it landed, counted
+        exactly when whole (a whole add numpy itself refuses writes nothing,
+        and lands uncounted); then the last such exception is raised."""
+        again: BaseException | None = None
+        for _ in range(_FINISH_TRIES):
+            try:
+                if not flight.complete or flight.held:
+                    self._stripes.finish(flight)  # and lets its stripes go
+                break
+            except BaseException as exc:
+                again = exc
+        for _ in range(_FINISH_TRIES):
+            try:
+                self._land(flight)  # once: it notes that it has
+                break
+            except BaseException as exc:
+                again = exc
+        if again is not None:
+            raise again
 
     def _apply_locked(
         self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool
@@ -230,7 +341,13 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             if local_step < self._global_step:
                 self._stale_locked()
                 return None
-            self._sum = self._start_round_locked(gradient, owned)
+            # one statement after the call: the round starts exactly when its
+            # first gradient is counted
+            self._sum, self._count, self._n_accepted = (
+                self._start_round_locked(gradient, owned),
+                self._count + 1,
+                self._n_accepted + 1,
+            )
         elif total.shape != shape:
             # the round's shape already fits the declared one
             self._n_rejected += 1
@@ -247,10 +364,68 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             )
             job.round = self._served
             return job
+        elif type(total) is np.ndarray and total.size < PARALLEL_MIN_ELEMENTS:
+            self._count_and_add_locked(total, gradient)
         else:
-            self._add(total, gradient)
-        self._accepted_locked()
+            self._add_large_locked(total, gradient)
+        if self._waiting:
+            self._flush_locked()
         return None
+
+    def _add_large_locked(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
+        """Count ``gradient`` and add it into ``total`` (a narrow sum, or an
+        array of PARALLEL_MIN_ELEMENTS or more) as one step: by one compiled
+        loop, counted just before it (see NarrowSum.one_call), or else, in the
+        main thread, on a thread where no signal handler's exception lands."""
+        call = None if isinstance(total, np.ndarray) else total.one_call(gradient)
+        if call is None:
+            run_whole(partial(self._add_then_count, total, gradient))
+            return
+        narrow: Any = total
+        loop, arguments = call
+        flat = gradient.reshape(-1)
+        begun = False
+        try:
+            # counted and marked begun in one statement, the loop the very next
+            # call (see _count_and_add_locked)
+            self._count, self._n_accepted, narrow.pending, begun = (
+                self._count + 1,
+                self._n_accepted + 1,
+                flat,
+                True,
+            )
+            returned = loop(*arguments)
+            if narrow.after_call(returned):
+                return
+        except BaseException:
+            if begun:  # the loop has run: finish the add, then let the error out
+                run_whole(narrow.settle)
+            raise
+        run_whole(narrow.settle)  # infinities, NaNs or an overflow to check: rare
+
+    def _add_then_count(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
+        self._add(total, gradient)
+        self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
+
+    def _count_and_add_locked(
+        self, total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
+    ) -> None:
+        """Count ``gradient`` and add it into ``total`` (an array of fewer than
+        PARALLEL_MIN_ELEMENTS elements) as one step: the count is stored
+        first, and the add is the very next call. CPython raises a signal
+        handler's exception (Ctrl-C) only after a call returns, at a backward
+        jump or at a function's start, so one landing here finds both done
+        or neither. (An add of a same-shaped array of the sum's dtype
+        allocates nothing to fail on.)"""
+        out, addend = _in_place_operands(total, gradient)
+        if CONTEXT_LOCAL_ERRORS:
+            run = quiet_runner()
+            self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
+            run(np.add, out, addend, out)
+        else:
+            with np.errstate(all="ignore"):
+                self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
+                np.add(out, addend, out)
 
     @staticmethod
     def _striped(total: np.ndarray[Any, Any]) -> bool:

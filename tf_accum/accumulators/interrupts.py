@@ -1,11 +1,12 @@
 """Opt-in: Ctrl-C delivered after a tf_accum call has returned, not inside it.
 
 By default tf_accum installs nothing (see the README, "Interrupts, fork and
-pickling"), and a KeyboardInterrupt surfaces wherever Python raises it: one
-that lands after a take's round was handed over loses that round, as in
-TensorFlow, and one between an apply's add and its count leaves the gradient
-uncounted. A program that would rather not lose them asks for the deferral
-explicitly, around the code that calls tf_accum::
+pickling"), and a KeyboardInterrupt surfaces wherever Python raises it,
+leaving no apply half done and giving back a round served to a take whose wait
+it stopped; one that lands after a take's round was handed over, while its
+result is computed and returned, loses that round, as in TensorFlow. A
+program that would rather not lose those asks for the deferral explicitly,
+around the code that calls tf_accum::
 
     from tf_accum.accumulators.interrupts import deferred_interrupts
 

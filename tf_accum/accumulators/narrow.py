@@ -20,7 +20,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from tf_accum.accumulators import division, half_kernel, pool
+from tf_accum.accumulators import division, half_kernel, pool, quiet
 from tf_accum.accumulators.pool import bounds, run_split, split_elementwise
 from tf_accum.accumulators.quiet import add_quietly, quietly
 
@@ -72,7 +72,7 @@ class NarrowSum:
     one uses them only if they are loaded already.
     """
 
-    __slots__ = ("shadow", "exact", "dtype", "_scratch", "_bound", "_kernels")
+    __slots__ = ("shadow", "exact", "dtype", "_scratch", "_bound", "_kernels", "pending")
     # largest magnitude field (bits & 0x7fff) of a finite value
     _LARGEST_FINITE: int
 
@@ -80,6 +80,9 @@ class NarrowSum:
         self.dtype = dtype
         self.exact: Array | None = None
         self._bound = 0.0
+        # the flat gradient of an add begun by one_call's loop and not yet
+        # settled (see after_call)
+        self.pending: Array | None = None
         self._kernels = (
             half_kernel.load() if first.size >= half_kernel.MIN_ELEMENTS else half_kernel.loaded()
         )
@@ -191,6 +194,58 @@ class NarrowSum:
         divided: Array = out.view(self.dtype)
         return divided
 
+    # --- an add as one call (see one_call) ---
+
+    def one_call(self, gradient: Array) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
+        """``(loop, arguments)`` when adding ``gradient`` is one call of a
+        compiled loop (or, once the sum is exact, of numpy's add) on this
+        thread, else None (use :meth:`add`). The caller sets ``pending`` to
+        the flat gradient, calls ``loop(*arguments)`` as the very next call,
+        and hands what it returned to :meth:`after_call` (or, if an exception
+        took it, calls :meth:`settle` on a thread where none can land)."""
+        if self.exact is not None:
+            if not quiet.CONTEXT_LOCAL_ERRORS:
+                return None
+            return quiet.quiet_runner(), (np.add, self.exact, gradient, self.exact)
+        if self._kernels is None or self._scratch.shape[0] != 1:
+            return None  # numpy's passes, or one part per thread: several calls
+        flat = _flat(gradient)
+        kernels = self._kernels_for(flat)
+        if kernels is None:
+            return None
+        bits = self.shadow.reshape(-1).view(np.uint32)
+        return self._loop_call(kernels, bits, flat.view(np.uint16))
+
+    def after_call(self, returned: Any) -> bool:
+        """Record what one_call's loop returned: True when that settles the
+        add (``pending`` is then cleared in the same statement), False when
+        more must be done (see :meth:`settle`)."""
+        if self.exact is not None:
+            self.pending = None
+            return True
+        return self._settled(returned)
+
+    def settle(self) -> None:
+        """Finish the add of ``pending`` whose compiled loop has run: what it
+        returned is found again from the gradient. Several calls: run it where
+        no signal handler's exception lands (whole.run_whole)."""
+        gradient = self.pending
+        if gradient is not None:
+            if self.exact is None:
+                self._settle(gradient)
+            self.pending = None
+
+    def _loop_call(
+        self, kernels: half_kernel.Kernels, bits: Array, gradient_bits: Array
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _settled(self, returned: Any) -> bool:
+        raise NotImplementedError
+
+    def _settle(self, gradient: Array) -> None:
+        raise NotImplementedError
+
     # --- subclass hooks ---
     def _narrow_dividing(self, kernels: half_kernel.Kernels) -> Callable[[Array, Array, Any], None]:
         """The compiled loop writing the shadow's values divided by a float32
@@ -284,6 +339,41 @@ class HalfSum(NarrowSum):
             exact = self._narrow_in_place().reshape(-1)
             for lo, hi in left:
                 add_quietly(exact[lo:hi], gradient[lo:hi])
+        elif self._past_largest():
+            self._check_overflow()
+
+    def _loop_call(
+        self, kernels: half_kernel.Kernels, bits: Array, gradient_bits: Array
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return kernels.add_half_checked, (bits, gradient_bits, half_kernel.BLOCK)
+
+    def _settled(self, returned: Any) -> bool:
+        largest, added = returned
+        # the value of the half with magnitude field ``largest`` (finite), by
+        # arithmetic alone: no call between the loop and the statement below
+        exponent, fraction = largest >> 10, largest & 0x3FF
+        value = fraction * 2.0**-24 if exponent == 0 else (1024 + fraction) * 2.0 ** (exponent - 25)
+        bound = self._bound + value
+        if added != self.shadow.size or bound >= _LARGEST_HALF:
+            return False  # infinities or NaNs left, or an overflow to check: settle
+        self._bound, self.pending = bound, None
+        return True
+
+    def _settle(self, gradient: Array) -> None:
+        # what add_half_checked returned: the blocks before the first one
+        # holding an infinity or a NaN were added; the largest magnitude among them
+        magnitudes = np.bitwise_and(gradient.view(np.uint16), np.uint16(0x7FFF))
+        beyond = np.flatnonzero(magnitudes > self._LARGEST_FINITE)
+        added = (
+            gradient.size
+            if not beyond.size
+            else int(beyond[0]) // half_kernel.BLOCK * half_kernel.BLOCK
+        )
+        largest = int(np.maximum.reduce(magnitudes[:added])) if added else 0
+        self._bound += self._value(largest)
+        if added < gradient.size:
+            exact = self._narrow_in_place().reshape(-1)
+            add_quietly(exact[added:], gradient[added:])
         elif self._past_largest():
             self._check_overflow()
 
@@ -411,11 +501,29 @@ class BFloat16Sum(NarrowSum):
         # arithmetic, where NaN meets NaN.
         found_nan = self._add_all(flat_gradient, None if kernels is None else kernels.add_bfloat16)
         if any(found_nan):
-            flat = self.shadow.reshape(-1)
-            bits = flat.view(np.uint32)
-            nan = np.isnan(flat)
-            bits[nan] = (bits[nan] & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
-            self.exact = self._narrow()
+            self._to_exact_after_nan()
+
+    def _loop_call(
+        self, kernels: half_kernel.Kernels, bits: Array, gradient_bits: Array
+    ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return kernels.add_bfloat16, (bits, gradient_bits)
+
+    def _settled(self, returned: Any) -> bool:
+        if returned:
+            return False  # a NaN: settle
+        self.pending = None
+        return True
+
+    def _settle(self, gradient: Array) -> None:
+        if np.isnan(self.shadow).any():
+            self._to_exact_after_nan()
+
+    def _to_exact_after_nan(self) -> None:
+        flat = self.shadow.reshape(-1)
+        bits = flat.view(np.uint32)
+        nan = np.isnan(flat)
+        bits[nan] = (bits[nan] & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
+        self.exact = self._narrow()
 
     def _widen(self, gradient: Array, out: Array) -> None:
         np.copyto(out.view(np.float32), gradient, casting="unsafe")  # ml_dtypes: a vector shift

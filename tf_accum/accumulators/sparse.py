@@ -28,10 +28,12 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
+from tf_accum.accumulators.quiet import quiet_float_errors
 from tf_accum.accumulators.sparse_index import SortedIndex
 from tf_accum.accumulators.sparse_keys import INDEX_LIMIT, KeyedIndex
 from tf_accum.accumulators.sparse_rows import (
     HeldRows,
+    Publish,
     Spare,
     SparseRound,
     divide_rows,
@@ -42,6 +44,9 @@ from tf_accum.accumulators.sparse_rows import (
 Array = np.ndarray[Any, Any]
 
 __all__ = ["SparseAccumulator", "SparseTakeResult", "normalize"]
+
+# How often a merge's writes are begun again when interrupted themselves.
+_REPUBLISH_TRIES = 10
 
 
 class SparseTakeResult(NamedTuple):
@@ -77,6 +82,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     """
 
     kind: ClassVar[str] = "sparse"
+    _ROUND: ClassVar[str] = "_round"
 
     # the round being accumulated (None shows through once a take detaches it)
     _round: SparseRound | None = None
@@ -98,18 +104,33 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     def _detach_round_locked(self) -> SparseRound | None:
         # a buffer waiting since before this round is dropped (and on destroy)
         self._spare = None
-        # last, in one line: the round is handed over whole or not at all
-        # (the class attribute's None shows once the instance's is gone)
-        return self.__dict__.pop("_round", None)  # type: ignore[no-any-return]
+        return self._round
 
     def _attach_round_locked(self, state: SparseRound | None) -> None:
+        self._restore_locked(state)
+        self._round = state
+
+    def _restore_locked(self, state: SparseRound | None) -> None:
+        """Make a served round as it was before its take began: its rows
+        divided in place put back (again, if an exception cut this short)."""
         # a round put back may be what the spare was made from: never both
         self._spare = None
         if state is not None and state.undivided is not None:
             slots, saved = state.undivided
             self._held.held_items(state).put(slots, saved)
             state.undivided = None
-        self._round = state
+
+    def _merge_round_locked(self, state: SparseRound | None, count: int, serial: int) -> bool:
+        self._restore_locked(state)
+        current = self._round
+        merged = state
+        if current is not None:
+            merged = _merged_rounds(self._index, current, state)
+            if merged is None:
+                return False  # rows of another shape (none was declared)
+        # one statement: merged exactly when counted and marked given back
+        self._round, self._count, self._given_back[serial] = merged, self._count + count, True
+        return True
 
     # --- validation that needs no state (docs/departures.md T7: stale gradients too) ----
 
@@ -234,11 +255,41 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             if stale:
                 self._stale_locked()
                 return
+            count, accepted = self._count + 1, self._n_accepted + 1
             if state is None:
-                self._round = self._start_round(index, rows, borrowed, owned)
+                # one statement after the call: the round starts exactly when
+                # its first gradient is counted
+                self._round, self._count, self._n_accepted = (
+                    self._start_round(index, rows, borrowed, owned),
+                    count,
+                    accepted,
+                )
             else:
-                self._index.merge(state, index, rows)
-            self._accepted_locked()
+                publish = self._index.merge(state, index, rows)  # changes nothing yet
+                try:
+                    publish()
+                    self._count, self._n_accepted = count, accepted
+                except BaseException:
+                    # Ctrl-C between two of its writes: they are finished first
+                    self._republish_locked(publish, count, accepted)
+                    raise
+            if self._waiting:
+                self._flush_locked()
+
+    def _republish_locked(self, publish: Publish, count: int, accepted: int) -> None:
+        """Run the writes of a merge that an exception cut short again, to
+        their end, and count the gradient; begun again if an exception (Ctrl-C
+        pressed again) stops this too, then the last such exception is raised."""
+        again: BaseException | None = None
+        for _ in range(_REPUBLISH_TRIES):
+            try:
+                publish()
+                self._count, self._n_accepted = count, accepted
+                break
+            except BaseException as exc:
+                again = exc
+        if again is not None:
+            raise again
 
     @staticmethod
     def _check_round_values(held: Array, values: Array) -> None:
@@ -328,3 +379,44 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         declared = self.shape
         first = declared[0] if declared and declared[0] is not None else -1
         return np.array([first, *values_shape[1:]], np.int64)
+
+
+def _merged_rounds(
+    index: SortedIndex | KeyedIndex, current: SparseRound, served: SparseRound | None
+) -> SparseRound | None:
+    """A new round holding the rows of ``current`` and of the round
+    ``served`` (given back by its take), each row summed (``current``'s
+    first) and counted over both, in index order; None when their rows'
+    shapes differ. Neither round changes."""
+    if served is None:
+        return current
+    if served.rows.shape[1:] != current.rows.shape[1:]:
+        return None
+    parts = []
+    for state in (current, served):
+        order_index, order = index.take_order(state)
+        rows, counts = state.rows[: state.used], state.counts[: state.used]
+        if order is not None:
+            rows, counts = np.take(rows, order, axis=0), np.take(counts, order)
+        parts.append((order_index, rows, counts))
+    (now_index, now_rows, now_counts), (old_index, old_rows, old_counts) = parts
+    # (np.union1d and np.isin would import numpy.ma on first use)
+    union = np.concatenate((now_index, old_index)).astype(np.int64)
+    union.sort()
+    union = union[np.concatenate(([True], union[1:] != union[:-1]))]
+    values = np.empty((union.shape[0], *current.rows.shape[1:]), current.rows.dtype)
+    counts = np.zeros(union.shape[0], np.int64)
+    at_now, at_old = np.searchsorted(union, now_index), np.searchsorted(union, old_index)
+    if now_index.shape[0]:
+        near = np.take(now_index, np.searchsorted(now_index, old_index), mode="clip")
+        shared = near == old_index
+    else:
+        shared = np.zeros(old_index.shape[0], bool)
+    values[at_now] = now_rows
+    values[at_old[~shared]] = old_rows[~shared]
+    both = at_old[shared]
+    with quiet_float_errors():
+        values[both] = values[both] + old_rows[shared]
+    counts[at_now] = now_counts
+    counts[at_old] += old_counts
+    return index.start(union, False, values, counts, None)

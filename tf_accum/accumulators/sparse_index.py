@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.sparse_rows import HeldRows, SparseRound
+from tf_accum.accumulators.sparse_rows import HeldRows, Publish, SparseRound
 
 Array = np.ndarray[Any, Any]
 
@@ -41,13 +41,15 @@ class SortedIndex:
         assert state.index is not None and state.slot is not None
         return state.index, None if state.in_order else state.slot
 
-    def merge(self, state: SparseRound, index: Array, rows: Array) -> None:
-        """Merge a gradient's rows into the round.
+    def merge(self, state: SparseRound, index: Array, rows: Array) -> Publish:
+        """Prepare merging a gradient's rows into the round; returns the writes
+        that do it (a :data:`~tf_accum.accumulators.sparse_rows.Publish`).
 
-        Everything that allocates comes first: a MemoryError leaves the round
-        as it was (a grown buffer holds the same rows). Then the gradient's new
-        rows go to free slots, which no one reads, and the held rows are added
-        to last, with no allocation between that and publishing the new index.
+        Nothing the round shows changes before the writes: what allocates
+        comes first (a MemoryError leaves the round as it was; a grown buffer
+        holds the same rows), the gradient's new rows go to free slots, which
+        no one reads, and the writes add to the held rows and publish the new
+        index.
         """
         assert state.index is not None and state.slot is not None
         # np.take / np.compress gather whole rows several times faster than
@@ -62,8 +64,7 @@ class SortedIndex:
             found = np.zeros(index.shape[0], bool)
         all_found = bool(found.all())
         if all_found:
-            self._held.add(state, np.take(state.slot, position), rows)
-            return
+            return self._held.add(state, np.take(state.slot, position), rows)
         some_found = bool(found.any())
         if some_found:
             slots = np.take(state.slot, position[found])
@@ -78,10 +79,17 @@ class SortedIndex:
         merged_index = np.insert(state.index, insert_at, new_index)
         merged_slot = np.insert(state.slot, insert_at, np.arange(used, used + added))
         in_order = state.in_order and bool(insert_at[0] == m)
-        self._held.append_rows(state, rows, fresh_at)
-        if some_found:
-            self._held.add(state, slots, hit)
-        state.in_order = in_order
-        state.index = merged_index
-        state.slot = merged_slot
-        state.used = used + added
+        self._held.append_rows(state, rows, fresh_at)  # free slots
+        held = self._held.add(state, slots, hit) if some_found else None
+
+        def publish() -> None:
+            if held is not None:
+                held()
+            state.in_order, state.index, state.slot, state.used = (
+                in_order,
+                merged_index,
+                merged_slot,
+                used + added,
+            )
+
+        return publish

@@ -28,7 +28,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
-from tf_accum.accumulators.sparse_rows import HeldRows, Spare, SparseRound
+from tf_accum.accumulators.sparse_rows import HeldRows, Once, Publish, Spare, SparseRound
 
 Array = np.ndarray[Any, Any]
 SLOT_BITS = sparse_kernel.SLOT_BITS  # keys: the row index above, its slot below
@@ -138,22 +138,21 @@ class KeyedIndex:
         near = np.take(keys, position, mode="clip")
         return np.bitwise_and(near, SLOT_MASK), np.right_shift(near, SLOT_BITS) != index
 
-    def merge(self, state: SparseRound, index: Array, rows: Array) -> None:
-        """Merge a gradient's rows into the round (see SortedIndex.merge)."""
+    def merge(self, state: SparseRound, index: Array, rows: Array) -> Publish:
+        """Prepare merging a gradient's rows into the round; returns the
+        writes that do it (see SortedIndex.merge)."""
         assert state.keys is not None
         k = index.shape[0]
         if k:
             self.map_covering(state, int(index[-1]))
         kernels = self._claiming_loops(state, index, rows)
         if kernels is not None:
-            self._merge_claimed(state, index, rows, kernels)
-            return
+            return self._merge_claimed(state, index, rows, kernels)
         slots, fresh = self._find(state, index)
         fresh_at = np.flatnonzero(fresh)
         added = fresh_at.shape[0]
         if not added:
-            self._held.add(state, slots, rows)
-            return
+            return self._held.add(state, slots, rows)
         used = state.used
         if used + added > state.rows.shape[0]:
             self._held.grow(state, used + added)
@@ -170,6 +169,7 @@ class KeyedIndex:
         # int32, the map's dtype: a put that had to convert them would allocate
         # after the rows are written
         marks = np.add(new_slots, state.base + 1, dtype=np.int32)
+        held: Publish | None = None
         if added == k:
             self._held.append_rows(state, rows, fresh_at)
         elif added * MOSTLY_HELD <= k or self._held.loops_for(state, slots, rows) is not None:
@@ -178,30 +178,34 @@ class KeyedIndex:
             # rather than a sum) costs less than splitting the gradient in two;
             # the compiled loop does any mix in one pass, with no gather
             np.put(slots, fresh_at, new_slots)
-            state.counts[used : used + added] = 0
-            self._held.add(state, slots, rows, fresh_at, fresh)
+            state.counts[used : used + added] = 0  # free slots
+            held = self._held.add(state, slots, rows, fresh_at, fresh)
         else:
             hit_at = np.flatnonzero(~fresh)
             hit_slots, hit = np.take(slots, hit_at), np.take(rows, hit_at, axis=0)
-            self._held.append_rows(state, rows, fresh_at)
-            self._held.add(state, hit_slots, hit)
-        if places is not None:
-            places.put(new_index, marks)
-        state.keys = keys
-        state.in_order = in_order
-        state.used = used + added
+            self._held.append_rows(state, rows, fresh_at)  # free slots
+            held = self._held.add(state, hit_slots, hit)
+
+        def publish() -> None:
+            if held is not None:
+                held()
+            if places is not None:
+                places.put(new_index, marks)
+            state.keys, state.in_order, state.used = keys, in_order, used + added
+
+        return publish
 
     def _merge_claimed(
         self, state: SparseRound, index: Array, rows: Array, kernels: sparse_kernel.Kernels
-    ) -> None:
+    ) -> Publish:
         """merge for a round with a slot map, by the compiled loops.
 
         One loop finds the gradient's rows in the map, gives the new ones their
         slots and merges their keys into a new array, changing nothing but its
-        own outputs (allocated first); the buffer grows if need be; then one
-        loop writes the rows, their counts and the new rows' map entries,
-        allocating nothing. Four numpy passes and a sort per apply become two
-        loops.
+        own outputs (allocated first); the buffer grows if need be; then the
+        writes: one loop writes the rows, their counts and the new rows' map
+        entries, allocating nothing, and the round's keys are set. Four numpy
+        passes and a sort per apply become two loops.
         """
         keys, places = state.keys, state.places
         assert keys is not None and places is not None
@@ -233,10 +237,16 @@ class KeyedIndex:
         # keys are distinct: the round's last key is still at held - 1 only if
         # every new key comes after it
         in_order = state.in_order and (not held or not added or bool(merged[held - 1] == keys[-1]))
-        kernels.add_or_set_rows(
-            buffer, state.counts, slots, hit, fresh, places, new_keys[:added], state.base + 1
+        write = Once(
+            kernels.add_or_set_rows,
+            (buffer, state.counts, slots, hit, fresh, places, new_keys[:added], state.base + 1),
         )
-        state.keys, state.in_order, state.used = round_keys, in_order, used + added
+
+        def publish() -> None:
+            write()
+            state.keys, state.in_order, state.used = round_keys, in_order, used + added
+
+        return publish
 
     def _claiming_loops(
         self, state: SparseRound, index: Array, rows: Array

@@ -4,9 +4,12 @@ A round keeps its row sums in order of arrival (``rows``, with spare capacity,
 growing by a quarter when full) and how many gradients touched each row
 (``counts``); how a row index finds its row is the business of the round's row
 index (tf_accum/accumulators/sparse_index.py and sparse_keys.py). Every apply
-makes what it needs aside first and writes the round last, by in-place array
-methods or the compiled loops, which allocate nothing: a MemoryError changes
-nothing.
+makes what it needs aside first (a MemoryError changes nothing), and returns
+the writes that change the round (a :data:`Publish`): in-place array methods
+storing values made aside, which a second run stores again unchanged, and at
+most one compiled loop, which runs once. An exception that cuts them short
+(Ctrl-C lands between any two calls) is followed by running them again, so a
+gradient is in the round whole or not at all.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -22,12 +26,47 @@ from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.division import divide_in_place
 from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
 from tf_accum.accumulators.quiet import in_place_adder, quiet_float_errors
+from tf_accum.accumulators.whole import then_mark
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
 # the compiled add's slot map when the round has none (it marks nothing then)
 _NO_MAP = np.empty(0, np.int32)
 _NO_KEYS = np.empty(0, np.int64)
+
+# The writes that apply a prepared gradient to a round: running them again
+# after an exception cut them short finishes them, and changes nothing more.
+Publish = Callable[[], Any]
+
+
+class Once:
+    """``call(*args)``, run once however often this is called: for a write
+    that is no longer the same when repeated (a compiled loop adding in place)."""
+
+    __slots__ = ("call", "args", "done")
+
+    def __init__(self, call: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.call = call
+        self.args = args
+        self.done = False
+
+    def __call__(self) -> None:
+        if not self.done:
+            # the call and its mark in one step: an exception finds both or neither
+            then_mark(partial(self.call, *self.args), self, "done", True)
+
+
+class Writes:
+    """Several :data:`Publish` writes, in order."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, *parts: Publish) -> None:
+        self.parts = parts
+
+    def __call__(self) -> None:
+        for part in self.parts:
+            part()
 
 
 @dataclass
@@ -212,14 +251,14 @@ class HeldRows:
         hit: Array,
         fresh_at: Array | None = None,
         fresh: Array | None = None,
-    ) -> None:
-        """Add ``hit[i]`` to the row of ``slots[i]``; the slots are distinct.
+    ) -> Publish:
+        """Prepare adding ``hit[i]`` to the row of ``slots[i]``; the slots are
+        distinct. Returns the writes that do it (see :data:`Publish`).
 
         The rows ``fresh_at`` (free slots; ``fresh`` marks them) are set to
         ``hit``'s rows instead. The new rows and counts are made aside and
-        written back last by in-place array methods, which allocate nothing
-        (or by the compiled loop, which allocates nothing either): a
-        MemoryError changes nothing.
+        written by in-place array methods, which allocate nothing (or by the
+        compiled loop, which allocates nothing either, and runs once).
         """
         kernels = self.loops_for(state, slots, hit)
         if kernels is not None:
@@ -227,21 +266,23 @@ class HeldRows:
             rows = state.rows.reshape(state.rows.shape[0], width)
             hit = hit.reshape(hit.shape[0], width)
             if fresh is None:
-                kernels.add_rows(rows, state.counts, slots, hit)
-            else:
-                kernels.add_or_set_rows(rows, state.counts, slots, hit, fresh, _NO_MAP, _NO_KEYS, 0)
-            return
+                return Once(kernels.add_rows, (rows, state.counts, slots, hit))
+            return Once(
+                kernels.add_or_set_rows,
+                (rows, state.counts, slots, hit, fresh, _NO_MAP, _NO_KEYS, 0),
+            )
         counts = np.take(state.counts, slots)
         counts += 1
-        if hit.size:
-            items = self.held_items(state)
-            held_items = np.take(items, slots)
-            held = held_items.view(state.rows.dtype).reshape(hit.shape)
-            self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
-            if fresh_at is not None:
-                np.put(held_items, fresh_at, rows_as_items(np.take(hit, fresh_at, axis=0)))
-            items.put(slots, held_items)
-        state.counts.put(slots, counts)
+        put_counts = partial(state.counts.put, slots, counts)
+        if not hit.size:
+            return put_counts
+        items = self.held_items(state)
+        held_items = np.take(items, slots)
+        held = held_items.view(state.rows.dtype).reshape(hit.shape)
+        self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
+        if fresh_at is not None:
+            np.put(held_items, fresh_at, rows_as_items(np.take(hit, fresh_at, axis=0)))
+        return Writes(partial(items.put, slots, held_items), put_counts)
 
     def dividing_gather(self, state: SparseRound, order: Array) -> tuple[Any, Array] | None:
         """(the compiled dividing gather, the round's counts) when the loops are

@@ -17,11 +17,13 @@ whole gradient in one call: a lone applier pays only for the locks.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from tf_accum.accumulators.quiet import quiet_float_errors
+from tf_accum.accumulators.whole import in_turn, then_mark
 
 Array = np.ndarray[Any, Any]
 
@@ -105,32 +107,46 @@ class Stripes:
                 self._run(job)
         finally:
             while job.held:
-                job.held.pop().release()
+                _let_go(job.held[-1], job.held)
 
     def _run(self, job: StripedAdd) -> None:
-        # Written so that it can be run again from wherever an exception left it.
-        # Each line that changes what is held or added does it whole, in one
-        # statement, so that an exception arriving between two lines finds
-        # ``done`` and ``held`` true: ``(add, mark)[1]`` is one expression with
-        # no Python frame between the add and its mark. Quiet, as every sum of
-        # the accumulator.
+        # Written so that it can be run again from wherever an exception left
+        # it. A piece is added and marked added (``done``) in one step
+        # (whole.then_mark), so an exception landing anywhere finds the marks
+        # true and a piece is never added twice nor skipped; a whole add (one
+        # piece) that numpy itself refuses (its buffers for a gradient
+        # :func:`splittable` refused) has written nothing and is not marked.
+        # Each line that changes what is held does it in one statement.
+        # Quiet, as every sum of the accumulator.
         locks, held = self.locks, job.held
         pieces = len(job.bounds)
         if pieces == 1:
             while job.done == 0 and len(held) < len(locks):
-                lock = locks[len(held)]
-                held.append(lock.acquire() and lock)
+                _take(locks[len(held)], held)
             if job.done == 0:
-                job.done = (np.add(job.total, job.gradient, out=job.total), 1)[1]
+                add = partial(np.add, job.total, job.gradient, out=job.total)
+                then_mark(add, job, "done", 1)
         else:
             while job.done < pieces:
                 lock = locks[job.done]
                 if lock not in held:
-                    held.append(lock.acquire() and lock)  # the next first: no one overtakes
+                    _take(lock, held)  # the next first: no one overtakes
                 while held[0] is not lock:
-                    held.pop(0).release()
+                    _let_go(held[0], held)
                 lo, hi = job.bounds[job.done]
                 total = job.total[lo:hi]
-                job.done = (np.add(total, job.gradient[lo:hi], out=total), job.done + 1)[1]
+                add = partial(np.add, total, job.gradient[lo:hi], out=total)
+                then_mark(add, job, "done", job.done + 1)
         while held:
-            held.pop().release()
+            _let_go(held[-1], held)
+
+
+def _take(lock: Any, held: list[Any]) -> None:
+    """Acquire ``lock`` and note it held, as one step (whole.in_turn): an
+    exception finds it both or neither, never held and forgotten."""
+    in_turn(lock.acquire, partial(held.append, lock))
+
+
+def _let_go(lock: Any, held: list[Any]) -> None:
+    """Release ``lock`` and forget it, as one step."""
+    in_turn(lock.release, partial(held.remove, lock))
