@@ -32,139 +32,137 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class Job:
-    """One child process: ``argv`` run in ``cwd`` with ``env``, bounded by ``timeout``."""
+    """One child process: ``argv`` run in ROOT with ``env``, killed after ``timeout`` seconds."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None, timeout: float) -> None:
         self.argv = argv
         self.env = env
         self.timeout = timeout
-        self.claimed = False  # under _LOCK: a thread has started (or is about to start) it
+        self.claimed = False  # under the jobs' lock: a thread runs (or is about to run) it
         self.done = threading.Event()
         self.popen: subprocess.Popen[str] | None = None
         self.outcome: subprocess.CompletedProcess[str] | BaseException | None = None
 
-    def run(self) -> None:
+
+class Jobs:
+    """The session's jobs (one instance, below; the tests of this module make their own)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}
+        self._queue: list[Job] = []
+        self._runner: threading.Thread | None = None
+        self._temp: list[Path] = []
+        self._stopped = False
+
+    def define(
+        self, key: str, argv: list[str], env: dict[str, str] | None = None, timeout: float = 600
+    ) -> str:
+        """Define the job ``key`` (a second definition of the key is ignored); returns ``key``."""
+        with self._lock:
+            self._jobs.setdefault(key, Job(argv, env, timeout))
+        return key
+
+    def scratch(self) -> Path:
+        """A directory for the jobs' output files, removed by ``stop``."""
+        with self._lock:
+            if not self._temp:
+                self._temp.append(Path(tempfile.mkdtemp(prefix="tf_accum-jobs-")))
+            return self._temp[0]
+
+    def start_for(self, items: Iterable[Any]) -> None:
+        """Start the jobs the ``background`` markers of ``items`` (pytest items) name."""
+        keys = []
+        for item in items:
+            for mark in item.iter_markers("background"):
+                key = mark.args[0]
+                if key in self._jobs and key not in keys:
+                    keys.append(key)
+        with self._lock:
+            self._queue.extend(self._jobs[key] for key in keys if not self._jobs[key].claimed)
+            if not self._queue or (self._runner is not None and self._runner.is_alive()):
+                return
+            self._runner = threading.Thread(target=self._run_queue, name="background jobs")
+            self._runner.daemon = True
+            self._runner.start()
+
+    def result(self, key: str) -> subprocess.CompletedProcess[str]:
+        """The finished job's outcome (run here and now if it has not started).
+
+        Raises:
+            subprocess.TimeoutExpired: the child ran past the job's timeout (it was killed).
+        """
+        job = self._jobs[key]
+        if self._claim(job):
+            self._run(job)
+        # bounded: the job's own timeout ends the child, and the outcome follows
+        job.done.wait(job.timeout + 60)
+        if not isinstance(job.outcome, subprocess.CompletedProcess):
+            raise job.outcome or TimeoutError(f"background job {key} did not finish")
+        return job.outcome
+
+    def stop(self) -> None:
+        """Kill, by pid, any job's child still running; drop what was not started."""
+        with self._lock:
+            self._stopped = True
+            self._queue.clear()
+            running = [job.popen for job in self._jobs.values() if job.popen is not None]
+        for popen in running:
+            if popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(popen.pid, signal.SIGKILL)
+        if self._runner is not None:
+            self._runner.join(60)
+        for path in self._temp:
+            shutil.rmtree(path, ignore_errors=True)
+        self._temp.clear()
+
+    def _claim(self, job: Job) -> bool:
+        with self._lock:
+            if job.claimed:
+                return False
+            job.claimed = True
+            return True
+
+    def _run_queue(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return
+                job = self._queue.pop(0)
+            if self._claim(job):
+                self._run(job)
+
+    def _run(self, job: Job) -> None:
         try:
-            with _LOCK:  # so that ``stop`` sees every child started
-                if _STOPPED:
+            with self._lock:  # so that ``stop`` sees every child started
+                if self._stopped:
                     raise RuntimeError("the session has ended")
-                self.popen = subprocess.Popen(
-                    self.argv,
+                job.popen = subprocess.Popen(
+                    job.argv,
                     cwd=ROOT,
-                    env=self.env,
+                    env=job.env,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
                 )
             try:
-                out, err = self.popen.communicate(timeout=self.timeout)
+                out, err = job.popen.communicate(timeout=job.timeout)
             except subprocess.TimeoutExpired as expired:
-                self.popen.kill()
-                self.popen.communicate()
-                self.outcome = expired
+                job.popen.kill()
+                job.popen.communicate()
+                job.outcome = expired
             else:
-                self.outcome = subprocess.CompletedProcess(
-                    self.argv, self.popen.returncode, out, err
-                )
+                job.outcome = subprocess.CompletedProcess(job.argv, job.popen.returncode, out, err)
         except BaseException as error:  # handed to the test, which raises it
-            self.outcome = error
+            job.outcome = error
         finally:
-            self.done.set()
+            job.done.set()
 
 
-_LOCK = threading.Lock()
-_JOBS: dict[str, Job] = {}
-_QUEUE: list[Job] = []
-_RUNNER: threading.Thread | None = None
-_TEMP: list[Path] = []
-_STOPPED = False
-
-
-def define(
-    key: str, argv: list[str], env: dict[str, str] | None = None, timeout: float = 600
-) -> str:
-    """Define the job ``key`` (a second definition of the same key is ignored); returns ``key``."""
-    with _LOCK:
-        _JOBS.setdefault(key, Job(argv, env, timeout))
-    return key
-
-
-def defined(key: str) -> bool:
-    return key in _JOBS
-
-
-def scratch() -> Path:
-    """A directory for the jobs' output files, removed by ``stop``."""
-    with _LOCK:
-        if not _TEMP:
-            _TEMP.append(Path(tempfile.mkdtemp(prefix="tf_accum-jobs-")))
-        return _TEMP[0]
-
-
-def _claim(job: Job) -> bool:
-    with _LOCK:
-        if job.claimed:
-            return False
-        job.claimed = True
-        return True
-
-
-def _run_queue() -> None:
-    while True:
-        with _LOCK:
-            if not _QUEUE:
-                return
-            job = _QUEUE.pop(0)
-        if _claim(job):
-            job.run()
-
-
-def start_for(items: Iterable[Any]) -> None:
-    """Start the jobs the ``background`` markers of ``items`` (pytest items) name."""
-    global _RUNNER
-    keys = []
-    for item in items:
-        for mark in item.iter_markers("background"):
-            key = mark.args[0]
-            if key in _JOBS and key not in keys:
-                keys.append(key)
-    with _LOCK:
-        _QUEUE.extend(_JOBS[key] for key in keys if not _JOBS[key].claimed)
-        if not _QUEUE or (_RUNNER is not None and _RUNNER.is_alive()):
-            return
-        _RUNNER = threading.Thread(target=_run_queue, name="background jobs", daemon=True)
-        _RUNNER.start()
-
-
-def result(key: str) -> subprocess.CompletedProcess[str]:
-    """The finished job's outcome (run here and now if it has not started).
-
-    Raises:
-        subprocess.TimeoutExpired: the child ran past the job's timeout (it was killed).
-    """
-    job = _JOBS[key]
-    if _claim(job):
-        job.run()
-    # bounded: the job's own timeout ends the child, and the outcome follows
-    job.done.wait(job.timeout + 60)
-    if not isinstance(job.outcome, subprocess.CompletedProcess):
-        raise job.outcome or TimeoutError(f"background job {key} did not finish")
-    return job.outcome
-
-
-def stop() -> None:
-    """Kill, by pid, any job's child still running; drop what was not started."""
-    global _STOPPED
-    with _LOCK:
-        _STOPPED = True
-        _QUEUE.clear()
-        running = [job.popen for job in _JOBS.values() if job.popen is not None]
-    for popen in running:
-        if popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(popen.pid, signal.SIGKILL)
-    if _RUNNER is not None:
-        _RUNNER.join(60)
-    for path in _TEMP:
-        shutil.rmtree(path, ignore_errors=True)
-    _TEMP.clear()
+SESSION = Jobs()
+define = SESSION.define
+scratch = SESSION.scratch
+start_for = SESSION.start_for
+result = SESSION.result
+stop = SESSION.stop
