@@ -34,7 +34,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     # the selected tests' child processes start now, beside the tests (tests/background.py)
-    background.start_for(session.items)
+    if not session.config.option.collectonly:
+        background.start_for(session.items)
 
 
 def pytest_sessionfinish() -> None:
