@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests import background
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -28,3 +30,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if unselected:
         config.hook.pytest_deselected(items=unselected)
         items[:] = [item for item in items if item not in unselected]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # the selected tests' child processes start now, beside the tests (tests/background.py)
+    if not session.config.option.collectonly:
+        background.start_for(session.items)
+
+
+def pytest_sessionfinish() -> None:
+    background.stop()

@@ -76,21 +76,39 @@ def record_in_subprocess(name: str, timeout: float = 1200, attempts: int = 2) ->
     for _ in range(attempts):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "records.json"
-            env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+            argv, env = record_command(name, out)
             done = subprocess.run(
-                [sys.executable, "-m", "conformance.record", "--backend", name, "--output", str(out)],
-                cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-            )  # fmt: skip
+                argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+            )
             if done.returncode == 0 and out.exists():
                 return json.loads(out.read_text())  # type: ignore[no-any-return]
-            started = [line for line in done.stderr.splitlines() if line.startswith("case ")]
-            last = started[-1][5:] if started else "(before the first case)"
-            failure = (
-                f"recording {name} died with exit code {done.returncode} while running case "
-                f"{last}; mark the case 'crash:' in tensorflow-xfails.txt if TensorFlow "
-                f"crashes on it every time.\n{done.stderr[-3000:]}"
-            )
+            failure = recording_failure(name, done)
     raise RuntimeError(failure)
+
+
+def record_command(name: str, output: Path) -> tuple[list[str], dict[str, str]]:
+    """The command (and its environment) that records ``name`` into ``output``, run in ROOT."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+    return [
+        sys.executable,
+        "-m",
+        "conformance.record",
+        "--backend",
+        name,
+        "--output",
+        str(output),
+    ], env
+
+
+def recording_failure(name: str, done: subprocess.CompletedProcess[str]) -> str:
+    """What a recording that died says: its exit code and the case it was running."""
+    started = [line for line in done.stderr.splitlines() if line.startswith("case ")]
+    last = started[-1][5:] if started else "(before the first case)"
+    return (
+        f"recording {name} died with exit code {done.returncode} while running case "
+        f"{last}; mark the case 'crash:' in tensorflow-xfails.txt if TensorFlow "
+        f"crashes on it every time.\n{done.stderr[-3000:]}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -14,8 +14,8 @@
 
 from __future__ import annotations
 
+import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,16 @@ from conformance import signatures
 from conformance.backends import make_backend, plugins, selected_backends
 from conformance.case_format import Case, load_cases
 from conformance.outcomes import meets, normalised_message, same_behaviour, same_message
-from conformance.record import GOLDEN_FILE, load_golden, record_in_subprocess
+from conformance.record import (
+    GOLDEN_FILE,
+    load_golden,
+    record_command,
+    record_in_subprocess,
+    recording_failure,
+)
 from conformance.runner import run_case, runtime_failures
 from conformance.xfails import load_xfails
+from tests import background
 
 CASES = load_cases()
 XFAILS = load_xfails()
@@ -48,7 +55,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "tensorflow_case" in metafunc.fixturenames:
         run = "tensorflow" in backends
         cases = [c for c in CASES if run and not XFAILS.crashes_tensorflow(c.id)]
-        metafunc.parametrize("tensorflow_case", cases, ids=_ids(cases))
+        live = [pytest.param(c, marks=pytest.mark.background(_live_job())) for c in cases]
+        metafunc.parametrize("tensorflow_case", live, ids=_ids(cases))
     if "tensorflow_selected" in metafunc.fixturenames:
         metafunc.parametrize("tensorflow_selected", [True] if "tensorflow" in backends else [])
     if "graph_case" in metafunc.fixturenames:
@@ -65,7 +73,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "crash_case" in metafunc.fixturenames:
         run = "tensorflow" in backends
         cases = [c for c in CASES if run and XFAILS.crashes_tensorflow(c.id)]
-        metafunc.parametrize("crash_case", cases, ids=_ids(cases))
+        crashes = [pytest.param(c, marks=pytest.mark.background(_crash_job(c))) for c in cases]
+        metafunc.parametrize("crash_case", crashes, ids=_ids(cases))
 
 
 _RUNTIMES: dict[str, Any] = {}
@@ -213,9 +222,27 @@ def test_tf_accum_signatures_match_the_golden_file() -> None:
     assert signatures.ours() == signatures.load()
 
 
+LIVE_JOB = "conformance: record TensorFlow"
+
+
+def _live_output() -> Path:
+    return background.scratch() / "tensorflow-live.json"
+
+
+def _live_job() -> str:
+    """The live recording, a job (tests/background.py) run beside the other tests."""
+    argv, env = record_command("tensorflow", _live_output())
+    return background.define(LIVE_JOB, argv, env, timeout=1200)
+
+
 @pytest.fixture(scope="session")
 def live_tensorflow() -> dict[str, Any]:
-    return record_in_subprocess("tensorflow")
+    done = background.result(_live_job())
+    if done.returncode == 0 and _live_output().exists():
+        return json.loads(_live_output().read_text())  # type: ignore[no-any-return]
+    # TensorFlow occasionally dies closing a session (record_in_subprocess): once more
+    print(recording_failure("tensorflow", done), file=sys.stderr)
+    return record_in_subprocess("tensorflow", attempts=1)
 
 
 def _masked(record: dict[str, Any]) -> dict[str, Any]:
@@ -239,19 +266,24 @@ def test_on_tensorflow(tensorflow_case: Case, live_tensorflow: dict[str, Any]) -
         )
 
 
-def test_crash_case_crashes_tensorflow(crash_case: Case) -> None:
-    """Run the case alone against TensorFlow in a child process: it must die."""
+def _crash_job(case: Case) -> str:
+    """Run the case alone against TensorFlow in a child process (tests/background.py)."""
     code = (
         "import sys; from conformance.case_format import load_cases;"
         "from conformance.runner import run_case;"
         "from conformance.backends import make_backend;"
-        f"case = [c for c in load_cases() if c.id == {crash_case.id!r}][0];"
+        f"case = [c for c in load_cases() if c.id == {case.id!r}][0];"
         "run_case(case, make_backend('tensorflow')); print('SURVIVED')"
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    return background.define(
+        f"conformance: crash {case.id}", [sys.executable, "-c", code], env, 300
     )
+
+
+def test_crash_case_crashes_tensorflow(crash_case: Case) -> None:
+    """The case, run alone against TensorFlow in a child process, kills it."""
+    done = background.result(_crash_job(crash_case))
     assert "SURVIVED" not in done.stdout and done.returncode < 0, (
         f"{crash_case.id} is marked as a crash but TensorFlow survived it "
         f"(exit code {done.returncode})"

@@ -11,7 +11,6 @@ import contextlib
 import io
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from conformance import __main__ as report
 from conformance.backends import make_backend, plugin, selected_backends
 from conformance.case_format import load_cases
+from tests import background
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKING = "tests.runtime_adapters:runtime"
@@ -77,14 +77,18 @@ def test_report_on_a_broken_runtime_lists_its_failures_beside_tensorflow(broken_
     assert "TensorFlow: (its process crashed)" in out.split("\nX05:\n", 1)[1]
 
 
+def _pytest_job() -> str:
+    """The one command, a job run beside the other tests (tests/background.py)."""
+    env = dict(os.environ, TF_ACCUM_BACKEND=BROKEN, PYTHONPATH=str(ROOT))
+    argv = [sys.executable, "-m", "pytest", "conformance/test_conformance.py", "-q", "-k",
+            "test_on_runtime", "-p", "no:cacheprovider", "-rf"]  # fmt: skip
+    return background.define("conformance: pytest on a broken runtime", argv, env, 600)
+
+
+@pytest.mark.background(_pytest_job())
 def test_pytest_runs_the_suite_against_a_runtime_in_one_command(broken_report) -> None:
     expected = _failing_ids(broken_report)
-    env = dict(os.environ, TF_ACCUM_BACKEND=BROKEN, PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "conformance/test_conformance.py", "-q", "-k",
-         "test_on_runtime", "-p", "no:cacheprovider", "-rf"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    done = background.result(_pytest_job())
     assert done.returncode == 1, done.stdout[-2000:]
     failed = set(
         re.findall(rf"FAILED \S+test_on_runtime\[{re.escape(BROKEN)}-(\S+)\]", done.stdout)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
+from tests import background
 from tests.helpers import SPARSE_PATHS, sparse_row_loops
 
 raw = tfa.raw_ops
@@ -24,6 +25,16 @@ def pytest_configure(config: pytest.Config) -> None:
         and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     ):
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # the selected tests' child processes start now, beside the tests (tests/background.py)
+    if not session.config.option.collectonly:
+        background.start_for(session.items)
+
+
+def pytest_sessionfinish() -> None:
+    background.stop()
 
 
 def _dense_ops(prefix: str, constructor: str) -> SimpleNamespace:

@@ -168,25 +168,6 @@ def sparse_row_loops(path: str) -> Any:
 SPARSE_PATHS = ["numpy"] + (["compiled"] if importlib.util.find_spec("numba") else [])
 
 
-def python_output(code: str) -> str:
-    """What ``code`` prints, run by this Python in a new process from the
-    project's root (it must succeed within two minutes)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def assert_answers_while_compiling(
     module: Any, apply: Callable[[], Any], count: Callable[[], Any]
 ) -> None:

@@ -121,19 +121,31 @@ def test_float16_rounds_after_every_add() -> None:  # D31, D32
     assert run(tfa.float16, [[60000], [60000]], reduction="SUM")[0] == np.inf
 
 
+def _float16_mean(count: int) -> np.ndarray:
+    gradient = np.array([1, 2, -np.inf], np.float16)
+    h = raw.ResourceConditionalAccumulator(dtype=tfa.float16, shape=[3])
+    for _ in range(count):
+        raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+    got = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=count, dtype=tfa.float16)
+    assert got.dtype == np.float16
+    return got.view(np.uint16)
+
+
+def test_a_float16_mean_divides_by_the_count_in_float16() -> None:
+    # As TensorFlow's kernel does: 2049 is the first count float16 cannot hold.
+    # It rounds to 2048, so the sums, stopped at 2048 and 4096 where adding 1
+    # and 2 no longer changes a float16, divide to exactly 1 and 2.
+    np.testing.assert_array_equal(_float16_mean(2049), [0x3C00, 0x4000, 0xFC00])
+
+
 def test_float16_mean_of_more_gradients_than_float16_can_count() -> None:
     # The count, converted to float16 as TensorFlow's kernel does, is infinite
     # from 65520 on: the quotient is 0 (NaN for an infinite sum), as TensorFlow
-    # 2.21 gives, with no warning. Until 65519 it is a division. The sums stop
-    # growing at 2048 and 4096, where adding 1 and 2 no longer changes a float16.
-    gradient = np.array([1, 2, -np.inf], np.float16)
-    for count, expected in ((65519, [10241, 11265, 64512]), (65520, [0, 0, 0xFE00])):
-        h = raw.ResourceConditionalAccumulator(dtype=tfa.float16, shape=[3])
-        for _ in range(count):
-            raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
-        got = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=count, dtype=tfa.float16)
-        assert got.dtype == np.float16
-        np.testing.assert_array_equal(got.view(np.uint16), expected)
+    # 2.21 gives, with no warning. Until 65519 it is a division (2050, held
+    # exactly, divides 2048 and 4096 to just under 1 and 2).
+    np.testing.assert_array_equal(_float16_mean(2050), [0x3BFE, 0x3FFE, 0xFC00])
+    np.testing.assert_array_equal(_float16_mean(65519), [10241, 11265, 64512])
+    np.testing.assert_array_equal(_float16_mean(65520), [0, 0, 0xFE00])
 
 
 def test_float64_and_float32_means_divide_in_their_dtype() -> None:  # D33, D34

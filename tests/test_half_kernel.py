@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_accum as tfa
+from tests import background
 from tests.helpers import (
     WAIT,
     Background,
@@ -35,7 +36,6 @@ from tests.helpers import (
     in_forked_child,
     kernels_in_use,
     loaded_on_a_thread,
-    python_output,
 )
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
 from tf_accum.accumulators import division, half_kernel, narrow, running_sum
@@ -668,24 +668,35 @@ def test_a_child_forked_while_the_loops_compile_uses_numpy() -> None:
     assert compiles == [os.getpid()]
 
 
+_NUMBA_IMPORT_CODE = (
+    "import sys, numpy as np, tf_accum as tfa\n"
+    "from tf_accum.accumulators import half_kernel\n"
+    "def round_of(size):\n"
+    "    h = tfa.raw_ops.ConditionalAccumulator(dtype=tfa.float16, shape=[size])\n"
+    "    for _ in range(2):\n"
+    "        tfa.raw_ops.AccumulatorApplyGradient(handle=h, local_step=0,\n"
+    "                                             gradient=np.ones(size, np.float16))\n"
+    "    taken = tfa.raw_ops.AccumulatorTakeGradient(handle=h, num_required=2,\n"
+    "                                                dtype=tfa.float16)\n"
+    "    assert taken.dtype == np.float16 and bool((taken == 1).all())\n"
+    "round_of(half_kernel.MIN_ELEMENTS - 1)\n"
+    "assert 'numba' not in sys.modules\n"
+    "round_of(half_kernel.MIN_ELEMENTS)\n"
+    "print('numba' in sys.modules, half_kernel.load() is not None)\n"
+)
+# run beside the other tests (tests/background.py)
+_NUMBA_IMPORT_JOB = background.define(
+    "half kernel: numba imported only by a large round",
+    [sys.executable, "-c", _NUMBA_IMPORT_CODE],
+    timeout=120,
+)
+
+
+@pytest.mark.background(_NUMBA_IMPORT_JOB)
 def test_numba_is_imported_only_by_a_large_narrow_round() -> None:
-    code = (
-        "import sys, numpy as np, tf_accum as tfa\n"
-        "from tf_accum.accumulators import half_kernel\n"
-        "def round_of(size):\n"
-        "    h = tfa.raw_ops.ConditionalAccumulator(dtype=tfa.float16, shape=[size])\n"
-        "    for _ in range(2):\n"
-        "        tfa.raw_ops.AccumulatorApplyGradient(handle=h, local_step=0,\n"
-        "                                             gradient=np.ones(size, np.float16))\n"
-        "    taken = tfa.raw_ops.AccumulatorTakeGradient(handle=h, num_required=2,\n"
-        "                                                dtype=tfa.float16)\n"
-        "    assert taken.dtype == np.float16 and bool((taken == 1).all())\n"
-        "round_of(half_kernel.MIN_ELEMENTS - 1)\n"
-        "assert 'numba' not in sys.modules\n"
-        "round_of(half_kernel.MIN_ELEMENTS)\n"
-        "print('numba' in sys.modules, half_kernel.load() is not None)\n"
-    )
-    assert python_output(code).split() == [str(HAS_NUMBA)] * 2
+    done = background.result(_NUMBA_IMPORT_JOB)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(HAS_NUMBA)] * 2
 
 
 def test_the_accumulator_answers_while_its_first_large_narrow_round_compiles() -> None:

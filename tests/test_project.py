@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import tf_accum as tfa
+from tests import background
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -71,12 +72,27 @@ def test_import_never_loads_tensorflow() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+LINTERS = [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"]]
+
+
+def _executable(name: str) -> str | None:
+    beside = Path(sys.executable).parent / name
+    return shutil.which(name) or (str(beside) if beside.exists() else None)
+
+
+def _lint_job(tool: list[str]) -> str:
+    key = "lint: " + " ".join(tool)
+    exe = _executable(tool[0])
+    if exe is not None:
+        background.define(key, [exe, *tool[1:]], timeout=900)
+    return key
+
+
 @pytest.mark.parametrize(
-    "tool", [["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"]]
+    "tool", [pytest.param(t, marks=pytest.mark.background(_lint_job(t))) for t in LINTERS]
 )
 def test_lint_is_clean(tool) -> None:
-    if shutil.which(tool[0]) is None and not (Path(sys.executable).parent / tool[0]).exists():
+    if _executable(tool[0]) is None:
         pytest.fail(f"{tool[0]} is not installed: it is part of the test extra")
-    exe = shutil.which(tool[0]) or str(Path(sys.executable).parent / tool[0])
-    done = subprocess.run([exe, *tool[1:]], cwd=ROOT, capture_output=True, text=True)
+    done = background.result(_lint_job(tool))
     assert done.returncode == 0, done.stdout + done.stderr

@@ -84,18 +84,22 @@ def needed_by(code: str) -> set[str]:
     return needed
 
 
-def run_child(code: str, marker: str) -> subprocess.CompletedProcess[str]:
+def run_child(code: str, marker: str) -> tuple[subprocess.CompletedProcess[str], set[int]]:
+    """The snippet's run, and the processes it left running (killed here, by pid)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TF_ACCUM_RAY"))}
     env.update(PYTHONPATH=str(ROOT), RAY_USAGE_STATS_ENABLED="0", TF_ACCUM_TEST_MARKER=marker)
+    left: set[int] = set()
     try:
-        return subprocess.run(
+        done = subprocess.run(
             [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
             timeout=CHILD_TIMEOUT,
         )  # fmt: skip
     finally:
-        for pid in processes_marked(marker):
+        left = processes_marked(marker)
+        for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+    return done, left
 
 
 def expected_lines(code: str) -> list[str]:
@@ -122,10 +126,10 @@ def test_every_readme_snippet_runs_after_the_command_above_it(offset: int, code:
     if absent:
         pytest.skip(f"this environment lacks {absent} (the oldest-numpy run installs no extras)")
     marker = f"readme-{secrets.token_hex(8)}"
-    done = run_child(code, marker)
+    done, left = run_child(code, marker)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == expected_lines(code)
-    assert not processes_marked(marker)
+    assert not left, f"processes the snippet started are still running: {left}"
 
 
 def test_a_snippet_needing_an_extra_the_command_lacks_is_caught() -> None:
@@ -159,7 +163,7 @@ DOC_BLOCKS = [
 @pytest.mark.parametrize(("page", "code"), DOC_BLOCKS, ids=[p for p, _ in DOC_BLOCKS])
 def test_every_snippet_of_the_manual_runs(page: str, code: str) -> None:
     marker = f"docs-{secrets.token_hex(8)}"
-    done = run_child(code, marker)
+    done, left = run_child(code, marker)
     assert done.returncode == 0, f"{page}: {done.stderr[-3000:]}"
     assert done.stdout.splitlines() == expected_lines(code)
-    assert not processes_marked(marker)
+    assert not left, f"{page}: processes the snippet started are still running: {left}"

@@ -121,7 +121,9 @@ def test_no_dense_copy_of_a_big_matrix() -> None:
         tracemalloc.stop()
     stored_rows = np.unique(matrix.tocoo().row).size
     assert peak < 3 * stored_rows * 64 * 4 + 64 * matrix.nnz  # nowhere near 256 MB
-    np.testing.assert_array_equal(acc.take_grad(1).to_scipy().toarray(), matrix.toarray())
+    # compared sparse: each dense copy would be 256 MB
+    taken = acc.take_grad(1).to_scipy()
+    assert taken.shape == matrix.shape and (taken != matrix).nnz == 0
 
 
 def test_indexed_slices_round_trip() -> None:

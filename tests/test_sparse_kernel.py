@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tf_accum as tfa
+from tests import background
 from tests.helpers import (
     WAIT,
     Background,
@@ -33,7 +34,6 @@ from tests.helpers import (
     in_forked_child,
     kernels_in_use,
     loaded_on_a_thread,
-    python_output,
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
 from tf_accum.accumulators import half_kernel, sparse_kernel, sparse_keys, sparse_rows
@@ -520,26 +520,37 @@ def test_without_the_loops_numpy_does_the_adds(failure: str) -> None:
     assert failing.call_count == (1 if failure == "compiler error" else 0)
 
 
+_NUMBA_IMPORT_CODE = (
+    "import sys, numpy as np, tf_accum as tfa\n"
+    "from tf_accum.accumulators import sparse_kernel\n"
+    "raw = tfa.raw_ops\n"
+    "def round_of(size):\n"
+    "    h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=[4, size // 4])\n"
+    "    for _ in range(2):\n"
+    "        raw.SparseAccumulatorApplyGradient(handle=h, local_step=0,\n"
+    "            gradient_indices=np.arange(4), gradient_values=np.ones((4, size // 4),\n"
+    "            np.float32), gradient_shape=[4, size // 4], has_known_shape=True)\n"
+    "    taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2,\n"
+    "                                              dtype=tfa.float32)\n"
+    "    assert bool((taken.values == 1).all())\n"
+    "round_of(sparse_kernel.MIN_ELEMENTS - 4)\n"
+    "assert 'numba' not in sys.modules\n"
+    "round_of(sparse_kernel.MIN_ELEMENTS)\n"
+    "print('numba' in sys.modules, sparse_kernel.loaded() is not None)\n"
+)
+# run beside the other tests (tests/background.py)
+_NUMBA_IMPORT_JOB = background.define(
+    "sparse kernel: numba imported only by a large gradient",
+    [sys.executable, "-c", _NUMBA_IMPORT_CODE],
+    timeout=120,
+)
+
+
+@pytest.mark.background(_NUMBA_IMPORT_JOB)
 def test_numba_is_imported_only_by_a_large_sparse_gradient() -> None:
-    code = (
-        "import sys, numpy as np, tf_accum as tfa\n"
-        "from tf_accum.accumulators import sparse_kernel\n"
-        "raw = tfa.raw_ops\n"
-        "def round_of(size):\n"
-        "    h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=[4, size // 4])\n"
-        "    for _ in range(2):\n"
-        "        raw.SparseAccumulatorApplyGradient(handle=h, local_step=0,\n"
-        "            gradient_indices=np.arange(4), gradient_values=np.ones((4, size // 4),\n"
-        "            np.float32), gradient_shape=[4, size // 4], has_known_shape=True)\n"
-        "    taken = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2,\n"
-        "                                              dtype=tfa.float32)\n"
-        "    assert bool((taken.values == 1).all())\n"
-        "round_of(sparse_kernel.MIN_ELEMENTS - 4)\n"
-        "assert 'numba' not in sys.modules\n"
-        "round_of(sparse_kernel.MIN_ELEMENTS)\n"
-        "print('numba' in sys.modules, sparse_kernel.loaded() is not None)\n"
-    )
-    assert python_output(code).split() == [str(HAS_NUMBA)] * 2
+    done = background.result(_NUMBA_IMPORT_JOB)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(HAS_NUMBA)] * 2
 
 
 def test_the_accumulator_answers_while_its_first_large_sparse_gradient_compiles() -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import tf_accum.compat.v1 as tf_accum_v1
+from tests import background
 from tf_accum.examples import tf1_sync_replicas as example
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,31 +38,36 @@ def _backends() -> list[str]:
     return names
 
 
-def _run_command(backend: str, variant: str, steps: int) -> dict[str, object]:
+def _command_job(backend: str, variant: str, steps: int) -> str:
+    """The program as a command, a job run beside the other tests (tests/background.py)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tf_accum.examples.tf1_sync_replicas",
-            f"--backend={backend}",
-            f"--variant={variant}",
-            f"--steps={steps}",
-            "--json",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-    )
+    argv = [
+        sys.executable,
+        "-m",
+        "tf_accum.examples.tf1_sync_replicas",
+        f"--backend={backend}",
+        f"--variant={variant}",
+        f"--steps={steps}",
+        "--json",
+    ]
+    return background.define(f"tf1 example: {' '.join(argv[3:])}", argv, env, CHILD_TIMEOUT)
+
+
+def _run_command(backend: str, variant: str, steps: int) -> dict[str, object]:
+    done = background.result(_command_job(backend, variant, steps))
     assert done.returncode == 0, done.stderr[-3000:]
     outcome: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return outcome
 
 
-@pytest.mark.parametrize("variant", example.VARIANTS)
-@pytest.mark.parametrize("backend", _backends())
+@pytest.mark.parametrize(
+    ("backend", "variant"),
+    [
+        pytest.param(b, v, marks=pytest.mark.background(_command_job(b, v, steps=8)))
+        for b in _backends()
+        for v in example.VARIANTS
+    ],
+)
 def test_command_gives_the_numpy_reference(backend: str, variant: str) -> None:
     outcome = _run_command(backend, variant, steps=8)
     expected = example.reference(variant, steps=8)

@@ -13,7 +13,6 @@ import importlib.util
 import inspect
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,21 +21,22 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf_accum_v1
+from tests import background
 from tf_accum.examples import tf1_sgd_step as example
 
 ROOT = Path(__file__).resolve().parent.parent
 CHILD_TIMEOUT = 300  # seconds; TensorFlow's import alone takes several
 
 
+def _command_job(backend: str, *extra: str) -> str:
+    """The program as a command, a job run beside the other tests (tests/background.py)."""
+    argv = [sys.executable, "-m", "tf_accum.examples.tf1_sgd_step", f"--backend={backend}", *extra]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return background.define(f"tf1 sgd step: {' '.join(argv[3:])}", argv, env, CHILD_TIMEOUT)
+
+
 def _command(backend: str, *extra: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "tf_accum.examples.tf1_sgd_step", f"--backend={backend}", *extra],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"},
-        capture_output=True,
-        text=True,
-        timeout=CHILD_TIMEOUT,
-    )
+    done = background.result(_command_job(backend, *extra))
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -47,6 +47,7 @@ def _tensorflow_wanted() -> bool:
     return wanted and importlib.util.find_spec("tensorflow") is not None
 
 
+@pytest.mark.background(_command_job("tf_accum", "--json"))
 def test_the_program_trains_toward_the_numpy_reference() -> None:
     outcome: dict[str, Any] = json.loads(_command("tf_accum", "--json").strip().splitlines()[-1])
     expected = example.reference()
@@ -56,6 +57,8 @@ def test_the_program_trains_toward_the_numpy_reference() -> None:
     assert len(losses) == 20 and losses[-1] < losses[0] / 100
 
 
+@pytest.mark.background(_command_job("tf_accum"))
+@pytest.mark.background(_command_job("tensorflow") if _tensorflow_wanted() else "")
 def test_tensorflow_prints_the_same() -> None:
     if not _tensorflow_wanted():
         pytest.skip("no live TensorFlow (not installed, or excluded by TF_ACCUM_BACKEND)")

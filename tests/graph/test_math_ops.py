@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
+from tests import background
 from tests.graph.math_table import (
     CASES,
     EAGER_CASES,
@@ -55,19 +55,28 @@ def test_the_record_holds_every_case_and_covers_the_grid() -> None:
     assert sum("run_error" in o for o in outcomes) >= 10
 
 
+_LIVE_TENSORFLOW = (
+    importlib.util.find_spec("tensorflow") is not None
+    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
+)
+
+
+def _live_record_job() -> str:
+    """TensorFlow's outcomes today, found in a child process (tests/background.py)."""
+    key = "math table: TensorFlow's outcomes"
+    if _LIVE_TENSORFLOW:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        background.define(key, [sys.executable, "-m", "tests.graph.math_table"], env, 600)
+    return key
+
+
+@pytest.mark.background(_live_record_job())
 def test_the_record_is_what_tensorflow_gives_today() -> None:
     if importlib.util.find_spec("tensorflow") is None:
         pytest.skip("TensorFlow is not installed (the oracle extra)")
     if os.environ.get("TF_ACCUM_BACKEND") == "tf_accum":
         pytest.skip("TF_ACCUM_BACKEND=tf_accum: no live TensorFlow")
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.graph.math_table"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
+    done = background.result(_live_record_job())
     assert done.returncode == 0, done.stderr[-3000:]
     live = json.loads(done.stdout.strip().splitlines()[-1])
     for part in ("graph", "eager"):
