@@ -658,8 +658,10 @@ def test_a_session_run_waiting_on_several_takes_stops_at_the_first_ctrl_c(
 
             sender = Background(sigint_when_both_wait)
             start = time.monotonic()
+            # bounded: a Ctrl-C that failed to stop the run fails the test, not hangs it
+            bound = tf.RunOptions(timeout_in_ms=int(WAIT * 1000))
             with pytest.raises(KeyboardInterrupt):
-                sess.run([first.take, second.take], {first.n: 2, second.n: 2})
+                sess.run([first.take, second.take], {first.n: 2, second.n: 2}, options=bound)
             assert time.monotonic() - start < WAIT / 2
             sender.result()
             # the run's take threads end
@@ -672,6 +674,39 @@ def test_a_session_run_waiting_on_several_takes_stops_at_the_first_ctrl_c(
             assert first.count(sess) == 1 and second.count(sess) == 0
             first.put(sess, [3.0])
             np.testing.assert_array_equal(first.get(sess, 2), [2.0])  # the mean of both
+
+
+def test_a_deferred_ctrl_c_held_when_a_run_goes_on_to_wait_comes_at_the_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In ``deferred_interrupts()``, a Ctrl-C that lands while a run is still
+    setting up its takes is held for the run's return; the run then waits on
+    its takes (here for ever): the held interrupt is raised as the wait begins."""
+    from tf_accum.graph import executor
+
+    submit = executor._Scheduler._submit
+    submitted = []
+
+    def submit_then_ctrl_c(self: Any, op: Any) -> None:
+        submit(self, op)
+        submitted.append(op)
+        if len(submitted) == 2:  # both takes are out; the run has not begun to wait
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(executor._Scheduler, "_submit", submit_then_ctrl_c)
+    with deferred_interrupts(), tf.Graph().as_default():
+        first, second = DenseOps(shape=[1]), DenseOps(shape=[1])
+        with tf.Session() as sess:
+            bound = tf.RunOptions(timeout_in_ms=int(WAIT * 1000))  # a held one fails, not hangs
+            start = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                sess.run([first.take, second.take], {first.n: 1, second.n: 1}, options=bound)
+            assert time.monotonic() - start < WAIT / 2
+            assert len(submitted) == 2
+            wait_until(
+                lambda: not any(t.name.startswith("tf_accum run") for t in threading.enumerate())
+            )
+            assert waiting(sess) == 0 and sys.getprofile() is None
 
 
 def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_whole(

@@ -95,7 +95,11 @@ class _Deferral:
 
         def hook(event_frame: FrameType, event: str, arg: Any) -> None:
             nonlocal returned
-            if not returned:
+            if event == "call" and event_frame.f_code in _WAITS:
+                # the call is about to wait, maybe for ever (a run's takes): an
+                # interrupt held for its return would never come, so it comes now
+                self.deliver(signum, event_frame)
+            elif not returned:
                 returned = event == "return" and event_frame is outermost
             elif event in ("call", "c_return", "c_exception"):
                 # the caller has its result: raise where Python would have
