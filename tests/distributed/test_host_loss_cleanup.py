@@ -99,7 +99,12 @@ def _is_alive(pid: int) -> bool:
 
 def test_the_listing_skips_other_processes_and_says_when_there_is_none(tmp_path) -> None:
     fake = tmp_path / "proc"
-    for pid, parent, title in [(10, 1, b"python\0train.py"), (11, 1, b"ray::AccumulatorHost")]:
+    processes = [
+        (10, 1, b"python\0train.py"),
+        (11, 1, b"ray::AccumulatorHost"),
+        (14, 1, b"ray::TaskHost.run"),  # a TF1 cluster's ps task host
+    ]
+    for pid, parent, title in processes:
         (fake / str(pid)).mkdir(parents=True)
         (fake / str(pid) / "cmdline").write_bytes(title)
         rest = " ".join(["S", str(parent)] + ["0"] * 19 + ["25"])
@@ -110,6 +115,7 @@ def test_the_listing_skips_other_processes_and_says_when_there_is_none(tmp_path)
     (fake / "13").mkdir()
     (fake / "13" / "cmdline").write_bytes(b"/opt/ray/core/src/ray/raylet/raylet\0--flag")
     hosts = cleanup.orphaned_hosts(fake)
-    assert [(h.pid, h.parent) for h in hosts] == [(11, 1)]  # 12's raylet still runs
+    # 12's raylet still runs
+    assert sorted((h.pid, h.parent) for h in hosts) == [(11, 1), (14, 1)]
     assert hosts[0].rss_bytes == 25 * os.sysconf("SC_PAGE_SIZE")
     assert cleanup.orphaned_hosts(tmp_path / "nowhere") == []

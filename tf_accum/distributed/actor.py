@@ -34,6 +34,7 @@ from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings
 from tf_accum.distributed.lives import CallerLives
+from tf_accum.distributed.placement import Placement
 from tf_accum.distributed.wire import CANCELLED, MISSING, RESTARTED, TIMED_OUT, WITHDRAWN, Failure
 from tf_accum.resources.errors import shared_spec_conflict
 from tf_accum.resources.local import new_accumulator
@@ -105,9 +106,15 @@ class AccumulatorHost:
     Calls name an accumulator by (instance, entry id): ``instance`` changes
     when the actor restarts, so a handle made before a restart is told its
     accumulator is lost rather than finding nothing, or a namesake.
+
+    Every host of a container records the placement the container was made
+    with (None: not placed, one host where Ray puts it); the first host's
+    record is the one processes compare with theirs. A restarted host is
+    made with the same arguments, so the record outlives it.
     """
 
-    def __init__(self, container: str) -> None:
+    def __init__(self, container: str, placement: Placement | None = None) -> None:
+        self._placement = placement
         # The in-process accumulators log a lowered global step; the caller's
         # process logs it where the user sees it.
         logging.getLogger("tf_accum").setLevel(logging.ERROR)
@@ -120,6 +127,10 @@ class AccumulatorHost:
         self._early_withdrawals: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._lives = CallerLives(self._caller_died)
         self._mappings = HostMappings()
+
+    async def placement(self) -> Placement | None:
+        """The placement this host's container was made with (see ``tfa.distributed.place``)."""
+        return self._placement
 
     # --- the one entry point for operations ---------------------------------------
 

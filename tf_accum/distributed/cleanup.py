@@ -19,7 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-HOST_TITLE = b"AccumulatorHost"  # Ray titles an actor's process ray::<class>
+# Ray titles an actor's process ray::<class>: the container hosts, and TF1 clusters' task hosts
+HOST_TITLES = (b"AccumulatorHost", b"TaskHost")
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def orphaned_hosts(proc: Path = Path("/proc")) -> list[HostProcess]:
             if entry.stat().st_uid != uid:
                 continue
             title = (entry / "cmdline").read_bytes()
-            if HOST_TITLE not in title:
+            if not any(host in title for host in HOST_TITLES):
                 continue
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             parent = int(fields[1])

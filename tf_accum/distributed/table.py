@@ -29,24 +29,6 @@ from tf_accum.resources.errors import DEFAULT_CONTAINER, missing_resource_error
 from tf_accum.resources.local import next_handle, private_name
 from tf_accum.resources.table import HandleTable
 
-
-class ContainerHost(AccumulatorHost):
-    """A container's host, recording the placement its container was made with.
-
-    Every host of the container records it (None: not placed, one host where
-    Ray puts it); the first host's record is the one processes compare with
-    theirs. A restarted host is made with the same arguments, so the record
-    outlives it.
-    """
-
-    def __init__(self, container: str, placement: Placement | None = None) -> None:
-        super().__init__(container)
-        self._placement = placement
-
-    async def placement(self) -> Placement | None:
-        return self._placement
-
-
 _host_class: Any = None
 _host_class_lock = threading.Lock()
 
@@ -57,7 +39,7 @@ def _remote_host_class() -> Any:
         if _host_class is None:
             import ray
 
-            _host_class = ray.remote(ContainerHost)
+            _host_class = ray.remote(AccumulatorHost)
         return _host_class
 
 
