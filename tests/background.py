@@ -13,6 +13,12 @@ killed by its pid.
 
 A job is defined only where its test would run it: a test that skips (the
 tool is not installed) has no job, and its marker is ignored.
+
+The runner thread allocates nothing while a child runs (its output goes to
+files, read by the test that asks, and its timeout is kept by ``timeout(1)``,
+not by a Python loop), so that tests measuring allocations with tracemalloc
+see only their own; ``quiet()`` keeps it from starting or finishing a job
+while such a test measures.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +48,7 @@ class Job:
         self.done = threading.Event()
         self.popen: subprocess.Popen[str] | None = None
         self.outcome: subprocess.CompletedProcess[str] | BaseException | None = None
+        self.output: tuple[Path, Path] | None = None  # the child's stdout and stderr files
 
 
 class Jobs:
@@ -97,9 +104,28 @@ class Jobs:
             self._run(job)
         # bounded: the job's own timeout ends the child, and the outcome follows
         job.done.wait(job.timeout + 60)
+        with self._lock:
+            if job.outcome is None and job.output is not None and job.popen is not None:
+                job.outcome = self._outcome(job, job.popen, *job.output)
         if not isinstance(job.outcome, subprocess.CompletedProcess):
             raise job.outcome or TimeoutError(f"background job {key} did not finish")
         return job.outcome
+
+    def _outcome(
+        self, job: Job, popen: subprocess.Popen[str], out: Path, err: Path
+    ) -> subprocess.CompletedProcess[str] | BaseException:
+        stdout, stderr = out.read_text(), err.read_text()
+        if popen.returncode == -signal.SIGKILL and not self._stopped:
+            # timeout(1) killed the child, and its own process group with it
+            return subprocess.TimeoutExpired(job.argv, job.timeout, stdout, stderr)
+        return subprocess.CompletedProcess(job.argv, popen.returncode, stdout, stderr)
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """No job starts or finishes its bookkeeping inside the block (a running
+        child goes on; its output goes to files)."""
+        with self._lock:
+            yield
 
     def stop(self) -> None:
         """Kill, by pid, any job's child still running; drop what was not started."""
@@ -110,9 +136,13 @@ class Jobs:
         for popen in running:
             if popen.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(popen.pid, signal.SIGKILL)
+                    os.killpg(popen.pid, signal.SIGKILL)  # timeout(1) and its child
         if self._runner is not None:
             self._runner.join(60)
+        with self._lock:  # read what the children wrote before their files go
+            for job in self._jobs.values():
+                if job.outcome is None and job.output is not None and job.popen is not None:
+                    job.outcome = self._outcome(job, job.popen, *job.output)
         for path in self._temp:
             shutil.rmtree(path, ignore_errors=True)
         self._temp.clear()
@@ -135,25 +165,24 @@ class Jobs:
 
     def _run(self, job: Job) -> None:
         try:
+            folder = Path(tempfile.mkdtemp(dir=self.scratch()))
+            out, err = folder / "stdout", folder / "stderr"
             with self._lock:  # so that ``stop`` sees every child started
                 if self._stopped:
                     raise RuntimeError("the session has ended")
-                job.popen = subprocess.Popen(
-                    job.argv,
-                    cwd=ROOT,
-                    env=job.env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            try:
-                out, err = job.popen.communicate(timeout=job.timeout)
-            except subprocess.TimeoutExpired as expired:
-                job.popen.kill()
-                job.popen.communicate()
-                job.outcome = expired
-            else:
-                job.outcome = subprocess.CompletedProcess(job.argv, job.popen.returncode, out, err)
+                with out.open("w") as stdout, err.open("w") as stderr:
+                    job.popen = subprocess.Popen(
+                        ["timeout", "-s", "KILL", f"{job.timeout:g}", *job.argv],
+                        cwd=ROOT,
+                        env=job.env,
+                        stdout=stdout,
+                        stderr=stderr,
+                        text=True,
+                        start_new_session=True,  # its own group: timeout(1) and stop kill it whole
+                    )
+            job.popen.wait()
+            with self._lock:
+                job.output = (out, err)
         except BaseException as error:  # handed to the test, which raises it
             job.outcome = error
         finally:

@@ -37,6 +37,14 @@ def pytest_sessionfinish() -> None:
     background.stop()
 
 
+@pytest.fixture
+def quiet_background() -> Iterator[None]:
+    """No background job starts or ends while the test runs (a test measuring
+    allocations with tracemalloc would count the jobs' thread's too)."""
+    with background.SESSION.quiet():
+        yield
+
+
 def _dense_ops(prefix: str, constructor: str) -> SimpleNamespace:
     return SimpleNamespace(
         name=prefix or "ref",

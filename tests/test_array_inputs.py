@@ -231,6 +231,7 @@ def peak_bytes(fn: Any) -> int:
 N = 1 << 18
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 @pytest.mark.parametrize("kind", MAKERS)
 def test_dense_apply_copies_a_gradient_at_most_once(kind) -> None:
     acc = CA(tfa.float32, shape=[N])
@@ -248,6 +249,7 @@ def test_dense_apply_copies_a_gradient_at_most_once(kind) -> None:
     assert acc.take_grad(2)[0] == 1 and acc.num_accumulated() == 0
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 def test_sparse_apply_copies_values_at_most_once() -> None:
     rows, width = 1 << 11, 256
     # gradients this large load the compiled row adds (once per process): not

@@ -242,6 +242,7 @@ def test_a_failing_part_waits_for_the_others_then_raises() -> None:
     assert finished == ["slow"]
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 @pytest.mark.parametrize("dtype", [tfa.float16, tfa.bfloat16, tfa.float32])
 def test_fast_applies_allocate_nothing_after_the_first(dtype: Any) -> None:
     size = 400_000  # a temporary the size of the result would be 800 kB

@@ -357,6 +357,7 @@ def test_numpy_narrowing_in_place_gives_the_narrowing_into_new_memory(
     np.testing.assert_array_equal(exact.view(np.uint16), want)
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 def test_a_numpy_sum_rounding_past_the_largest_half_allocates_nothing() -> None:
     """Without the loops too, the check that finds a sum rounded past the
     largest half after a whole add goes on in float16 without a new buffer
@@ -565,6 +566,7 @@ def test_a_mean_take_with_the_loops_divides_by_the_count_in_the_dtype(
     )
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 @needs_numba
 def test_a_gradient_stopped_midway_allocates_nothing() -> None:
     """Once the loop has added a block, the round goes on without allocating

@@ -5,12 +5,14 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import tf_accum as tfa
 
 raw = tfa.raw_ops
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 def test_dense_apply_allocates_nothing_after_the_first_gradient() -> None:
     n = 1 << 18
     h = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[n])
@@ -27,6 +29,7 @@ def test_dense_apply_allocates_nothing_after_the_first_gradient() -> None:
     assert raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float32)[0] == 1
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 def test_dense_peak_is_one_buffer() -> None:
     n = 1 << 18
     h = raw.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[n])
@@ -43,6 +46,7 @@ def test_dense_peak_is_one_buffer() -> None:
     assert peak < 1.1 * gradient.nbytes  # the take hands over the sum buffer itself
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 def test_sparse_state_holds_only_the_touched_rows() -> None:
     rows, width = 10**6, 64
     h = raw.SparseConditionalAccumulator(dtype=tfa.float32, shape=[rows, width])

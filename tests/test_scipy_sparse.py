@@ -105,6 +105,7 @@ def test_a_scipy_matrix_is_no_dense_gradient() -> None:
     assert acc.num_accumulated() == 0
 
 
+@pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 def test_no_dense_copy_of_a_big_matrix() -> None:
     rng = np.random.default_rng(0)
     rows, cols = rng.integers(10**6, size=6400), rng.integers(64, size=6400)

@@ -269,6 +269,11 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
                 try:
                     publish()
                     self._count, self._n_accepted = count, accepted
+                except Exception:
+                    # the writes themselves failed (no memory for the compiled loop's
+                    # arguments, say): its last write is that loop, so the round is
+                    # as it was
+                    raise
                 except BaseException:
                     # Ctrl-C between two of its writes: they are finished first
                     self._republish_locked(publish, count, accepted)
@@ -286,6 +291,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
                 publish()
                 self._count, self._n_accepted = count, accepted
                 break
+            except Exception:
+                raise  # the writes failed of themselves: running them again would too
             except BaseException as exc:
                 again = exc
         if again is not None:
