@@ -731,30 +731,8 @@ def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_who
     """Any exception out of the wait (here from the wakeup lock itself) withdraws the take."""
     h = _sum_acc()
     acc = current_table().lookup(h)
-
-    class Boom(Exception):
-        pass
-
-    class ExplodingLock:
-        def __init__(self) -> None:
-            self.real = threading.Lock()
-            self.real.acquire()
-
-        def acquire(self, *args: Any) -> bool:
-            raise Boom
-
-        def release(self) -> None:
-            self.real.release()
-
-    class Attempt(TakeAttempt[Any]):
-        __slots__ = ()
-
-        def __init__(self, n: int) -> None:
-            super().__init__(n)
-            self.wakeup = ExplodingLock()  # type: ignore[assignment]
-
-    monkeypatch.setattr(taking, "TakeAttempt", Attempt)
-    with pytest.raises(Boom):
+    monkeypatch.setattr(taking, "TakeAttempt", _ExplodingAttempt)
+    with pytest.raises(_Boom):
         _take(h, 1)
     monkeypatch.undo()
     assert acc.num_waiting() == 0 and _lock_is_free(acc)

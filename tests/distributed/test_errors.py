@@ -30,6 +30,8 @@ from tf_accum.examples.processes import descendants
 TOKEN_BOUND = 5.0  # seconds: the bound for a refused token
 WITHDRAW_BOUND = 5.0  # seconds: a dead process's take is withdrawn within it
 PLACEMENT_BOUND = 10.0  # seconds: an unplaceable host is reported within it
+# Ray's proxy failing to start the server it runs for each new client (not tf_accum's doing)
+PROXY_START_FAILED = "Starting Ray client server failed"
 
 
 def _free_port() -> int:
@@ -155,7 +157,7 @@ def _client_server_logs(cluster: Cluster) -> str:
 
 def test_the_right_token_over_ray_client_attaches(ray_cluster, client_address):
     done = run_python(ATTEMPT.format(address=client_address), ray_cluster.env())
-    if "Starting Ray client server failed" in done.stdout:
+    if PROXY_START_FAILED in done.stdout:
         # Ray's proxy could not start the per-client server it runs for each new
         # client (seen in about one run in ten on a loaded 2-core machine; the message
         # below shows that server's log): UnavailableError, which a user retries, as here
@@ -193,7 +195,7 @@ def test_a_dead_ray_client_process_has_its_take_withdrawn_within_the_bound(
         if taker.poll() is not None:
             # as in the test above: Ray's proxy may fail to start the per-client server
             _, err = taker.communicate()
-            assert "Starting Ray client server failed" in err, err[-3000:]
+            assert PROXY_START_FAILED in err, err[-3000:]
             taker = start_taker()
             wait_until(waiting_or_ended, timeout=PROCESS_WAIT)
         assert taker.poll() is None, taker.communicate()[1][-3000:]

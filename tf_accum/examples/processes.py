@@ -211,12 +211,12 @@ def start_process_workers(
     channels: list[Any]
     if config.address == "local":
         channels = _start_processes(config, setup, address)
-        end: Any = lambda: _end([channel.process for channel in channels])  # noqa: E731
+        end: Callable[[], None] = functools.partial(_end, [c.process for c in channels])
     else:
         from tf_accum.examples import worker_actors
 
         channels = worker_actors.start(config.workers, setup, config.take_timeout)
-        end = lambda: worker_actors.end(channels, _EXIT_WAIT)  # noqa: E731
+        end = functools.partial(worker_actors.end, channels, _EXIT_WAIT)
     threads: list[threading.Thread] = []
     # the accumulator in use (the chief re-creates it if its host is lost), and
     # the counts its lost predecessors had reached when last read
