@@ -39,6 +39,8 @@ from tests.helpers import (
 )
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
 from tf_accum.accumulators import division, half_kernel, narrow, running_sum
+from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
+from tf_accum.accumulators.half_sum import HalfSum
 
 Array = np.ndarray[Any, Any]
 HAS_NUMBA = importlib.util.find_spec("numba") is not None
@@ -128,7 +130,7 @@ def round_bits(gradients: list[Array], np_dtype: Any, loops: bool) -> list[Array
     """The running sum's bits after each gradient, with the compiled loops or without."""
     with kernels_from(1) if loops else numpy_only():
         total = running_sum.start_sum(gradients[0], np.dtype(np_dtype))
-        assert isinstance(total, narrow.HalfSum | narrow.BFloat16Sum)
+        assert isinstance(total, HalfSum | BFloat16Sum)
         assert (total._kernels is not None) == loops
         add = running_sum.sum_adder(np.dtype(np_dtype))
         seen = [running_sum.sum_result(total).view(np.uint16).copy()]
@@ -199,7 +201,7 @@ def test_only_a_large_round_loads_the_loops_then_every_round_uses_them(kind: str
     def start(size: int) -> Any:
         np_dtype = NARROW[kind][1]
         total = running_sum.start_sum(np.ones(size, np_dtype), np.dtype(np_dtype))
-        assert isinstance(total, narrow.HalfSum | narrow.BFloat16Sum)
+        assert isinstance(total, HalfSum | BFloat16Sum)
         return total._kernels
 
     with fresh_loader(), kernels_from(10), mock.patch.object(half_kernel, "_compile", compile_):
@@ -245,7 +247,7 @@ def test_half_add_matches_numpy_for_every_finite_gradient() -> None:
     """Every finite half as a gradient, against shadows holding edges, random
     halves and large ones (whose sums pass the largest half)."""
     kernels = compiled()
-    numpy_sum = narrow.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
+    numpy_sum = HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
     gradients = finite_half_bits()
     rng = np.random.default_rng(11)
     edges = np.array([b for b in HALF_EDGES if (b & 0x7FFF) <= 0x7BFF], np.uint16)
@@ -273,7 +275,7 @@ def test_bfloat16_add_matches_numpy_for_every_pattern() -> None:
     ml_dtypes' arithmetic once one shows), and it had better not: which NaN
     operand's payload a float add returns is up to the compiler."""
     kernels = compiled()
-    numpy_sum = narrow.BFloat16Sum(np.zeros(4, ml_dtypes.bfloat16), np.dtype(ml_dtypes.bfloat16))
+    numpy_sum = BFloat16Sum(np.zeros(4, ml_dtypes.bfloat16), np.dtype(ml_dtypes.bfloat16))
     every = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
     not_nan = every[(every & 0x7FFF) <= 0x7F80].astype(np.uint32) << 16
     rng = np.random.default_rng(12)
@@ -314,7 +316,7 @@ def test_largest_magnitude_of_every_pattern() -> None:
 def images_to_narrow(clamp: bool) -> Array:
     """Every finite half's image (and, when clamping, images of sums past the
     largest half), in random order, as float32 bits."""
-    images = narrow.HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
+    images = HalfSum(np.zeros(4, np.float16), np.dtype(np.float16))
     shadow = np.empty(finite_half_bits().size, np.float32)
     images._widen(
         np.random.default_rng(14).permutation(finite_half_bits()).view(np.float16), shadow
@@ -329,7 +331,7 @@ def images_to_narrow(clamp: bool) -> Array:
 
 def narrowed_into_new_memory(bits: Array, clamp: bool) -> Array:
     """HalfSum._narrow's half bit patterns of the images ``bits`` (left as they are)."""
-    expected = narrow.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
+    expected = HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
     expected.shadow = bits.view(np.float32).copy()
     expected._bound = 65504.0 if clamp else 0.0
     narrowed: Array = expected._narrow().view(np.uint16)
@@ -347,7 +349,7 @@ def test_numpy_narrowing_in_place_gives_the_narrowing_into_new_memory(
     bits = images_to_narrow(clamp)
     want = narrowed_into_new_memory(bits, clamp)
     with numpy_only():
-        total = narrow.HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
+        total = HalfSum(np.zeros(bits.size, np.float16), np.dtype(np.float16))
     assert total._kernels is None
     total.shadow = bits.view(np.float32)
     total._bound = 65504.0 if clamp else 0.0
@@ -367,11 +369,11 @@ def test_a_numpy_sum_rounding_past_the_largest_half_allocates_nothing() -> None:
     size = 1 << 16
     with loops_missing():  # not numpy_only(): its small chunks' bookkeeping allocates
         total = running_sum.start_sum(np.full(size, 60000, np.float16), np.dtype(np.float16))
-        assert isinstance(total, narrow.HalfSum) and total._kernels is None
+        assert isinstance(total, HalfSum) and total._kernels is None
         gradient = np.full(size, 1.0, np.float16)
         gradient[::3] = 6000  # 66000 rounds to infinity
         # the add, then the check apart, measured alone
-        with mock.patch.object(narrow.HalfSum, "_check_overflow", lambda self: None):
+        with mock.patch.object(HalfSum, "_check_overflow", lambda self: None):
             running_sum.sum_adder(np.dtype(np.float16))(total, gradient)
         assert total.exact is None and total._past_largest()
         tracemalloc.start()
@@ -579,7 +581,7 @@ def test_a_gradient_stopped_midway_allocates_nothing() -> None:
     gradient[size - 10] = np.inf  # in the last block of the second part
     with kernels_from(1):
         total = running_sum.start_sum(np.ones(size, np.float16), np.dtype(np.float16))
-        assert isinstance(total, narrow.HalfSum)
+        assert isinstance(total, HalfSum)
         add = running_sum.sum_adder(np.dtype(np.float16))
         tracemalloc.start()
         try:
@@ -605,7 +607,7 @@ def large_round_without_loops(kind: str) -> None:
     gradients = [narrow_bits(kind, 64, seed, "ordinary").view(np_dtype) for seed in (1, 2, 3)]
     with kernels_from(1):
         total = running_sum.start_sum(gradients[0], np.dtype(np_dtype))
-        assert isinstance(total, narrow.HalfSum | narrow.BFloat16Sum)
+        assert isinstance(total, HalfSum | BFloat16Sum)
         assert total._kernels is None
         for gradient in gradients[1:]:
             running_sum.sum_adder(np.dtype(np_dtype))(total, gradient)

@@ -17,7 +17,9 @@ import ml_dtypes
 import numpy as np
 
 from tf_accum.accumulators import pool, quiet
-from tf_accum.accumulators.narrow import BFloat16Sum, HalfSum, NarrowSum
+from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
+from tf_accum.accumulators.half_sum import HalfSum
+from tf_accum.accumulators.narrow import NarrowSum
 from tf_accum.accumulators.pool import add_in_place, parallel_copy
 
 Array = np.ndarray[Any, Any]
