@@ -9,8 +9,9 @@ left out):
 - ``import tf_accum``, which loads numpy, the dtypes and the errors; the
   project's goal is a ratio to numpy under 1.8;
 - ``import tf_accum.raw_ops`` and ``import tf_accum.compat.v1``: what a
-  program pays once it first uses the raw ops (the accumulators, ml_dtypes)
-  or the TF1 classes (graph mode too), for information.
+  program pays once it first uses the raw ops (the accumulators; ml_dtypes
+  waits for the first bfloat16) or the TF1 classes (graph mode too), for
+  information.
 
 Figures are medians over the trials; a ratio is the median of the trials'
 ratios, so that a noisy neighbour slows both sides of a trial alike.

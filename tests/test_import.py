@@ -220,3 +220,49 @@ def test_an_array_of_bfloat16_made_first_is_accumulated() -> None:
         """
     )
     assert out.strip() == "bfloat16 [1.5, 4.5]"
+
+
+def test_accumulators_of_other_dtypes_leave_ml_dtypes_unimported() -> None:
+    """ml_dtypes' extension is paid for bfloat16 alone: float32 and float16
+    accumulators (small and large sums, SUM and MEAN, dense and sparse) made,
+    applied and taken through the raw ops never import it; a bfloat16 one does,
+    and sums and divides in bfloat16."""
+    out = run_fresh(
+        """
+        import sys
+        import numpy as np
+        import tf_accum as tfa
+        raw = tfa.raw_ops
+        for dtype in (tfa.float32, tfa.float16):
+            for size in (1, 5000, 1 << 17):
+                h = raw.ResourceConditionalAccumulator(
+                    dtype=dtype, shape=[size], reduction_type="MEAN"
+                )
+                for _ in range(2):
+                    raw.ResourceAccumulatorApplyGradient(
+                        handle=h, local_step=0, gradient=np.full(size, 3, dtype.numpy_dtype)
+                    )
+                got = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=dtype)
+                assert got.dtype == dtype.numpy_dtype and (got == 3).all()
+            s = raw.SparseConditionalAccumulator(dtype=dtype, shape=[4, 2])
+            raw.SparseAccumulatorApplyGradient(
+                handle=s, local_step=0, gradient_indices=np.array([1], np.int64),
+                gradient_values=np.ones((1, 2), dtype.numpy_dtype),
+                gradient_shape=np.array([4, 2], np.int64), has_known_shape=True,
+            )  # fmt: skip
+            taken = raw.SparseAccumulatorTakeGradient(handle=s, num_required=1, dtype=dtype)
+            assert taken.values.tolist() == [[1.0, 1.0]]
+        print("ml_dtypes" in sys.modules)
+        h = raw.ResourceConditionalAccumulator(
+            dtype=tfa.bfloat16, shape=[5000], reduction_type="MEAN"
+        )
+        print("ml_dtypes" in sys.modules)
+        for value in (1.0, 2.0):
+            raw.ResourceAccumulatorApplyGradient(
+                handle=h, local_step=0, gradient=np.full(5000, value, tfa.bfloat16.numpy_dtype)
+            )
+        got = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=tfa.bfloat16)
+        print(got.dtype, got[0], (got == got[0]).all())
+        """
+    )
+    assert out.split() == ["False", "True", "bfloat16", "1.5", "True"]

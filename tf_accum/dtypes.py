@@ -187,6 +187,13 @@ def _lookup_numpy(dtype: np.dtype[Any]) -> DType | None:
     return found
 
 
+def is_bfloat16(dtype: np.dtype[Any]) -> builtins.bool:
+    """Whether the numpy ``dtype`` is bfloat16 (ml_dtypes'), without importing
+    ml_dtypes: a value can have that dtype only once the program has imported
+    it, and numpy's own types are told apart by a flag alone."""
+    return dtype.isbuiltin != 1 and _lookup_numpy(dtype) is bfloat16
+
+
 def as_dtype(type_value: Any) -> DType:
     """Return the :class:`DType` for ``type_value``.
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from tf_accum.accumulators import half_kernel
@@ -91,5 +90,5 @@ class BFloat16Sum(NarrowSum):
                 bits[lo:hi], 16, out=flat_out[lo:hi], casting="unsafe"
             )
         )
-        narrow: Array = out.view(ml_dtypes.bfloat16)
+        narrow: Array = out.view(self.dtype)
         return narrow

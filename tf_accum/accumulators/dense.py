@@ -224,7 +224,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
         # float16/bfloat16: the optional compiled loops are loaded before the lock
-        self._narrow = self.numpy_dtype in half_kernel.NARROW_DTYPES
+        self._narrow = half_kernel.is_narrow(self.numpy_dtype)
         # From this many elements an add into a round is several calls (a
         # narrow sum's passes, or an add split over the pool): applied from
         # the main thread, on a helper thread (see apply)

@@ -18,12 +18,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.pool import split_elementwise
 from tf_accum.accumulators.quiet import quietly
+from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]
 
@@ -53,7 +53,7 @@ def exact_reciprocal(divisor: Array) -> Array | None:
     signed zeros and NaNs included), and a multiplication costs a fraction of
     a division.
     """
-    if divisor.ndim or not (divisor.dtype.kind == "f" or divisor.dtype == ml_dtypes.bfloat16):
+    if divisor.ndim or not (divisor.dtype.kind == "f" or is_bfloat16(divisor.dtype)):
         return None
     value = float(divisor)
     if not 0.0 < value < math.inf or math.frexp(value)[0] != 0.5:
@@ -74,7 +74,7 @@ def _compiled_narrow_division(total: Array, divisor: Array) -> Callable[[Array],
         return None
     if total.dtype == np.float16:
         loop = kernels.divide_half
-    elif total.dtype == ml_dtypes.bfloat16:
+    elif is_bfloat16(total.dtype):
         loop = kernels.divide_bfloat16
     else:
         return None

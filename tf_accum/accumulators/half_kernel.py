@@ -37,15 +37,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import ml_dtypes
 import numpy as np
 
 from tf_accum.accumulators.compiled_loader import Loader
+from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]
 
-# The dtypes whose sums use the loops.
-NARROW_DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_FLOAT16 = np.dtype(np.float16)
 
 # Rounds of this many elements load the loops (importing numba and compiling
 # take about a second, once per process): from here the time an add saves
@@ -342,7 +341,13 @@ def load_pending(dtype: np.dtype[Any], size: int) -> bool:
     """Whether a round of ``size`` elements of ``dtype`` would call :func:`load`
     before it has been tried: callers that must not block (a lock holder, an
     event loop) load first, elsewhere."""
-    return not LOADER.tried and size >= MIN_ELEMENTS and dtype in NARROW_DTYPES
+    return not LOADER.tried and size >= MIN_ELEMENTS and is_narrow(dtype)
+
+
+def is_narrow(dtype: np.dtype[Any]) -> bool:
+    """Whether sums of ``dtype`` use the loops: float16 and bfloat16 (told
+    without importing ml_dtypes)."""
+    return dtype == _FLOAT16 or is_bfloat16(dtype)
 
 
 def loaded() -> Kernels | None:

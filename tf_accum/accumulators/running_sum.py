@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from tf_accum.accumulators import pool, quiet
@@ -21,6 +20,7 @@ from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
 from tf_accum.accumulators.half_sum import HalfSum
 from tf_accum.accumulators.narrow import NarrowSum
 from tf_accum.accumulators.pool import add_in_place, parallel_copy
+from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]
 
@@ -40,7 +40,7 @@ def start_sum(first: Array, dtype: np.dtype[Any], owned: bool = False) -> RoundS
     if first.size >= NARROW_MIN_ELEMENTS:
         if dtype == np.float16:
             return HalfSum(first, dtype)
-        if dtype == ml_dtypes.bfloat16:
+        if is_bfloat16(dtype):
             return BFloat16Sum(first, dtype)
     if owned and first.dtype == dtype and first.flags.c_contiguous and first.flags.writeable:
         return first
