@@ -370,81 +370,6 @@ def _storm(seconds: float, taker: Callable[[], float | None]) -> tuple[int, list
     return seen + swallowed[0], taken
 
 
-@pytest.mark.parametrize("profiled", [False, True], ids=["plain", "cProfile"])
-@pytest.mark.parametrize("kind", ["dense", "sparse"])
-def test_a_sigint_storm_keeps_every_round_whole(kind: str, profiled: bool) -> None:
-    """Threads apply ones to a MEAN accumulator while the main thread takes under
-    a storm of real SIGINTs (with and without cProfile): every round taken, and
-    the one left, has exactly as many gradients counted as its sum holds (its
-    mean is 1), no dead take stays queued, and the lock still works."""
-    if kind == "dense":
-        h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[4], reduction_type="MEAN")
-
-        def apply() -> None:
-            _apply(h, 1.0, FRESH)
-
-        def take(n: int, timeout: float) -> float:
-            result = _take(h, n, timeout)
-            assert (result == result[0]).all()
-            return float(result[0])
-
-    else:
-        h = raw.SparseConditionalAccumulator(dtype=F32, shape=[10, 2], reduction_type="MEAN")
-        shape = np.array([10, 2], np.int64)
-
-        def apply() -> None:
-            raw.SparseAccumulatorApplyGradient(
-                handle=h, local_step=FRESH, gradient_indices=np.array([3], np.int64),
-                gradient_values=np.ones((1, 2), np.float32), gradient_shape=shape,
-                has_known_shape=True,
-            )  # fmt: skip
-
-        def take(n: int, timeout: float) -> float:
-            result = raw.SparseAccumulatorTakeGradient(
-                handle=h, num_required=n, dtype=F32, timeout=timeout
-            )
-            assert list(result.indices) == [3]
-            return float(result.values[0, 0])
-
-    acc: Any = current_table().lookup(h)
-    stop = threading.Event()
-    worker_taken: list[float] = []
-    failures: list[BaseException] = []
-
-    def worker() -> None:
-        try:
-            while not stop.is_set():
-                apply()
-                with contextlib.suppress(tfa.errors.DeadlineExceededError):
-                    worker_taken.append(take(3, 0.002))
-        except BaseException as exc:  # pragma: no cover - a failure to report
-            failures.append(exc)
-
-    def main_take() -> float | None:
-        with contextlib.suppress(tfa.errors.DeadlineExceededError):
-            return take(1, 0.01)
-        return None
-
-    workers = [threading.Thread(target=worker) for _ in range(2)]
-    for thread in workers:
-        thread.start()
-    try:
-        with _cprofile() if profiled else contextlib.nullcontext():
-            seen, taken = _storm(1.5, main_take)
-    finally:
-        stop.set()
-        for thread in workers:
-            thread.join(WAIT)
-    assert not failures and not any(thread.is_alive() for thread in workers)
-    assert seen > 0 and taken
-    assert set(taken) | set(worker_taken) == {1.0}  # each round's count agrees with its sum
-    left = acc.num_accumulated()
-    if left:
-        assert take(left, WAIT) == 1.0
-    assert acc.num_waiting() == 0 and _lock_is_free(acc)
-    raw.DestroyResourceOp(resource=h)
-
-
 # The applies a storm exercises: a small dense sum (the count stored just
 # before the add), a sum added through the stripes, a float16 sum kept in
 # float32 (one compiled loop, or numpy's passes on a helper thread), and sparse
@@ -499,15 +424,21 @@ def _mean_of_ones(kind: str) -> tuple[Callable[[], None], Callable[[int, float],
     return apply, take, current_table().lookup(h)
 
 
-@pytest.mark.parametrize("profiled", [False, True], ids=["plain", "cProfile"])
-@pytest.mark.parametrize("kind", list(_APPLY_KINDS))
-def test_a_sigint_storm_on_applies_leaves_no_half_applied_gradient(
-    kind: str, profiled: bool
+def _storm_beside_workers(
+    kind: str,
+    profiled: bool,
+    *,
+    seconds: float,
+    workers: int,
+    worker_takes: int,
+    main_applies: bool,
 ) -> None:
-    """The main thread applies and takes under a storm of real SIGINTs (with
-    and without cProfile) while a thread applies and takes too: every round
-    taken, and the one left, holds exactly as many gradients as it counted
-    (its mean of ones is 1), whatever the interrupt landed on."""
+    """A storm of real SIGINTs (under cProfile if ``profiled``) while the main
+    thread takes one gradient at a time from a MEAN accumulator of ``kind`` fed
+    ones (applying one first if ``main_applies``), and ``workers`` threads
+    apply ones and take ``worker_takes`` at a time: every round taken, and the
+    one left, has exactly as many gradients counted as its sum holds (its mean
+    is 1), no dead take stays queued, and the lock still works."""
     apply, take, acc = _mean_of_ones(kind)
     stop = threading.Event()
     worker_taken: list[float] = []
@@ -518,33 +449,58 @@ def test_a_sigint_storm_on_applies_leaves_no_half_applied_gradient(
             while not stop.is_set():
                 apply()
                 with contextlib.suppress(tfa.errors.DeadlineExceededError):
-                    worker_taken.append(take(2, 0.002))
+                    worker_taken.append(take(worker_takes, 0.002))
         except BaseException as exc:  # pragma: no cover - a failure to report
             failures.append(exc)
 
-    def main_apply_take() -> float | None:
-        apply()
+    def main_thread() -> float | None:
+        if main_applies:
+            apply()
         with contextlib.suppress(tfa.errors.DeadlineExceededError):
             return take(1, 0.01)
         return None
 
-    thread = threading.Thread(target=worker)
-    thread.start()
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
     try:
         with _cprofile() if profiled else contextlib.nullcontext():
-            seen, taken = _storm(1.0, main_apply_take)
+            seen, taken = _storm(seconds, main_thread)
     finally:
         stop.set()
-        thread.join(WAIT)
-    assert not failures and not thread.is_alive()
+        for thread in threads:
+            thread.join(WAIT)
+    assert not failures and not any(thread.is_alive() for thread in threads)
     assert seen > 0 and taken
-    assert set(taken) | set(worker_taken) == {1.0}
+    assert set(taken) | set(worker_taken) == {1.0}  # each round's count agrees with its sum
     left = acc.num_accumulated()
     if left:
         assert take(left, WAIT) == 1.0
-    stats = acc.stats()
-    assert stats["waiting"] == 0 and _lock_is_free(acc)
+    assert acc.num_waiting() == 0 and _lock_is_free(acc)
     acc.close()
+
+
+@pytest.mark.parametrize("profiled", [False, True], ids=["plain", "cProfile"])
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+def test_a_sigint_storm_keeps_every_round_whole(kind: str, profiled: bool) -> None:
+    """Threads apply ones to a MEAN accumulator while the main thread takes under
+    a storm of real SIGINTs (with and without cProfile): no round taken or left
+    is torn (see _storm_beside_workers)."""
+    _storm_beside_workers(
+        kind, profiled, seconds=1.5, workers=2, worker_takes=3, main_applies=False
+    )
+
+
+@pytest.mark.parametrize("profiled", [False, True], ids=["plain", "cProfile"])
+@pytest.mark.parametrize("kind", list(_APPLY_KINDS))
+def test_a_sigint_storm_on_applies_leaves_no_half_applied_gradient(
+    kind: str, profiled: bool
+) -> None:
+    """The main thread applies and takes under a storm of real SIGINTs (with
+    and without cProfile) while a thread applies and takes too: every round
+    taken, and the one left, holds exactly as many gradients as it counted
+    (its mean of ones is 1), whatever the interrupt landed on."""
+    _storm_beside_workers(kind, profiled, seconds=1.0, workers=1, worker_takes=2, main_applies=True)
 
 
 @pytest.mark.parametrize("reduction", ["SUM", "MEAN"])
