@@ -53,7 +53,7 @@ def _counts_references() -> bool:
         return False
     if sys.platform != "win32":
         return "t" not in sys.abiflags  # "t": a free-threaded build (PEP 703)
-    import sysconfig  # abiflags are POSIX's; sysconfig costs milliseconds to import
+    import sysconfig  # abiflags are POSIX's; sysconfig is slow to import
 
     return not sysconfig.get_config_var("Py_GIL_DISABLED")
 
@@ -250,7 +250,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         buffer without another copy.
         """
         if self._narrow and half_kernel.load_pending(gradient.dtype, gradient.size):
-            # the first load compiles for about a second: not while holding the lock
+            # the first load compiles the loops, which is slow: not while holding the lock
             half_kernel.load()
         if (
             gradient.size >= self._whole_min

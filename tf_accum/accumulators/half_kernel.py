@@ -27,8 +27,8 @@ before its block, the sum is narrowed over its own memory
 gradient added) and numpy adds the rest.
 
 numba is imported, and the loops compiled, only by :func:`load`, at the first
-large enough float16/bfloat16 round of a process (compiling takes about a
-second; ``import tf_accum`` never imports numba). If numba is missing, or
+large enough float16/bfloat16 round of a process (compiling is slow, and
+``import tf_accum`` never imports numba). If numba is missing, or
 fails to import or compile, :func:`load` returns None and the numpy path is
 used: same results, slower.
 """
@@ -47,11 +47,11 @@ Array = np.ndarray[Any, Any]
 _FLOAT16 = np.dtype(np.float16)
 
 # Rounds of this many elements load the loops (importing numba and compiling
-# take about a second, once per process): from here the time an add saves
-# repays that within a few thousand adds (benchmarks/bench_half_kernel.py),
-# below it only after many more. Smaller rounds use the loops only when a
-# large one has loaded them already (see :func:`loaded`): they are faster
-# there too, but not worth a second of compiling.
+# are slow, once per process): from here the time an add saves repays that
+# within a few thousand adds (benchmarks/bench_half_kernel.py), below it only
+# after many more. Smaller rounds use the loops only when a large one has
+# loaded them already (see :func:`loaded`): they are faster there too, but not
+# worth the compiling.
 MIN_ELEMENTS = 262_144
 
 # Constants as numpy scalars, so that numba keeps the arithmetic in uint32

@@ -241,7 +241,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         declared_error, increasing = self.check_gradient(indices, values, gradient_shape)
         index, rows, borrowed = normalize(indices, values, increasing)
         if self._held.compiled and sparse_kernel.load_pending(self.numpy_dtype, values.size):
-            # the first load compiles for about a second: not while holding the lock
+            # the first load compiles the loops, which is slow: not while holding the lock
             sparse_kernel.load()
         with self._lock:
             if self._closed:

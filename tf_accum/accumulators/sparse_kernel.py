@@ -52,7 +52,7 @@ SLOT_BITS = 32  # a round's key: the row index above these bits, its slot in the
 SLOT_MASK = (1 << SLOT_BITS) - 1
 
 # Gradients of this many elements load the loops (importing numba and
-# compiling the loops take about a second, once per process): from here an
+# compiling the loops are slow, once per process): from here an
 # apply saves enough to repay that within a few thousand applies
 # (benchmarks/bench_sparse_kernel.py), as half_kernel's threshold does;
 # smaller gradients would take many times as many. Smaller gradients use the

@@ -138,8 +138,8 @@ class AccumulatorHost:
         """Run one operation: ``request`` is (operation name, *its arguments).
 
         Ray serialises each argument of a call on its own, so one packed
-        argument makes a tiny apply about 70 us (5%) cheaper than four
-        separate ones. Names outside ``OPERATIONS`` are refused as a Failure.
+        argument makes a tiny apply cheaper than four separate ones. Names
+        outside ``OPERATIONS`` are refused as a Failure.
         """
         operation = request[0]
         if operation not in OPERATIONS:
@@ -230,9 +230,9 @@ class AccumulatorHost:
     ) -> Failure | None:
         size = math.prod(gradient.shape)
         if half_kernel.load_pending(np.dtype(gradient.dtype), size):
-            # Compiling the float16/bfloat16 loops takes about a second: on a
-            # thread of its own, not on the event loop that serves every
-            # accumulator of the container.
+            # Compiling the float16/bfloat16 loops is slow: on a thread of
+            # its own, not on the event loop that serves every accumulator of
+            # the container.
             await asyncio.get_running_loop().run_in_executor(None, half_kernel.load)
 
         def merge(accumulator: AccumulatorBase[Any]) -> None:

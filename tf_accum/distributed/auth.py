@@ -1,7 +1,7 @@
 """Checking this process's Ray token before attaching, so a refusal is quick and says why.
 
-Left to itself, Ray retries a refused token for about 20 s on a GCS address
-and reports a bare connection timeout after 30 s over ``ray://``. One gRPC
+Left to itself, Ray retries a refused token for many seconds on a GCS
+address and reports a bare connection timeout over ``ray://``. One gRPC
 call to the address, carrying the token as Ray would, answers at once whether
 the cluster accepts it; anything but a refusal lets Ray attach as usual.
 """

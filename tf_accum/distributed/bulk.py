@@ -1,8 +1,8 @@
 """Large arrays between a process and a host on the same machine, through shared memory.
 
 Ray sends an argument or result over 100 KiB through its object store, which
-costs a few milliseconds of bookkeeping with the node's raylet per array (most
-of a 4 MB apply's time). When caller and host share a machine, each calling
+costs bookkeeping with the node's raylet per array (most of a large apply's
+time). When caller and host share a machine, each calling
 thread instead keeps one shared-memory buffer: it copies the gradient in and
 passes a descriptor, the host adds straight from its mapping of the same
 pages, and a take's result comes back the same way. Calls still go through
