@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -129,12 +130,16 @@ def role_main(args: dict[str, Any]) -> dict[str, Any]:
     sess.run(program.init)
     sess.run(program.release, {program.new_step: 0})
     started = 0.0
+    window = [0.0, 0.0]
     for step in range(total):
         if step == args["warmup"]:
             started = time.perf_counter()
+            window[0] = time.time()
         sess.run(program.takes)
         sess.run(program.release, {program.new_step: step + 1})
-    return {"steps_per_second": (total - args["warmup"]) / (time.perf_counter() - started)}
+    window[1] = time.time()
+    rate = (total - args["warmup"]) / (time.perf_counter() - started)
+    return {"steps_per_second": rate, "window": window}
 
 
 # --- the floor: bare Ray calls ------------------------------------------------------------
@@ -208,15 +213,104 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
             ray.get([sink.apply.remote(arrays[k]) for k, sink in enumerate(sinks)])
         return {}
     started = 0.0
+    window = [0.0, 0.0]
     for step in range(total):
         if step == args["warmup"]:
             started = time.perf_counter()
+            window[0] = time.time()
         ray.get([sink.take.remote(args["workers"]) for sink in sinks])
         ray.get(gate.advance.remote(step + 1))
     elapsed = time.perf_counter() - started
+    window[1] = time.time()
     for actor in [*sinks, gate]:
         ray.kill(actor)
-    return {"steps_per_second": (total - args["warmup"]) / elapsed}
+    return {"steps_per_second": (total - args["warmup"]) / elapsed, "window": window}
+
+
+# --- CPU accounting (--cpu) ----------------------------------------------------------------
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _label(pid: int) -> str | None:
+    """What a process below this one is, for the CPU table (None: not ours to count)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+    if "--role" in raw:
+        role = json.loads(raw.split("--role", 1)[1].strip())
+        if role["job"] == "ps":
+            return "ps process"
+        return "chief" if role["task"] == 0 else "worker"
+    executable = raw.split(" ", 1)[0]
+    if executable.startswith("ray::"):
+        name = executable[5:].split(".")[0]
+        return f"actor {name}" if name in ("TaskHost", "Sink", "Gate") else "ray other"
+    for daemon in ("raylet", "gcs_server"):
+        if executable.endswith(f"/{daemon}"):
+            return daemon
+    return "ray other"
+
+
+class CpuSampler:
+    """Samples the CPU time of every process below this one (Linux /proc), so a run's
+    CPU per step can be split by kind of process: what a CPU-bound machine pays."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.samples: dict[int, list[tuple[float, float]]] = {}
+        self.labels: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        from tf_accum.examples.processes import descendants
+
+        while not self._stop.wait(0.05):
+            for pid in descendants(os.getpid()):
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if self.labels.get(pid, "ray other") == "ray other":
+                    # a Ray worker takes its actor's name once the actor starts
+                    label = _label(pid)
+                    if label is None:
+                        continue
+                    self.labels[pid] = label
+                used = (int(fields[11]) + int(fields[12])) / _TICKS
+                self.samples.setdefault(pid, []).append((time.time(), used))
+
+    def per_step(self, window: list[float], steps: int) -> dict[str, float]:
+        """Milliseconds of CPU per step in ``window``, by kind of process."""
+        found: dict[str, float] = {}
+        for pid, samples in self.samples.items():
+            used = _at(samples, window[1]) - _at(samples, window[0])
+            label = self.labels[pid]
+            found[label] = found.get(label, 0.0) + 1000.0 * used / steps
+        return found
+
+
+def _at(samples: list[tuple[float, float]], moment: float) -> float:
+    """CPU time at ``moment``, interpolated between samples."""
+    before = [s for s in samples if s[0] <= moment]
+    after = [s for s in samples if s[0] > moment]
+    if not before:
+        return samples[0][1] if after else 0.0
+    if not after:
+        return before[-1][1]
+    (t0, c0), (t1, c1) = before[-1], after[0]
+    return c0 + (c1 - c0) * (moment - t0) / (t1 - t0)
 
 
 # --- running it ------------------------------------------------------------------------
@@ -224,8 +318,9 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
 
 def run_once(
     runtime: str, workers: int, ps_tasks: int, steps: int, warmup: int, address: str
-) -> float:
-    """One run of the program on ``runtime``: the chief's steps per second."""
+) -> dict[str, Any]:
+    """One run of the program on ``runtime``: the chief's result (steps per second, and
+    the wall-clock window of the timed steps)."""
     spec = cluster_spec(runtime, workers, ps_tasks)
     base = {
         "runtime": runtime,
@@ -261,7 +356,8 @@ def run_once(
         out, err = chief.communicate(timeout=PROCESS_WAIT)
         if chief.returncode != 0:
             raise RuntimeError(f"{runtime} chief failed:\n{err[-3000:]}")
-        return float(json.loads(out.strip().splitlines()[-1])["steps_per_second"])
+        found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        return found
     finally:
         for process in started:
             if process.poll() is None:
@@ -277,6 +373,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
+    parser.add_argument(
+        "--cpu", action="store_true", help="also print CPU ms per step by process kind (Linux)"
+    )
     parser.add_argument("--role", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role:
@@ -291,9 +390,17 @@ def main() -> None:
         for _ in range(args.repeat):
             for workers, ps_tasks in configs:
                 for runtime in runtimes:  # alternating, so drifts of the machine hit all
-                    rate = run_once(runtime, workers, ps_tasks, args.steps, args.warmup, address)
+                    with CpuSampler() if args.cpu else contextlib.nullcontext() as sampler:
+                        result = run_once(
+                            runtime, workers, ps_tasks, args.steps, args.warmup, address
+                        )
+                    rate = float(result["steps_per_second"])
                     figures.setdefault((workers, ps_tasks, runtime), []).append(rate)
                     print(f"  W={workers} K={ps_tasks} {runtime}: {rate:.2f} steps/s", flush=True)
+                    if sampler is not None:
+                        cpu = sampler.per_step(result["window"], args.steps)
+                        parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()))
+                        print(f"    CPU ms/step: total {sum(cpu.values()):.1f}: {parts}")
     print("\nsteps per second (median of runs; the machine's load shows in every figure)")
     header = "W  K  " + "  ".join(f"{r:>11}" for r in runtimes)
     print(header)

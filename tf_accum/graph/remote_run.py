@@ -68,6 +68,8 @@ VARIABLE_METHODS = {
 @dataclass(frozen=True)
 class _Placed:
     remote: dict[Operation, Task]  # ops that run on another task's host
+    # what each op of the plan waits for in a cluster run (see ``_lift_constants``)
+    producers: dict[Operation, tuple[Operation, ...]]
 
 
 class ClusterSession:
@@ -100,7 +102,7 @@ class ClusterSession:
                     f"{task_label(task)}, and tf_accum runs only accumulator and variable ops "
                     f"({', '.join(sorted(VARIABLE_METHODS))}) on another task",
                 )
-        placed = _Placed(remote)
+        placed = _Placed(remote, _lift_constants(plan, remote))
         with self._lock:
             if len(self._placed) > 256:
                 self._placed.clear()
@@ -160,7 +162,7 @@ class ClusterSession:
         for op in plan.ops:
             if op in done or op in placed.remote or op.blocking != blocking:
                 continue
-            if all(p in done for p in plan.producers[op]):
+            if all(p in done for p in placed.producers[op]):
                 run.op = op
                 _store(values, op, _call(run, op, values), fed)
                 done.add(op)
@@ -179,11 +181,11 @@ class ClusterSession:
             if task is None or op in done:
                 continue
             inside = members.get(task, set())
-            if all(p in done or p in inside for p in plan.producers[op]):
+            if all(p in done or p in inside for p in placed.producers[op]):
                 batches.setdefault(task, []).append(op)
                 members.setdefault(task, set()).add(op)
         for task, ops in batches.items():
-            batches[task] = _blocking_last(ops, plan)
+            batches[task] = _blocking_last(ops, placed)
         return batches
 
     def _steps(
@@ -395,11 +397,39 @@ def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]
     return cancel
 
 
-def _blocking_last(ops: list[Operation], plan: Plan) -> list[Operation]:
+def _lift_constants(
+    plan: Plan, remote: dict[Operation, Task]
+) -> dict[Operation, tuple[Operation, ...]]:
+    """What each op of ``plan`` waits for, with local constants waiting for nothing.
+
+    A constant built under ``control_dependencies`` (``apply_grad(1.0)`` after an
+    assign on a ps task, say) has no effect to order: only the ops that use it
+    must come after its control inputs. So the constant runs at once and its
+    users wait for those control inputs instead; the assign and the applies
+    then go to their host as one request, in dependency order, instead of a
+    request, a local constant and a second request.
+    """
+    lifted: dict[Operation, tuple[Operation, ...]] = {}
+    producers: dict[Operation, tuple[Operation, ...]] = {}
+    for op in plan.ops:
+        needs: list[Operation] = []
+        for producer in plan.producers[op]:
+            needs.append(producer)
+            needs.extend(lifted.get(producer, ()))
+        found = tuple(dict.fromkeys(needs))
+        if op.type == "Const" and not op.inputs and op not in remote:
+            lifted[op] = found
+            producers[op] = ()
+        else:
+            producers[op] = found
+    return producers
+
+
+def _blocking_last(ops: list[Operation], placed: _Placed) -> list[Operation]:
     """``ops`` (in dependency order) with blocking ops, and what needs them, last."""
     downstream: set[Operation] = set()
     for op in ops:
-        if op.blocking or any(p in downstream for p in plan.producers[op]):
+        if op.blocking or any(p in downstream for p in placed.producers[op]):
             downstream.add(op)
     return [op for op in ops if op not in downstream] + [op for op in ops if op in downstream]
 
