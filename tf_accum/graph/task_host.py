@@ -113,6 +113,9 @@ class TaskHost:
         self._lives = CallerLives(self._caller_died)
         # takes waiting, per accumulator handle, in arrival order
         self._queues: dict[int, collections.deque[_Waiter]] = {}
+        # accumulators the steps run since the last wake used (None: something else
+        # changed, every queue looks again): only their queues' heads can be served
+        self._touched: set[int] | None = set()
         self.requests = 0
 
     async def ping(self) -> tuple[str, int, str]:
@@ -223,10 +226,11 @@ class TaskHost:
             finally:
                 cancellation.unregister(key)
                 queue.remove(waiter)
-                if not queue:
+                if queue:
+                    # the next in line looks again (after this request's take, if it goes on)
+                    queue[0].wake()
+                else:
                     del self._queues[handle]
-                # the next in line looks again (after this request's take, if it goes on)
-                self._wake()
             # no await since the check: the take completes now
             outcome = self._execute(
                 session, steps, deadline, cancellation, outputs, inline=True, checked=True
@@ -240,7 +244,20 @@ class TaskHost:
         return int(arguments["handle"])
 
     def _wake(self) -> None:
-        """Let the head of every take queue look again (an apply may have served it)."""
+        """Let the head of the take queue of every accumulator a step used since the last
+        wake look again (an apply may have served it)."""
+        touched, self._touched = self._touched, set()
+        if touched is None:
+            self._wake_all()
+            return
+        for handle in touched:
+            queue = self._queues.get(handle)
+            if queue:
+                queue[0].wake()
+
+    def _wake_all(self) -> None:
+        """Let the head of every take queue look again."""
+        self._touched = set()
         for queue in self._queues.values():
             queue[0].wake()
 
@@ -268,7 +285,7 @@ class TaskHost:
         for handle in self._table.live_handles():
             self._table.destroy(handle, ignore_lookup_error=True)
         self._variables.clear()
-        self._wake()
+        self._wake_all()
 
     async def close_session(self, session: str) -> None:
         """Free what ``session`` made privately here (shared state stays)."""
@@ -283,7 +300,7 @@ class TaskHost:
             private = self._private.pop(session, [])
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
-        self._wake()  # takes waiting on what was destroyed fail
+        self._wake_all()  # takes waiting on what was destroyed fail
 
     # --- steps ----------------------------------------------------------------------
 
@@ -367,6 +384,12 @@ class TaskHost:
             _, op_type, names, attrs, sources, n_outputs = step
             arguments = dict(zip(names, self._inputs(sources, outputs), strict=True))
             arguments.update(attrs)
+            if self._touched is not None:
+                handle = arguments.get("handle")
+                try:
+                    self._touched.add(int(handle))
+                except (TypeError, ValueError):
+                    self._touched = None  # a destroy, say: any queue may change
             if "timeout" in attrs:
                 # try_now: on the event loop, a take must not wait
                 arguments["timeout"] = 0.0 if try_now else _remaining(attrs["timeout"], deadline)
