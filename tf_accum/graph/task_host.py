@@ -385,7 +385,7 @@ class TaskHost:
             arguments = dict(zip(names, self._inputs(sources, outputs), strict=True))
             arguments.update(attrs)
             if self._touched is not None:
-                handle = arguments.get("handle")
+                handle: Any = arguments.get("handle")
                 try:
                     self._touched.add(int(handle))
                 except (TypeError, ValueError):
