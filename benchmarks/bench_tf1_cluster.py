@@ -11,8 +11,11 @@ task 0), then apply 20 fed gradients (19 of 1,000 float32 elements and one of
 in one run and sets the step, handing out the next tokens, in another.
 TensorFlow's tasks listen on localhost gRPC ports; tf_accum's join a local
 Ray cluster this process starts. The floor is the same step made of bare
-Ray actor calls carrying the same bytes: per worker a gate call and one
-call per ps host, per step K take calls and a gate call from the chief.
+Ray actor calls carrying the same bytes, one actor per ps task: per worker
+a gate call (to ps task 0's actor, where the job keeps its tokens) and one
+call per ps actor, per step K take calls and a gate call from the chief;
+the ps actors sum what they are sent and a take returns the means, the
+numeric work the job cannot skip.
 
 Figures are steps per second of the chief (after ``--warmup`` steps), medians
 over ``--repeat`` runs that alternate the three. Every process is ended by pid.
@@ -145,15 +148,24 @@ def role_main(args: dict[str, Any]) -> dict[str, Any]:
 # --- the floor: bare Ray calls ------------------------------------------------------------
 
 
-class Sink:
-    """A ps host reduced to counting: applies add one, a take waits for n and returns bytes."""
+class PsFloor:
+    """A ps task reduced to bare calls: applies sum the arrays, a take waits for n and
+    returns their means (the numeric work the job cannot skip). Ps task 0's also
+    keeps the step gate, as the job keeps its workers' tokens on ps task 0."""
 
     def __init__(self, sizes: list[int]) -> None:
-        self.sizes = sizes
+        self.sums = [np.zeros(n, np.float32) for n in sizes]
         self.count = 0
         self.event: asyncio.Event | None = None
+        self.step = 0
+        self.changed: asyncio.Event | None = None
 
     async def apply(self, arrays: list[Any]) -> None:
+        for total, array in zip(self.sums, arrays, strict=True):
+            if self.count:
+                np.add(total, array, out=total)
+            else:
+                np.copyto(total, array)
         self.count += 1
         if self.event is not None:
             self.event.set()
@@ -163,17 +175,10 @@ class Sink:
             self.event = asyncio.Event()
             await self.event.wait()
         self.count -= required
-        return [np.zeros(n, np.float32) for n in self.sizes]
-
-
-class Gate:
-    """The step: waits return once it reaches theirs."""
-
-    def __init__(self) -> None:
-        self.step = 0
-        self.changed: asyncio.Event | None = None
+        return [np.divide(total, np.float32(required)) for total in self.sums]
 
     async def wait(self, step: int) -> None:
+        """Returns once the step reaches ``step`` (a worker's token)."""
         while self.step < step:
             self.changed = self.changed or asyncio.Event()
             await self.changed.wait()
@@ -201,10 +206,10 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
         "num_cpus": 0,
     }
     sinks = [
-        ray.remote(Sink).options(name=f"{tag}/sink{k}", **options).remote(by_host[k])
+        ray.remote(PsFloor).options(name=f"{tag}/ps{k}", **options).remote(by_host[k])
         for k in range(ps_tasks)
     ]
-    gate = ray.remote(Gate).options(name=f"{tag}/gate", **options).remote()
+    gate = sinks[0]
     if args["task"] > 0:
         index = args["task"] - 1
         arrays = [[np.full(n, index + 1, np.float32) for n in sizes] for sizes in by_host]
@@ -222,7 +227,7 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
         ray.get(gate.advance.remote(step + 1))
     elapsed = time.perf_counter() - started
     window[1] = time.time()
-    for actor in [*sinks, gate]:
+    for actor in sinks:
         ray.kill(actor)
     return {"steps_per_second": (total - args["warmup"]) / elapsed, "window": window}
 
@@ -246,7 +251,7 @@ def _label(pid: int) -> str | None:
     executable = raw.split(" ", 1)[0]
     if executable.startswith("ray::"):
         name = executable[5:].split(".")[0]
-        return f"actor {name}" if name in ("TaskHost", "Sink", "Gate") else "ray other"
+        return "ps actor" if name in ("TaskHost", "PsFloor") else "ray other"
     for daemon in ("raylet", "gcs_server"):
         if executable.endswith(f"/{daemon}"):
             return daemon

@@ -27,12 +27,15 @@ session closes, a sibling op fails, or its process dies: it consumes nothing.
 from __future__ import annotations
 
 import contextlib
+import pickle
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
@@ -46,7 +49,7 @@ from tf_accum.graph.cluster_runtime import (
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
 from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
-from tf_accum.graph.task_host import MAKE, RAW, STEP, VALUE, VAR
+from tf_accum.graph.task_host import MAKE, RAW, SLOT, STEP, VALUE, VAR
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.resources import using_table
 
@@ -81,6 +84,7 @@ class ClusterSession:
         self._lock = threading.Lock()
         self._placed: dict[int, tuple[Plan, _Placed]] = {}
         self._handles: dict[Operation, RemoteHandle] = {}
+        self._requests: dict[tuple[Any, ...], tuple[Plan, bytes, tuple[Tensor, ...]]] = {}
         self._used: set[Task] = set()
 
     def _placement(self, plan: Plan) -> _Placed:
@@ -188,8 +192,44 @@ class ClusterSession:
             batches[task] = _blocking_last(ops, placed)
         return batches
 
+    def _request(
+        self, plan: Plan, task: Task, ops: list[Operation], values: dict[Tensor, Any]
+    ) -> tuple[bytes, list[Any]]:
+        """The request of ``ops`` to ``task``'s host: its steps, pickled once per plan and
+        batch (constants inline), and the values that change from run to run (fed or
+        computed tensors, handles), in the order of the steps' slots."""
+        key = (id(plan), task, tuple(ops))
+        found = self._requests.get(key)
+        if found is None or found[0] is not plan:
+            slots: list[Tensor] = []
+            steps = self._steps(ops, values, plan.producers, slots)
+            blob = pickle.dumps(steps, pickle.HIGHEST_PROTOCOL)
+            found = (plan, blob, tuple(slots))
+            with self._lock:
+                if len(self._requests) > 256:
+                    self._requests.clear()
+                self._requests[key] = found
+        _, blob, slot_tensors = found
+        label = task_label(task)
+        sent = [values[tensor] for tensor in slot_tensors]
+        for i, value in enumerate(sent):
+            if type(value) is RemoteHandle:
+                if value.task != label:
+                    raise errors.InvalidArgumentError(
+                        None,
+                        None,
+                        f"A handle of an accumulator on task {value.task} was passed to an op "
+                        f"on task {label}",
+                    )
+                sent[i] = value.handle
+        return blob, sent
+
     def _steps(
-        self, task: Task, ops: list[Operation], values: dict[Tensor, Any]
+        self,
+        ops: list[Operation],
+        values: dict[Tensor, Any],
+        computed: dict[Operation, Any],
+        slots: list[Tensor],
     ) -> list[tuple[Any, ...]]:
         index = {op: i for i, op in enumerate(ops)}
         steps: list[tuple[Any, ...]] = []
@@ -210,7 +250,7 @@ class ClusterSession:
                         VARIABLE_METHODS[op.type],
                         handle_op.name,
                         dtype,
-                        tuple(self._source(t, task, index, values) for t in op.inputs[1:]),
+                        tuple(_source(t, index, values, computed, slots) for t in op.inputs[1:]),
                     )
                 )
                 continue
@@ -219,28 +259,9 @@ class ClusterSession:
                 steps.append((MAKE, op.type, op.name, attrs))
                 continue
             names = tuple(arg for arg, _ in spec.inputs)
-            sources = tuple(self._source(t, task, index, values) for t in op.inputs)
+            sources = tuple(_source(t, index, values, computed, slots) for t in op.inputs)
             steps.append((RAW, op.type, names, attrs, sources, len(spec.outputs)))
         return steps
-
-    @staticmethod
-    def _source(
-        tensor: Tensor, task: Task, index: dict[Operation, int], values: dict[Tensor, Any]
-    ) -> tuple[Any, ...]:
-        position = index.get(tensor.op)
-        if position is not None and tensor not in values:
-            return (STEP, position, tensor.value_index)
-        value = values[tensor]
-        if type(value) is RemoteHandle:
-            if value.task != task_label(task):
-                raise errors.InvalidArgumentError(
-                    None,
-                    None,
-                    f"A handle of an accumulator on task {value.task} was passed to an op "
-                    f"on task {task_label(task)}",
-                )
-            return (VALUE, value.handle)
-        return (VALUE, value)
 
     def _send(
         self,
@@ -278,7 +299,7 @@ class ClusterSession:
                         runtime.caller(),
                         link.life_once(),
                         request,
-                        self._steps(task, ops, values),
+                        *self._request(plan, task, ops, values),
                         remaining,
                         blocking,
                     )
@@ -376,6 +397,27 @@ class ClusterSession:
             with contextlib.suppress(Exception):
                 link = self.runtime.host(*task)
                 link.actor.close_session.remote(self.key)
+
+
+def _source(
+    tensor: Tensor,
+    index: dict[Operation, int],
+    values: dict[Tensor, Any],
+    computed: dict[Operation, Any],
+    slots: list[Tensor],
+) -> tuple[Any, ...]:
+    """Where a step's input comes from: an earlier step of the request, a constant (the
+    same every run: inline), or a slot of the values each run sends."""
+    position = index.get(tensor.op)
+    if position is not None and tensor not in values:
+        return (STEP, position, tensor.value_index)
+    if tensor.op.type == "Const" and tensor.op in computed:
+        # computed here, not fed: its value is the same every run
+        value = values[tensor]
+        if type(value) is np.ndarray and value.dtype != object:
+            return (VALUE, value)
+    slots.append(tensor)
+    return (SLOT, len(slots) - 1)
 
 
 def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
