@@ -14,8 +14,9 @@ Ray cluster this process starts. The floor is the same step made of bare
 Ray actor calls carrying the same bytes, one actor per ps task: per worker
 a gate call (to ps task 0's actor, where the job keeps its tokens) and one
 call per ps actor, per step K take calls and a gate call from the chief;
-the ps actors sum what they are sent and a take returns the means, the
-numeric work the job cannot skip.
+the ps actors sum what they are sent and a take returns the means, and the
+chief copies what it took into arrays it owns (as Session.run hands back):
+work the job cannot skip.
 
 Figures are steps per second of the chief (after ``--warmup`` steps), medians
 over ``--repeat`` runs that alternate the three. Every process is ended by pid.
@@ -223,7 +224,9 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
         if step == args["warmup"]:
             started = time.perf_counter()
             window[0] = time.time()
-        ray.get([sink.take.remote(args["workers"]) for sink in sinks])
+        taken = ray.get([sink.take.remote(args["workers"]) for sink in sinks])
+        # a Session.run hands back arrays the caller owns (Ray's are read-only views)
+        _ = [np.array(array) for arrays in taken for array in arrays]
         ray.get(gate.advance.remote(step + 1))
     elapsed = time.perf_counter() - started
     window[1] = time.time()

@@ -27,6 +27,7 @@ session closes, a sibling op fails, or its process dies: it consumes nothing.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import pickle
 import threading
 import time
@@ -81,6 +82,8 @@ class ClusterSession:
     def __init__(self, runtime: ClusterRuntime) -> None:
         self.runtime = runtime
         self.key = uuid.uuid4().hex
+        # request ids: the session's key and a count (unique on every host, and cheap)
+        self._count = itertools.count()
         self._lock = threading.Lock()
         self._placed: dict[int, tuple[Plan, _Placed]] = {}
         self._handles: dict[Operation, RemoteHandle] = {}
@@ -283,7 +286,7 @@ class ClusterSession:
             for task, ops in batches.items():
                 link = runtime.host(*task)
                 self._used.add(task)
-                request = uuid.uuid4().hex
+                request = f"{self.key}/{next(self._count)}"
                 blocking = any(op.blocking for op in ops)
                 key = None
                 if blocking:
