@@ -40,7 +40,6 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
-from tf_accum.graph.bundle import Bundle, bundle_small_arrays
 from tf_accum.graph.cluster_runtime import (
     HANDLE_DTYPES,
     ClusterRuntime,
@@ -198,11 +197,10 @@ class ClusterSession:
 
     def _request(
         self, plan: Plan, task: Task, ops: list[Operation], values: dict[Tensor, Any]
-    ) -> tuple[bytes, list[Any], Bundle | None]:
+    ) -> tuple[bytes, list[Any]]:
         """The request of ``ops`` to ``task``'s host: its steps, pickled once per plan and
-        batch (constants inline), the values that change from run to run (fed or
-        computed tensors, handles) in the order of the steps' slots, and the small
-        arrays among them in one buffer (``tf_accum.graph.bundle``)."""
+        batch (constants inline), and the values that change from run to run (fed or
+        computed tensors, handles), in the order of the steps' slots."""
         key = (id(plan), task, tuple(ops))
         found = self._requests.get(key)
         if found is None or found[0] is not plan:
@@ -227,7 +225,7 @@ class ClusterSession:
                         f"on task {label}",
                     )
                 sent[i] = value.handle
-        return blob, sent, bundle_small_arrays(sent)
+        return blob, sent
 
     def _steps(
         self,

@@ -36,7 +36,6 @@ from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.lives import CallerLives
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.dtypes import DType, as_dtype
-from tf_accum.graph.bundle import unbundle
 from tf_accum.graph.scatter import CHANGES, changed_rows
 from tf_accum.graph.variable_store import VariableStore
 from tf_accum.resources import using_table
@@ -165,19 +164,16 @@ class TaskHost:
         """Run a request's steps in order; ("ok", outputs per step) or ("failed", step, Failure).
 
         ``packed`` is (instance, session, caller, life, request, blob, values,
-        bundle, remaining, blocking), one argument (Ray serialises each
-        argument on its own). ``blob`` is the steps, pickled (a session sends
-        the same ones every run, so they are decoded once); their SLOT sources
-        take ``values``, whose small arrays may travel in ``bundle``
-        (``tf_accum.graph.bundle``). ``life`` is the caller's life token, sent with its first
+        remaining, blocking), one argument (Ray serialises each argument on
+        its own). ``blob`` is the steps, pickled (a session sends the same
+        ones every run, so they are decoded once); their SLOT sources take
+        ``values``. ``life`` is the caller's life token, sent with its first
         request only; ``remaining`` is the seconds left of the run's
         deadline (None: no deadline).
         """
-        instance, session, caller, life, request, blob, values, bundle, remaining, blocking = packed
+        instance, session, caller, life, request, blob, values, remaining, blocking = packed
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))
-        if bundle is not None:
-            values = unbundle(values, bundle)
         steps = self._steps(blob, values)
         self.requests += 1
         self._lives.watch(caller, life)
