@@ -1,6 +1,6 @@
 """A TF1 parameter-server step on a cluster: tf_accum on Ray against TensorFlow's gRPC runtime.
 
-    python -m benchmarks.bench_tf1_cluster [--configs 2,1 4,2 8,2] [--steps 30] [--repeat 3]
+    python -m benchmarks.bench_tf1_cluster [--configs 2,1 4,2 8,2] [--steps 30] [--repeat 3] [--cpu]
 
 The same program runs on both, only its import changed: K ps tasks
 (``tf.train.Server`` processes) hold the global step and 20
