@@ -1,6 +1,6 @@
 """A TF1 parameter-server step on a cluster: tf_accum on Ray against TensorFlow's gRPC runtime.
 
-    python -m benchmarks.bench_tf1_cluster [--configs 2,1 4,2 8,2] [--steps 30] [--repeat 3]
+    python -m benchmarks.bench_tf1_cluster [--configs 2,1 4,2 8,2] [--steps 30] [--repeat 3] [--cpu]
 
 The same program runs on both, only its import changed: K ps tasks
 (``tf.train.Server`` processes) hold the global step and 20
@@ -11,8 +11,12 @@ task 0), then apply 20 fed gradients (19 of 1,000 float32 elements and one of
 in one run and sets the step, handing out the next tokens, in another.
 TensorFlow's tasks listen on localhost gRPC ports; tf_accum's join a local
 Ray cluster this process starts. The floor is the same step made of bare
-Ray actor calls carrying the same bytes: per worker a gate call and one
-call per ps host, per step K take calls and a gate call from the chief.
+Ray actor calls carrying the same bytes, one actor per ps task: per worker
+a gate call (to ps task 0's actor, where the job keeps its tokens) and one
+call per ps actor, per step K take calls and a gate call from the chief;
+the ps actors sum what they are sent and a take returns the means, and the
+chief copies what it took into arrays it owns (as Session.run hands back):
+work the job cannot skip.
 
 Figures are steps per second of the chief (after ``--warmup`` steps), medians
 over ``--repeat`` runs that alternate the three. Every process is ended by pid.
@@ -30,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -129,26 +134,39 @@ def role_main(args: dict[str, Any]) -> dict[str, Any]:
     sess.run(program.init)
     sess.run(program.release, {program.new_step: 0})
     started = 0.0
+    window = [0.0, 0.0]
     for step in range(total):
         if step == args["warmup"]:
             started = time.perf_counter()
+            window[0] = time.time()
         sess.run(program.takes)
         sess.run(program.release, {program.new_step: step + 1})
-    return {"steps_per_second": (total - args["warmup"]) / (time.perf_counter() - started)}
+    window[1] = time.time()
+    rate = (total - args["warmup"]) / (time.perf_counter() - started)
+    return {"steps_per_second": rate, "window": window}
 
 
 # --- the floor: bare Ray calls ------------------------------------------------------------
 
 
-class Sink:
-    """A ps host reduced to counting: applies add one, a take waits for n and returns bytes."""
+class PsFloor:
+    """A ps task reduced to bare calls: applies sum the arrays, a take waits for n and
+    returns their means (the numeric work the job cannot skip). Ps task 0's also
+    keeps the step gate, as the job keeps its workers' tokens on ps task 0."""
 
     def __init__(self, sizes: list[int]) -> None:
-        self.sizes = sizes
+        self.sums = [np.zeros(n, np.float32) for n in sizes]
         self.count = 0
         self.event: asyncio.Event | None = None
+        self.step = 0
+        self.changed: asyncio.Event | None = None
 
     async def apply(self, arrays: list[Any]) -> None:
+        for total, array in zip(self.sums, arrays, strict=True):
+            if self.count:
+                np.add(total, array, out=total)
+            else:
+                np.copyto(total, array)
         self.count += 1
         if self.event is not None:
             self.event.set()
@@ -158,17 +176,10 @@ class Sink:
             self.event = asyncio.Event()
             await self.event.wait()
         self.count -= required
-        return [np.zeros(n, np.float32) for n in self.sizes]
-
-
-class Gate:
-    """The step: waits return once it reaches theirs."""
-
-    def __init__(self) -> None:
-        self.step = 0
-        self.changed: asyncio.Event | None = None
+        return [np.divide(total, np.float32(required)) for total in self.sums]
 
     async def wait(self, step: int) -> None:
+        """Returns once the step reaches ``step`` (a worker's token)."""
         while self.step < step:
             self.changed = self.changed or asyncio.Event()
             await self.changed.wait()
@@ -196,10 +207,10 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
         "num_cpus": 0,
     }
     sinks = [
-        ray.remote(Sink).options(name=f"{tag}/sink{k}", **options).remote(by_host[k])
+        ray.remote(PsFloor).options(name=f"{tag}/ps{k}", **options).remote(by_host[k])
         for k in range(ps_tasks)
     ]
-    gate = ray.remote(Gate).options(name=f"{tag}/gate", **options).remote()
+    gate = sinks[0]
     if args["task"] > 0:
         index = args["task"] - 1
         arrays = [[np.full(n, index + 1, np.float32) for n in sizes] for sizes in by_host]
@@ -208,15 +219,106 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
             ray.get([sink.apply.remote(arrays[k]) for k, sink in enumerate(sinks)])
         return {}
     started = 0.0
+    window = [0.0, 0.0]
     for step in range(total):
         if step == args["warmup"]:
             started = time.perf_counter()
-        ray.get([sink.take.remote(args["workers"]) for sink in sinks])
+            window[0] = time.time()
+        taken = ray.get([sink.take.remote(args["workers"]) for sink in sinks])
+        # a Session.run hands back arrays the caller owns (Ray's are read-only views)
+        _ = [np.array(array) for arrays in taken for array in arrays]
         ray.get(gate.advance.remote(step + 1))
     elapsed = time.perf_counter() - started
-    for actor in [*sinks, gate]:
+    window[1] = time.time()
+    for actor in sinks:
         ray.kill(actor)
-    return {"steps_per_second": (total - args["warmup"]) / elapsed}
+    return {"steps_per_second": (total - args["warmup"]) / elapsed, "window": window}
+
+
+# --- CPU accounting (--cpu) ----------------------------------------------------------------
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _label(pid: int) -> str | None:
+    """What a process below this one is, for the CPU table (None: not ours to count)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+    if "--role" in raw:
+        role = json.loads(raw.split("--role", 1)[1].strip())
+        if role["job"] == "ps":
+            return "ps process"
+        return "chief" if role["task"] == 0 else "worker"
+    executable = raw.split(" ", 1)[0]
+    if executable.startswith("ray::"):
+        name = executable[5:].split(".")[0]
+        return "ps actor" if name in ("TaskHost", "PsFloor") else "ray other"
+    for daemon in ("raylet", "gcs_server"):
+        if executable.endswith(f"/{daemon}"):
+            return daemon
+    return "ray other"
+
+
+class CpuSampler:
+    """Samples the CPU time of every process below this one (Linux /proc), so a run's
+    CPU per step can be split by kind of process: what a CPU-bound machine pays."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.samples: dict[int, list[tuple[float, float]]] = {}
+        self.labels: dict[int, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        from tf_accum.examples.processes import descendants
+
+        while not self._stop.wait(0.05):
+            for pid in descendants(os.getpid()):
+                try:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if self.labels.get(pid, "ray other") == "ray other":
+                    # a Ray worker takes its actor's name once the actor starts
+                    label = _label(pid)
+                    if label is None:
+                        continue
+                    self.labels[pid] = label
+                used = (int(fields[11]) + int(fields[12])) / _TICKS
+                self.samples.setdefault(pid, []).append((time.time(), used))
+
+    def per_step(self, window: list[float], steps: int) -> dict[str, float]:
+        """Milliseconds of CPU per step in ``window``, by kind of process."""
+        found: dict[str, float] = {}
+        for pid, samples in self.samples.items():
+            used = _at(samples, window[1]) - _at(samples, window[0])
+            label = self.labels[pid]
+            found[label] = found.get(label, 0.0) + 1000.0 * used / steps
+        return found
+
+
+def _at(samples: list[tuple[float, float]], moment: float) -> float:
+    """CPU time at ``moment``, interpolated between samples."""
+    before = [s for s in samples if s[0] <= moment]
+    after = [s for s in samples if s[0] > moment]
+    if not before:
+        return samples[0][1] if after else 0.0
+    if not after:
+        return before[-1][1]
+    (t0, c0), (t1, c1) = before[-1], after[0]
+    return c0 + (c1 - c0) * (moment - t0) / (t1 - t0)
 
 
 # --- running it ------------------------------------------------------------------------
@@ -224,8 +326,9 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
 
 def run_once(
     runtime: str, workers: int, ps_tasks: int, steps: int, warmup: int, address: str
-) -> float:
-    """One run of the program on ``runtime``: the chief's steps per second."""
+) -> dict[str, Any]:
+    """One run of the program on ``runtime``: the chief's result (steps per second, and
+    the wall-clock window of the timed steps)."""
     spec = cluster_spec(runtime, workers, ps_tasks)
     base = {
         "runtime": runtime,
@@ -261,7 +364,8 @@ def run_once(
         out, err = chief.communicate(timeout=PROCESS_WAIT)
         if chief.returncode != 0:
             raise RuntimeError(f"{runtime} chief failed:\n{err[-3000:]}")
-        return float(json.loads(out.strip().splitlines()[-1])["steps_per_second"])
+        found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        return found
     finally:
         for process in started:
             if process.poll() is None:
@@ -277,6 +381,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
+    parser.add_argument(
+        "--cpu", action="store_true", help="also print CPU ms per step by process kind (Linux)"
+    )
     parser.add_argument("--role", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role:
@@ -291,9 +398,17 @@ def main() -> None:
         for _ in range(args.repeat):
             for workers, ps_tasks in configs:
                 for runtime in runtimes:  # alternating, so drifts of the machine hit all
-                    rate = run_once(runtime, workers, ps_tasks, args.steps, args.warmup, address)
+                    with CpuSampler() if args.cpu else contextlib.nullcontext() as sampler:
+                        result = run_once(
+                            runtime, workers, ps_tasks, args.steps, args.warmup, address
+                        )
+                    rate = float(result["steps_per_second"])
                     figures.setdefault((workers, ps_tasks, runtime), []).append(rate)
                     print(f"  W={workers} K={ps_tasks} {runtime}: {rate:.2f} steps/s", flush=True)
+                    if sampler is not None:
+                        cpu = sampler.per_step(result["window"], args.steps)
+                        parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()))
+                        print(f"    CPU ms/step: total {sum(cpu.values()):.1f}: {parts}")
     print("\nsteps per second (median of runs; the machine's load shows in every figure)")
     header = "W  K  " + "  ".join(f"{r:>11}" for r in runtimes)
     print(header)

@@ -224,6 +224,37 @@ def test_one_request_per_host_per_run(task) -> None:
     assert [m.tolist() for m in means] == [[1.5, 1.5, 1.5]] * variables
 
 
+def test_a_release_after_an_assign_is_one_request_and_keeps_its_order(task) -> None:
+    """Applies of constants under control_dependencies of an assign on the same ps task
+    (the chief's release of TF1's sync replicas) go as one request, after the assign."""
+    spec = cluster_of(ps=1, workers=1)
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        step = tf.train.get_or_create_global_step()
+        with tf.device("/job:ps/task:0"):
+            tokens = [
+                tf.ConditionalAccumulator(tf.float32, shape=[], shared_name=f"token{i}")
+                for i in range(2)
+            ]
+        new_step = tf.placeholder(tf.int64, [])
+        with tf.control_dependencies([step.assign_add(new_step)]):
+            release = tf.group(*[t.apply_grad(np.float32(1), local_step=FAR_AHEAD) for t in tokens])
+        counts = [t.num_accumulated() for t in tokens]
+    server, sess = task(spec, 0, g)
+    sess.run(counts)  # makes the tokens
+    before = server.runtime.census("ps", 0)["requests"]
+    # the step is not initialized: the assign fails, and the applies after it never run
+    with pytest.raises(errors.FailedPreconditionError):
+        sess.run(release, {new_step: 1})
+    assert sess.run(counts) == [0, 0]
+    sess.run(step.initializer)
+    middle = server.runtime.census("ps", 0)["requests"]
+    assert sess.run(release, {new_step: 5}) is None
+    assert server.runtime.census("ps", 0)["requests"] - middle == 1
+    assert middle - before == 3  # the failed release (one request), the counts, the initializer
+    assert sess.run([step, *counts]) == [5, 1, 1]
+
+
 def test_a_killed_workers_waiting_take_is_withdrawn(task, spawn) -> None:
     spec = cluster_of(ps=1, workers=2)
     server, m, sess = chief_of(task, spec)

@@ -27,12 +27,16 @@ session closes, a sibling op fails, or its process dies: it consumes nothing.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import pickle
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
@@ -46,7 +50,7 @@ from tf_accum.graph.cluster_runtime import (
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
 from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
-from tf_accum.graph.task_host import MAKE, RAW, STEP, VALUE, VAR
+from tf_accum.graph.task_host import MAKE, RAW, SLOT, STEP, VALUE, VAR
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.resources import using_table
 
@@ -68,6 +72,8 @@ VARIABLE_METHODS = {
 @dataclass(frozen=True)
 class _Placed:
     remote: dict[Operation, Task]  # ops that run on another task's host
+    # what each op of the plan waits for in a cluster run (see ``_lift_constants``)
+    producers: dict[Operation, tuple[Operation, ...]]
 
 
 class ClusterSession:
@@ -76,9 +82,12 @@ class ClusterSession:
     def __init__(self, runtime: ClusterRuntime) -> None:
         self.runtime = runtime
         self.key = uuid.uuid4().hex
+        # request ids: the session's key and a count (unique on every host, and cheap)
+        self._count = itertools.count()
         self._lock = threading.Lock()
         self._placed: dict[int, tuple[Plan, _Placed]] = {}
         self._handles: dict[Operation, RemoteHandle] = {}
+        self._requests: dict[tuple[Any, ...], tuple[Plan, bytes, tuple[Tensor, ...]]] = {}
         self._used: set[Task] = set()
 
     def _placement(self, plan: Plan) -> _Placed:
@@ -100,7 +109,7 @@ class ClusterSession:
                     f"{task_label(task)}, and tf_accum runs only accumulator and variable ops "
                     f"({', '.join(sorted(VARIABLE_METHODS))}) on another task",
                 )
-        placed = _Placed(remote)
+        placed = _Placed(remote, _lift_constants(plan, remote))
         with self._lock:
             if len(self._placed) > 256:
                 self._placed.clear()
@@ -160,7 +169,7 @@ class ClusterSession:
         for op in plan.ops:
             if op in done or op in placed.remote or op.blocking != blocking:
                 continue
-            if all(p in done for p in plan.producers[op]):
+            if all(p in done for p in placed.producers[op]):
                 run.op = op
                 _store(values, op, _call(run, op, values), fed)
                 done.add(op)
@@ -179,15 +188,51 @@ class ClusterSession:
             if task is None or op in done:
                 continue
             inside = members.get(task, set())
-            if all(p in done or p in inside for p in plan.producers[op]):
+            if all(p in done or p in inside for p in placed.producers[op]):
                 batches.setdefault(task, []).append(op)
                 members.setdefault(task, set()).add(op)
         for task, ops in batches.items():
-            batches[task] = _blocking_last(ops, plan)
+            batches[task] = _blocking_last(ops, placed)
         return batches
 
+    def _request(
+        self, plan: Plan, task: Task, ops: list[Operation], values: dict[Tensor, Any]
+    ) -> tuple[bytes, list[Any]]:
+        """The request of ``ops`` to ``task``'s host: its steps, pickled once per plan and
+        batch (constants inline), and the values that change from run to run (fed or
+        computed tensors, handles), in the order of the steps' slots."""
+        key = (id(plan), task, tuple(ops))
+        found = self._requests.get(key)
+        if found is None or found[0] is not plan:
+            slots: list[Tensor] = []
+            steps = self._steps(ops, values, plan.producers, slots)
+            blob = pickle.dumps(steps, pickle.HIGHEST_PROTOCOL)
+            found = (plan, blob, tuple(slots))
+            with self._lock:
+                if len(self._requests) > 256:
+                    self._requests.clear()
+                self._requests[key] = found
+        _, blob, slot_tensors = found
+        label = task_label(task)
+        sent = [values[tensor] for tensor in slot_tensors]
+        for i, value in enumerate(sent):
+            if type(value) is RemoteHandle:
+                if value.task != label:
+                    raise errors.InvalidArgumentError(
+                        None,
+                        None,
+                        f"A handle of an accumulator on task {value.task} was passed to an op "
+                        f"on task {label}",
+                    )
+                sent[i] = value.handle
+        return blob, sent
+
     def _steps(
-        self, task: Task, ops: list[Operation], values: dict[Tensor, Any]
+        self,
+        ops: list[Operation],
+        values: dict[Tensor, Any],
+        computed: dict[Operation, Any],
+        slots: list[Tensor],
     ) -> list[tuple[Any, ...]]:
         index = {op: i for i, op in enumerate(ops)}
         steps: list[tuple[Any, ...]] = []
@@ -208,7 +253,7 @@ class ClusterSession:
                         VARIABLE_METHODS[op.type],
                         handle_op.name,
                         dtype,
-                        tuple(self._source(t, task, index, values) for t in op.inputs[1:]),
+                        tuple(_source(t, index, values, computed, slots) for t in op.inputs[1:]),
                     )
                 )
                 continue
@@ -217,28 +262,9 @@ class ClusterSession:
                 steps.append((MAKE, op.type, op.name, attrs))
                 continue
             names = tuple(arg for arg, _ in spec.inputs)
-            sources = tuple(self._source(t, task, index, values) for t in op.inputs)
+            sources = tuple(_source(t, index, values, computed, slots) for t in op.inputs)
             steps.append((RAW, op.type, names, attrs, sources, len(spec.outputs)))
         return steps
-
-    @staticmethod
-    def _source(
-        tensor: Tensor, task: Task, index: dict[Operation, int], values: dict[Tensor, Any]
-    ) -> tuple[Any, ...]:
-        position = index.get(tensor.op)
-        if position is not None and tensor not in values:
-            return (STEP, position, tensor.value_index)
-        value = values[tensor]
-        if type(value) is RemoteHandle:
-            if value.task != task_label(task):
-                raise errors.InvalidArgumentError(
-                    None,
-                    None,
-                    f"A handle of an accumulator on task {value.task} was passed to an op "
-                    f"on task {task_label(task)}",
-                )
-            return (VALUE, value.handle)
-        return (VALUE, value)
 
     def _send(
         self,
@@ -260,7 +286,7 @@ class ClusterSession:
             for task, ops in batches.items():
                 link = runtime.host(*task)
                 self._used.add(task)
-                request = uuid.uuid4().hex
+                request = f"{self.key}/{next(self._count)}"
                 blocking = any(op.blocking for op in ops)
                 key = None
                 if blocking:
@@ -276,7 +302,7 @@ class ClusterSession:
                         runtime.caller(),
                         link.life_once(),
                         request,
-                        self._steps(task, ops, values),
+                        *self._request(plan, task, ops, values),
                         remaining,
                         blocking,
                     )
@@ -376,6 +402,27 @@ class ClusterSession:
                 link.actor.close_session.remote(self.key)
 
 
+def _source(
+    tensor: Tensor,
+    index: dict[Operation, int],
+    values: dict[Tensor, Any],
+    computed: dict[Operation, Any],
+    slots: list[Tensor],
+) -> tuple[Any, ...]:
+    """Where a step's input comes from: an earlier step of the request, a constant (the
+    same every run: inline), or a slot of the values each run sends."""
+    position = index.get(tensor.op)
+    if position is not None and tensor not in values:
+        return (STEP, position, tensor.value_index)
+    if tensor.op.type == "Const" and tensor.op in computed:
+        # computed here, not fed: its value is the same every run
+        value = values[tensor]
+        if type(value) is np.ndarray and value.dtype != object:
+            return (VALUE, value)
+    slots.append(tensor)
+    return (SLOT, len(slots) - 1)
+
+
 def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
     """The request to wait for next: one that cannot wait on anything (no take), else
     the first answered; a ray.wait costs a call, so only when takes wait in several."""
@@ -395,11 +442,39 @@ def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]
     return cancel
 
 
-def _blocking_last(ops: list[Operation], plan: Plan) -> list[Operation]:
+def _lift_constants(
+    plan: Plan, remote: dict[Operation, Task]
+) -> dict[Operation, tuple[Operation, ...]]:
+    """What each op of ``plan`` waits for, with local constants waiting for nothing.
+
+    A constant built under ``control_dependencies`` (``apply_grad(1.0)`` after an
+    assign on a ps task, say) has no effect to order: only the ops that use it
+    must come after its control inputs. So the constant runs at once and its
+    users wait for those control inputs instead; the assign and the applies
+    then go to their host as one request, in dependency order, instead of a
+    request, a local constant and a second request.
+    """
+    lifted: dict[Operation, tuple[Operation, ...]] = {}
+    producers: dict[Operation, tuple[Operation, ...]] = {}
+    for op in plan.ops:
+        needs: list[Operation] = []
+        for producer in plan.producers[op]:
+            needs.append(producer)
+            needs.extend(lifted.get(producer, ()))
+        found = tuple(dict.fromkeys(needs))
+        if op.type == "Const" and not op.inputs and op not in remote:
+            lifted[op] = found
+            producers[op] = ()
+        else:
+            producers[op] = found
+    return producers
+
+
+def _blocking_last(ops: list[Operation], placed: _Placed) -> list[Operation]:
     """``ops`` (in dependency order) with blocking ops, and what needs them, last."""
     downstream: set[Operation] = set()
     for op in ops:
-        if op.blocking or any(p in downstream for p in plan.producers[op]):
+        if op.blocking or any(p in downstream for p in placed.producers[op]):
             downstream.add(op)
     return [op for op in ops if op not in downstream] + [op for op in ops if op in downstream]
 

@@ -21,6 +21,7 @@ import collections
 import functools
 import logging
 import os
+import pickle
 import threading
 import time
 import uuid
@@ -45,8 +46,11 @@ REMEMBERED_CANCELS = 10_000
 
 # Step kinds (the first element of every step).
 MAKE, RAW, VAR = "make", "raw", "var"
-# Where a step's input comes from: a value sent along, or an earlier step's output.
-VALUE, STEP = "v", "s"
+# Where a step's input comes from: a value in the steps, an earlier step's output, or
+# a slot of the values sent with the request (what changes from run to run).
+VALUE, STEP, SLOT = "v", "s", "i"
+# Decoded requests kept (by their pickled steps): a session sends the same few each run.
+DECODED_REQUESTS = 1024
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
 
@@ -113,6 +117,11 @@ class TaskHost:
         self._lives = CallerLives(self._caller_died)
         # takes waiting, per accumulator handle, in arrival order
         self._queues: dict[int, collections.deque[_Waiter]] = {}
+        # accumulators the steps run since the last wake used (None: something else
+        # changed, every queue looks again): only their queues' heads can be served
+        self._touched: set[int] | None = set()
+        # pickled steps -> (steps, which steps have slots to fill)
+        self._decoded: dict[bytes, tuple[list[tuple[Any, ...]], tuple[int, ...]]] = {}
         self.requests = 0
 
     async def ping(self) -> tuple[str, int, str]:
@@ -154,15 +163,18 @@ class TaskHost:
     async def run(self, packed: tuple[Any, ...]) -> Any:
         """Run a request's steps in order; ("ok", outputs per step) or ("failed", step, Failure).
 
-        ``packed`` is (instance, session, caller, life, request, steps,
+        ``packed`` is (instance, session, caller, life, request, blob, values,
         remaining, blocking), one argument (Ray serialises each argument on
-        its own). ``life`` is the caller's life token, sent with its first
+        its own). ``blob`` is the steps, pickled (a session sends the same
+        ones every run, so they are decoded once); their SLOT sources take
+        ``values``. ``life`` is the caller's life token, sent with its first
         request only; ``remaining`` is the seconds left of the run's
         deadline (None: no deadline).
         """
-        instance, session, caller, life, request, steps, remaining, blocking = packed
+        instance, session, caller, life, request, blob, values, remaining, blocking = packed
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))
+        steps = self._steps(blob, values)
         self.requests += 1
         self._lives.watch(caller, life)
         self._sessions_of[caller].add(session)
@@ -182,6 +194,32 @@ class TaskHost:
         finally:
             self._running.pop(request, None)
             self._callers.pop(request, None)
+
+    def _steps(self, blob: bytes, values: list[Any]) -> list[tuple[Any, ...]]:
+        """A request's steps, with its values in their slots."""
+        found = self._decoded.get(blob)
+        if found is None:
+            decoded: list[tuple[Any, ...]] = pickle.loads(blob)
+            with_slots = tuple(
+                i
+                for i, step in enumerate(decoded)
+                if step[0] != MAKE and any(source[0] == SLOT for source in step[4])
+            )
+            found = (decoded, with_slots)
+            if len(self._decoded) >= DECODED_REQUESTS:
+                self._decoded.clear()
+            self._decoded[blob] = found
+        template, with_slots = found
+        if not with_slots:
+            return template
+        steps = list(template)
+        for i in with_slots:
+            step = steps[i]
+            sources = tuple(
+                (VALUE, values[source[1]]) if source[0] == SLOT else source for source in step[4]
+            )
+            steps[i] = (*step[:4], sources, *step[5:])
+        return steps
 
     async def _wait_and_go_on(
         self,
@@ -223,10 +261,11 @@ class TaskHost:
             finally:
                 cancellation.unregister(key)
                 queue.remove(waiter)
-                if not queue:
+                if queue:
+                    # the next in line looks again (after this request's take, if it goes on)
+                    queue[0].wake()
+                else:
                     del self._queues[handle]
-                # the next in line looks again (after this request's take, if it goes on)
-                self._wake()
             # no await since the check: the take completes now
             outcome = self._execute(
                 session, steps, deadline, cancellation, outputs, inline=True, checked=True
@@ -240,7 +279,20 @@ class TaskHost:
         return int(arguments["handle"])
 
     def _wake(self) -> None:
-        """Let the head of every take queue look again (an apply may have served it)."""
+        """Let the head of the take queue of every accumulator a step used since the last
+        wake look again (an apply may have served it)."""
+        touched, self._touched = self._touched, set()
+        if touched is None:
+            self._wake_all()
+            return
+        for handle in touched:
+            queue = self._queues.get(handle)
+            if queue:
+                queue[0].wake()
+
+    def _wake_all(self) -> None:
+        """Let the head of every take queue look again."""
+        self._touched = set()
         for queue in self._queues.values():
             queue[0].wake()
 
@@ -268,7 +320,7 @@ class TaskHost:
         for handle in self._table.live_handles():
             self._table.destroy(handle, ignore_lookup_error=True)
         self._variables.clear()
-        self._wake()
+        self._wake_all()
 
     async def close_session(self, session: str) -> None:
         """Free what ``session`` made privately here (shared state stays)."""
@@ -283,7 +335,7 @@ class TaskHost:
             private = self._private.pop(session, [])
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
-        self._wake()  # takes waiting on what was destroyed fail
+        self._wake_all()  # takes waiting on what was destroyed fail
 
     # --- steps ----------------------------------------------------------------------
 
@@ -367,6 +419,12 @@ class TaskHost:
             _, op_type, names, attrs, sources, n_outputs = step
             arguments = dict(zip(names, self._inputs(sources, outputs), strict=True))
             arguments.update(attrs)
+            if self._touched is not None:
+                handle: Any = arguments.get("handle")
+                try:
+                    self._touched.add(int(handle))
+                except (TypeError, ValueError):
+                    self._touched = None  # a destroy, say: any queue may change
             if "timeout" in attrs:
                 # try_now: on the event loop, a take must not wait
                 arguments["timeout"] = 0.0 if try_now else _remaining(attrs["timeout"], deadline)
