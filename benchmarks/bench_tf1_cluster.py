@@ -16,10 +16,12 @@ a gate call (to ps task 0's actor, where the job keeps its tokens) and one
 call per ps actor, per step K take calls and a gate call from the chief;
 the ps actors sum what they are sent and a take returns the means, and the
 chief copies what it took into arrays it owns (as Session.run hands back):
-work the job cannot skip.
+work the job cannot skip. The bare floor (``bare_floor``) is the same calls
+without that work (applies only count, takes return zeros of the same
+sizes): Ray's bare calls alone, the floor as the project's issue 24 states it.
 
 Figures are steps per second of the chief (after ``--warmup`` steps), medians
-over ``--repeat`` runs that alternate the three. Every process is ended by pid.
+over ``--repeat`` runs that alternate the four. Every process is ended by pid.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import numpy as np
 SIZES = [1000] * 19 + [1_000_000]
 AHEAD = 2**40  # a local step no take makes stale
 PROCESS_WAIT = 300.0  # seconds; generous, for a loaded machine
-RUNTIMES = ("tensorflow", "tf_accum", "floor")
+RUNTIMES = ("tensorflow", "tf_accum", "floor", "bare_floor")
 
 
 def _free_port() -> int:
@@ -114,7 +116,7 @@ def _compat(runtime: str) -> Any:
 def role_main(args: dict[str, Any]) -> dict[str, Any]:
     """One task's process of the program (or of the floor)."""
     runtime, spec, workers, total = args["runtime"], args["spec"], args["workers"], args["total"]
-    if runtime == "floor":
+    if runtime in FLOORS:
         return _floor_role(args)
     tf = _compat(runtime)
     server = tf.train.Server(spec, job_name=args["job"], task_index=args["task"])
@@ -149,12 +151,18 @@ def role_main(args: dict[str, Any]) -> dict[str, Any]:
 # --- the floor: bare Ray calls ------------------------------------------------------------
 
 
-class PsFloor:
-    """A ps task reduced to bare calls: applies sum the arrays, a take waits for n and
-    returns their means (the numeric work the job cannot skip). Ps task 0's also
-    keeps the step gate, as the job keeps its workers' tokens on ps task 0."""
+FLOORS = ("floor", "bare_floor")
 
-    def __init__(self, sizes: list[int]) -> None:
+
+class PsFloor:
+    """A ps task reduced to Ray calls carrying the job's bytes. With ``work`` (the
+    "floor") applies sum the arrays and a take returns their means, the numeric work
+    the job cannot skip; without it (the "bare_floor", Ray's bare calls alone) applies
+    only count and a take returns zeros of the same sizes. Ps task 0's also keeps the
+    step gate, as the job keeps its workers' tokens on ps task 0."""
+
+    def __init__(self, sizes: list[int], work: bool) -> None:
+        self.work = work
         self.sums = [np.zeros(n, np.float32) for n in sizes]
         self.count = 0
         self.event: asyncio.Event | None = None
@@ -163,6 +171,8 @@ class PsFloor:
 
     async def apply(self, arrays: list[Any]) -> None:
         for total, array in zip(self.sums, arrays, strict=True):
+            if not self.work:
+                break
             if self.count:
                 np.add(total, array, out=total)
             else:
@@ -176,6 +186,8 @@ class PsFloor:
             self.event = asyncio.Event()
             await self.event.wait()
         self.count -= required
+        if not self.work:
+            return [np.zeros_like(total) for total in self.sums]
         return [np.divide(total, np.float32(required)) for total in self.sums]
 
     async def wait(self, step: int) -> None:
@@ -196,6 +208,7 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
 
     ray.init(address=os.environ["TF_ACCUM_RAY_ADDRESS"], log_to_driver=False)
     ps_tasks, tag, total = args["ps_tasks"], args["tag"], args["total"]
+    work = args["runtime"] == "floor"
     by_host = [
         [n for i, n in enumerate(SIZES) if host_of_accumulator(i, ps_tasks) == k]
         for k in range(ps_tasks)
@@ -207,7 +220,7 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
         "num_cpus": 0,
     }
     sinks = [
-        ray.remote(PsFloor).options(name=f"{tag}/ps{k}", **options).remote(by_host[k])
+        ray.remote(PsFloor).options(name=f"{tag}/ps{k}", **options).remote(by_host[k], work)
         for k in range(ps_tasks)
     ]
     gate = sinks[0]
@@ -225,8 +238,8 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
             started = time.perf_counter()
             window[0] = time.time()
         taken = ray.get([sink.take.remote(args["workers"]) for sink in sinks])
-        # a Session.run hands back arrays the caller owns (Ray's are read-only views)
-        _ = [np.array(array) for arrays in taken for array in arrays]
+        if work:  # a Session.run hands back arrays the caller owns (Ray's are read-only views)
+            _ = [np.array(array) for arrays in taken for array in arrays]
         ray.get(gate.advance.remote(step + 1))
     elapsed = time.perf_counter() - started
     window[1] = time.time()
@@ -340,7 +353,7 @@ def run_once(
         "tag": os.urandom(4).hex(),
     }
     env = dict(os.environ, TF_ACCUM_RAY_ADDRESS=address, TF_CPP_MIN_LOG_LEVEL="3")
-    roles = [] if runtime == "floor" else [("ps", k) for k in range(ps_tasks)]
+    roles = [] if runtime in FLOORS else [("ps", k) for k in range(ps_tasks)]
     roles += [("worker", w + 1) for w in range(workers)] + [("worker", 0)]
     started: list[subprocess.Popen[str]] = []
     try:
@@ -418,8 +431,9 @@ def main() -> None:
         found = dict(zip(runtimes, medians, strict=True))
         if "tf_accum" in found and "tensorflow" in found:
             row += f"  tf_accum/TF {found['tf_accum'] / found['tensorflow']:.2f}x"
-        if "tf_accum" in found and "floor" in found:
-            row += f"  floor/tf_accum {found['floor'] / found['tf_accum']:.2f}x"
+        for floor in FLOORS:
+            if "tf_accum" in found and floor in found:
+                row += f"  {floor}/tf_accum {found[floor] / found['tf_accum']:.2f}x"
         print(row)
 
 
