@@ -255,6 +255,26 @@ def test_a_release_after_an_assign_is_one_request_and_keeps_its_order(task) -> N
     assert sess.run([step, *counts]) == [5, 1, 1]
 
 
+def test_a_fed_constant_reaches_the_ps_task_with_each_runs_value(task) -> None:
+    """A run's request to a host is built once per plan, with constants inline; a
+    constant fed in place of its value (one the plan runs anyway, since an op waits
+    for it through control_dependencies) must send each run's fed value."""
+    spec = cluster_of(ps=1, workers=1)
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        total = tf.Variable(0.0, name="total")
+        amount = tf.constant(1.0)
+        marker = tf.no_op()
+        with tf.control_dependencies([amount.op, marker]):
+            add = total.assign_add(amount)
+    server, sess = task(spec, 0, g)
+    sess.run(total.initializer)
+    sess.run(add, {amount: 2.0})
+    sess.run(add, {amount: 5.0})
+    sess.run(add)  # the constant's own value
+    assert sess.run(total) == 8.0
+
+
 def test_a_killed_workers_waiting_take_is_withdrawn(task, spawn) -> None:
     spec = cluster_of(ps=1, workers=2)
     server, m, sess = chief_of(task, spec)

@@ -36,8 +36,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.graph.cluster_runtime import (
@@ -415,9 +413,11 @@ def _source(
     if position is not None and tensor not in values:
         return (STEP, position, tensor.value_index)
     if tensor.op.type == "Const" and tensor.op in computed:
-        # computed here, not fed: its value is the same every run
+        # the constant's own value, the same every run; a fed one (a plan runs a fed
+        # constant when something waits for it through control_dependencies) goes in
+        # a slot, as the plan is the same for every value fed
         value = values[tensor]
-        if type(value) is np.ndarray and value.dtype != object:
+        if value is tensor.op.get_attr("value") and value.dtype != object:
             return (VALUE, value)
     slots.append(tensor)
     return (SLOT, len(slots) - 1)
