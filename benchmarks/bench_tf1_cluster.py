@@ -377,8 +377,12 @@ def run_once(
         out, err = chief.communicate(timeout=PROCESS_WAIT)
         if chief.returncode != 0:
             raise RuntimeError(f"{runtime} chief failed:\n{err[-3000:]}")
-        found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-        return found
+        # the result is the last line that is a JSON object (Ray may print after it)
+        for line in reversed(out.strip().splitlines()):
+            if line.startswith("{"):
+                found: dict[str, Any] = json.loads(line)
+                return found
+        raise RuntimeError(f"{runtime} chief printed no result:\n{out[-3000:]}")
     finally:
         for process in started:
             if process.poll() is None:
