@@ -170,13 +170,12 @@ class PsFloor:
         self.changed: asyncio.Event | None = None
 
     async def apply(self, arrays: list[Any]) -> None:
-        for total, array in zip(self.sums, arrays, strict=True):
-            if not self.work:
-                break
-            if self.count:
-                np.add(total, array, out=total)
-            else:
-                np.copyto(total, array)
+        if self.work:
+            for total, array in zip(self.sums, arrays, strict=True):
+                if self.count:
+                    np.add(total, array, out=total)
+                else:
+                    np.copyto(total, array)
         self.count += 1
         if self.event is not None:
             self.event.set()
