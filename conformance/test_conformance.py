@@ -282,11 +282,17 @@ def _crash_job(case: Case) -> str:
 
 
 def test_crash_case_crashes_tensorflow(crash_case: Case) -> None:
-    """The case, run alone against TensorFlow in a child process, kills it."""
+    """The case, run alone against TensorFlow in a child process, kills it.
+
+    The wrong-dtype takes corrupt TensorFlow's heap: the process usually dies inside
+    the case, and now and then only at exit, after the case printed SURVIVED. Both are
+    a crash; a process that ends normally is not.
+    """
     done = background.result(_crash_job(crash_case))
-    assert "SURVIVED" not in done.stdout and done.returncode < 0, (
+    assert done.returncode < 0, (
         f"{crash_case.id} is marked as a crash but TensorFlow survived it "
-        f"(exit code {done.returncode})"
+        f"(exit code {done.returncode}, statements "
+        f"{'all ran' if 'SURVIVED' in done.stdout else 'did not all run'})"
     )
 
 
