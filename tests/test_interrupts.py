@@ -28,7 +28,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import taking
+from tf_accum.accumulators import pool, taking
 from tf_accum.accumulators.attempts import TakeAttempt
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
@@ -371,12 +371,14 @@ def _storm(seconds: float, taker: Callable[[], float | None]) -> tuple[int, list
 
 
 # The applies a storm exercises: a small dense sum (the count stored just
-# before the add), a sum added through the stripes, a float16 sum kept in
-# float32 (one compiled loop, or numpy's passes on a helper thread), and sparse
-# rows (prepared aside, then written).
+# before the add), a sum added through the stripes, a sum large enough for its
+# adds to be split over the pool (counted first, each part queued whole), a
+# float16 sum kept in float32 (one compiled loop, or numpy's passes on a
+# helper thread), and sparse rows (prepared aside, then written).
 _APPLY_KINDS = {
     "dense": (tfa.float32, [4]),
     "striped": (tfa.float32, [1 << 19]),
+    "split": (tfa.float32, [pool.PARALLEL_MIN_ELEMENTS]),
     "float16": (tfa.float16, [4096]),
     "sparse": (tfa.float32, [10, 2]),
 }
@@ -825,6 +827,33 @@ def test_an_exception_injected_at_any_line_keeps_the_lock_discipline() -> None:
     ]
     assert min(lines) > 3  # it really walked through the code
     raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.parametrize("kind", ["striped", "split"])
+def test_an_exception_at_any_line_of_a_large_apply_counts_it_exactly_when_added(
+    kind: str,
+) -> None:
+    """Raise at every line, in turn, of a main-thread apply into a large round
+    (added outside the lock through the stripes, or split over the pool under
+    it): whatever line it lands on, the gradient is in the sum exactly when it
+    is counted (the round's mean of ones is 1), and the lock is free."""
+    apply, take, acc = _mean_of_ones(kind)
+    apply()  # a round to add into
+    counts: list[int] = []
+
+    def check_and_start_again() -> None:
+        counts.append(acc.num_accumulated())
+        assert take(counts[-1], WAIT) == 1.0
+        apply()
+
+    lines = _walk_injections(apply, acc, check_and_start_again)
+    assert lines > 3  # it really walked through the code
+    assert counts[0] == 1 and counts[-1] == 2  # refused at first, added at last
+    if kind == "split":
+        assert acc._sum.size == pool.PARALLEL_MIN_ELEMENTS and pool.splits_add(
+            acc._sum, acc._sum + 1
+        )
+    acc.close()
 
 
 @pytest.mark.parametrize("reduction", ["SUM", "MEAN"])

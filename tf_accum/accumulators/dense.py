@@ -15,7 +15,13 @@ from tf_accum import errors
 from tf_accum.accumulators import half_kernel, stripes
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import divide_in_place
-from tf_accum.accumulators.pool import PARALLEL_MIN_ELEMENTS, WORKERS, parallel_copy
+from tf_accum.accumulators.pool import (
+    PARALLEL_MIN_ELEMENTS,
+    WORKERS,
+    parallel_copy,
+    split_add,
+    splits_add,
+)
 from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, quiet_runner
 from tf_accum.accumulators.running_sum import (
     NARROW_MIN_ELEMENTS,
@@ -274,7 +280,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if total is None:
             return False  # a round's start is stored in one statement
         if isinstance(total, np.ndarray):
-            return total.size >= PARALLEL_MIN_ELEMENTS
+            # a large add is a pool.Split, whole by itself (_add_large_locked)
+            return total.size >= PARALLEL_MIN_ELEMENTS and not splits_add(total, gradient)
         return total.one_call(gradient) is None
 
     def _apply(self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool) -> None:
@@ -375,9 +382,27 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _add_large_locked(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
         """Count ``gradient`` and add it into ``total`` (a narrow sum, or an
         array of PARALLEL_MIN_ELEMENTS or more) as one step: by one compiled
-        loop, counted just before it (see NarrowSum.one_call), or else, in the
-        main thread, on a thread where no signal handler's exception lands."""
-        call = None if isinstance(total, np.ndarray) else total.one_call(gradient)
+        loop, counted just before it (see NarrowSum.one_call), by a pool.Split
+        counted just before it, or else, in the main thread, on a thread where
+        no signal handler's exception lands."""
+        if isinstance(total, np.ndarray):
+            if not splits_add(total, gradient):
+                run_whole(partial(self._add_then_count, total, gradient))
+                return
+            split, begun = split_add(total, gradient), False
+            try:
+                # Counted first, the add next: once this statement has run,
+                # every part is added exactly once even if an exception
+                # (Ctrl-C) lands in between (pool.Split), and only then is
+                # the lock let go.
+                self._count, self._n_accepted, begun = self._count + 1, self._n_accepted + 1, True
+                split.run()
+            except BaseException:
+                if begun:
+                    split.finish()
+                raise
+            return
+        call = total.one_call(gradient)
         if call is None:
             run_whole(partial(self._add_then_count, total, gradient))
             return

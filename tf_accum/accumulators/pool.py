@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 import numpy as np
 
 from tf_accum.accumulators.quiet import in_place_adder
-
-if TYPE_CHECKING:  # imported with the pool, which most processes never start
-    from concurrent.futures import Future, ThreadPoolExecutor
+from tf_accum.accumulators.whole import Helpers, Job
 
 Array = np.ndarray[Any, Any]
 
@@ -31,63 +30,121 @@ WORKERS = max(1, min(os.cpu_count() or 1, 4))
 PARALLEL_MIN_ELEMENTS = 4_000_000
 COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+
+# As many as the parts of a split: the main thread hands over every part (see Split)
+_helpers = Helpers(WORKERS, "tf_accum pool")
 
 
-def _forget_pool() -> None:
-    # a forked child has none of the parent's threads: start a new pool there
-    global _pool, _pool_lock
-    _pool = None
-    _pool_lock = threading.Lock()
+class Split:
+    """Independent parts (two or more) of one operation, run at once, each exactly once.
+
+    :meth:`run` returns when every part is over. Called from the main thread
+    it hands every part to the pool and only waits, so that an exception
+    raised into it (Ctrl-C) cannot stop a part midway: a part is queued and
+    marked queued in one step (whole.Helpers.queue), and once queued it runs to
+    its end on its pool thread. If :meth:`run` raises for such a reason,
+    :meth:`finish` queues what was not and waits for the rest. Elsewhere the
+    first part runs in the calling thread, where no such exception comes.
+    """
+
+    __slots__ = ("parts",)
+
+    def __init__(self, works: Sequence[Callable[[], Any]]) -> None:
+        self.parts = [Job(work) for work in works]
+
+    def run(self) -> None:
+        """Run every part; once all are over, raise the first part's error, if any."""
+        parts = self.parts
+        if threading.current_thread() is threading.main_thread():
+            self._queue_all(parts)
+        else:
+            self._queue_all(parts[1:])
+            first = parts[0]
+            try:
+                first.work()
+            except BaseException as exc:  # raised once the others are over
+                first.error = exc
+            first.ended = True
+        self._wait_all()
+        self._raise_error()
+
+    def finish(self) -> None:
+        """Complete a run that an exception raised into this thread stopped:
+        queue what was not, wait for every part (again if interrupted
+        meanwhile), then raise the first part's error, if any; else the caller
+        raises its exception."""
+        again: BaseException | None = None
+        for _ in range(10):
+            try:
+                self._queue_all(self.parts)
+                self._wait_all()
+                again = None
+                break
+            except BaseException as exc:
+                again = exc
+        if again is not None:
+            raise again
+        self._raise_error()
+
+    @staticmethod
+    def _queue_all(parts: Sequence[Job]) -> None:
+        for part in parts:
+            if not part.queued and not part.ended:
+                _helpers.queue(part)
+
+    def _wait_all(self) -> None:
+        for part in self.parts:
+            part.wait()
+
+    def _raise_error(self) -> None:
+        for part in self.parts:
+            if part.error is not None:
+                raise part.error
 
 
-if hasattr(os, "register_at_fork"):  # not on Windows
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _helpers() -> ThreadPoolExecutor:
-    global _pool
-    pool = _pool
-    if pool is None:
-        with _pool_lock:
-            if _pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                _pool = ThreadPoolExecutor(WORKERS - 1, thread_name_prefix="tf_accum")
-            pool = _pool
-    return pool
-
-
-def run_split(parts: Sequence[Callable[[], None]]) -> None:
-    """Run ``parts`` (independent pieces of one operation) on the pool and here.
+def run_split(works: Sequence[Callable[[], None]]) -> None:
+    """Run ``works`` (independent pieces of one operation) at once (see :class:`Split`).
 
     Returns when every part has finished, even when one raised (or the caller
-    was interrupted), so no helper still writes into the arrays afterwards;
-    then re-raises the first error.
+    was interrupted), so no pool thread still writes into the arrays
+    afterwards; then re-raises the first error.
     """
-    if len(parts) == 1:
-        parts[0]()
+    if len(works) == 1:
+        works[0]()
         return
-    pool = _helpers()
-    futures: list[Future[None]] = [pool.submit(part) for part in parts[1:]]
-    error: BaseException | None = None
+    split = Split(works)
     try:
-        parts[0]()
-    except BaseException as exc:
-        error = exc
-    for future in futures:
-        while True:
-            try:
-                future.result()
-                break
-            except BaseException as exc:  # the part's error, or an interrupt while waiting
-                if error is None:
-                    error = exc
-                if future.done():
-                    break
-    if error is not None:
-        raise error
+        split.run()
+    except BaseException:
+        split.finish()
+        raise
+
+
+def splits_add(total: Array, gradient: Array) -> bool:
+    """Whether ``total += gradient`` (same shape) is a :func:`split_add`: a
+    large sum whose first axis is long enough, with a second pool thread, and
+    operands whose add cannot fail nor read what it writes (one dtype, no
+    shared memory)."""
+    return (
+        WORKERS > 1
+        and total.size >= PARALLEL_MIN_ELEMENTS
+        and total.ndim > 0
+        and total.shape[0] > 1
+        and gradient.dtype == total.dtype
+        and not np.may_share_memory(total, gradient)
+    )
+
+
+def split_add(total: Array, gradient: Array) -> Split:
+    """``total += gradient``, quiet as :func:`add_in_place`, as a :class:`Split`
+    over the first axis, for operands :func:`splits_add` accepts."""
+    adder = in_place_adder(total.dtype)
+    return Split(
+        [
+            partial(adder, total[lo:hi], gradient[lo:hi])
+            for lo, hi in bounds(total.shape[0], WORKERS)
+        ]
+    )
 
 
 def bounds(length: int, pieces: int) -> list[tuple[int, int]]:

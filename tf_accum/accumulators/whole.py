@@ -7,9 +7,11 @@ an accumulator's round together. :func:`run_whole` runs such work, called
 from the main thread, on a helper thread instead, where no handler runs, and
 waits for it to end before it returns or raises: once queued, the work is
 done whole, and the interrupt is raised after it. Elsewhere the work runs in
-the calling thread. :func:`then_mark` makes one call and a store that records
-it a single step, for work that must not be repeated. Nothing here touches
-the process's signal handlers.
+the calling thread. :class:`Helpers` are such threads (pool.py's too): a job
+queued to them runs to its end whatever happens to the thread that queued
+it. :func:`then_mark` makes one call and a store that records it a single
+step, for work that must not be repeated. Nothing here touches the
+process's signal handlers.
 """
 
 from __future__ import annotations
@@ -26,59 +28,74 @@ from typing import Any
 _CALL = operator.methodcaller("__call__")
 
 
-class _Job:
-    __slots__ = ("work", "done", "finished", "error")
+class Job:
+    """Work for :class:`Helpers`: a callable, whether it has been queued,
+    whether it is over (``ended``: run, or failed with ``error``), and a lock
+    its helper lets go once it is over."""
 
-    def __init__(self, work: Callable[[], None]) -> None:
+    __slots__ = ("work", "queued", "ended", "error", "over")
+
+    def __init__(self, work: Callable[[], Any]) -> None:
         self.work = work
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.finished = False
+        self.queued = False
+        self.ended = False
         self.error: BaseException | None = None
+        self.over = threading.Lock()
+        self.over.acquire()
 
-    def run(self) -> None:
-        try:
-            self.work()
-        except BaseException as exc:  # handed to the waiting thread
-            self.error = exc
-        finally:
-            self.finished = True
-            self.done.release()
+    def wait(self) -> None:
+        """Return once the job, if queued, is over (interruptible: call again)."""
+        while self.queued and not self.ended:
+            self.over.acquire()
 
 
-_jobs: queue.SimpleQueue[_Job] | None = None
-_start_lock = threading.Lock()
+class Helpers:
+    """Daemon threads, started on first use (and again in a forked child),
+    running the jobs queued to them to their end."""
+
+    __slots__ = ("count", "name", "_jobs", "_start_lock")
+
+    def __init__(self, count: int, name: str) -> None:
+        self.count, self.name = count, name
+        self._forget()
+        if hasattr(os, "register_at_fork"):  # not on Windows
+            os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        # a forked child has none of the parent's threads: start new ones there
+        self._jobs: queue.SimpleQueue[Job] | None = None
+        self._start_lock = threading.Lock()
+
+    def queue(self, job: Job) -> None:
+        """Queue ``job`` and mark it queued, as one step (:func:`then_mark`):
+        an exception raised into the caller finds both done or neither."""
+        jobs = self._jobs
+        if jobs is None:
+            with self._start_lock:
+                if self._jobs is None:
+                    made: queue.SimpleQueue[Job] = queue.SimpleQueue()
+                    for number in range(self.count):
+                        threading.Thread(
+                            target=_serve, args=(made,), name=f"{self.name} {number}", daemon=True
+                        ).start()
+                    self._jobs = made
+                jobs = self._jobs
+        then_mark(partial(jobs.put, job), job, "queued", True)
 
 
-def _serve(jobs: queue.SimpleQueue[_Job]) -> None:
+def _serve(jobs: queue.SimpleQueue[Job]) -> None:
     while True:
-        jobs.get().run()
+        job = jobs.get()
+        try:
+            job.work()
+        except BaseException as exc:  # handed to the thread that waits for the job
+            job.error = exc
+        finally:
+            job.ended = True
+            job.over.release()
 
 
-def _queue() -> queue.SimpleQueue[_Job]:
-    global _jobs
-    jobs = _jobs
-    if jobs is None:
-        with _start_lock:
-            if _jobs is None:
-                made: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-                threading.Thread(
-                    target=_serve, args=(made,), name="tf_accum whole", daemon=True
-                ).start()
-                _jobs = made
-            jobs = _jobs
-    return jobs
-
-
-def _forget() -> None:
-    # a forked child has none of the parent's threads: start a new one there
-    global _jobs, _start_lock
-    _jobs = None
-    _start_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows
-    os.register_at_fork(after_in_child=_forget)
+_helper = Helpers(1, "tf_accum whole")
 
 
 def run_whole(work: Callable[[], None]) -> None:
@@ -92,17 +109,16 @@ def run_whole(work: Callable[[], None]) -> None:
     if threading.current_thread() is not threading.main_thread():
         work()
         return
-    jobs = _queue()
-    job = _Job(work)
+    job = Job(work)
     interrupt: BaseException | None = None
     try:
         # once this call has run, the job is queued: wait for its end
-        jobs.put(job)
+        _helper.queue(job)
     except BaseException as exc:
         interrupt = exc
-    while not job.finished:
+    while job.queued and not job.ended:
         try:
-            job.done.acquire()
+            job.wait()
         except BaseException as exc:  # raised once the work has ended
             interrupt = interrupt or exc
     if interrupt is not None:
