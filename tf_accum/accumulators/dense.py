@@ -231,9 +231,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         self._exact_shape = declared if declared is not None and None not in declared else None
         # float16/bfloat16: the optional compiled loops are loaded before the lock
         self._narrow = half_kernel.is_narrow(self.numpy_dtype)
-        # From this many elements an add into a round is several calls (a
-        # narrow sum's passes, or an add split over the pool): applied from
-        # the main thread, on a helper thread (see apply)
+        # From this many elements an add into a round may be several calls (a
+        # narrow sum's passes, or an add over the pool that is not a
+        # pool.Split): applied from the main thread, on a helper thread (see apply)
         self._whole_min = (
             min(NARROW_MIN_ELEMENTS, PARALLEL_MIN_ELEMENTS)
             if self._narrow
