@@ -20,12 +20,47 @@ import collections
 import operator
 import os
 import queue
+import signal
 import threading
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 _CALL = operator.methodcaller("__call__")
+
+# What a thread of tf_accum's own blocks: every signal but the faults a thread
+# causes itself. CPython runs Python handlers in the main thread only, and a
+# signal the kernel hands to another thread wakes no wait of the main thread
+# (a Ctrl-C would wait for the take the main thread waits on to end).
+_BLOCKED = (
+    signal.valid_signals()
+    - {
+        getattr(signal, name)
+        for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGABRT", "SIGTRAP", "SIGSYS")
+        if hasattr(signal, name)
+    }
+    if hasattr(signal, "pthread_sigmask")  # POSIX
+    else set()
+)
+
+
+def _signals_elsewhere(target: Callable[..., Any], *args: Any) -> None:
+    if _BLOCKED:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+    target(*args)
+
+
+def start_thread(target: Callable[..., Any], name: str, *args: Any) -> threading.Thread:
+    """Start a daemon thread running ``target(*args)`` that leaves the process's
+    signals (Ctrl-C's SIGINT, a timer's, a termination request) to the
+    program's own threads: on POSIX it blocks all but the faults it could
+    cause itself, so the kernel hands them to a thread that runs Python's
+    handlers or wakes the main thread. Its signal handlers are untouched."""
+    thread = threading.Thread(
+        target=_signals_elsewhere, args=(target, *args), name=name, daemon=True
+    )
+    thread.start()
+    return thread
 
 
 class Job:
@@ -75,9 +110,7 @@ class Helpers:
                 if self._jobs is None:
                     made: queue.SimpleQueue[Job] = queue.SimpleQueue()
                     for number in range(self.count):
-                        threading.Thread(
-                            target=_serve, args=(made,), name=f"{self.name} {number}", daemon=True
-                        ).start()
+                        start_thread(_serve, f"{self.name} {number}", made)
                     self._jobs = made
                 jobs = self._jobs
         then_mark(partial(jobs.put, job), job, "queued", True)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.interrupts import interruptible
+from tf_accum.accumulators.whole import start_thread
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:
@@ -289,11 +290,7 @@ class _Scheduler:
         self._start(self._work, "tf_accum run worker")
 
     def _start(self, target: Callable[[], None], name: str) -> None:
-        thread = threading.Thread(
-            target=contextvars.copy_context().run, args=(target,), name=name, daemon=True
-        )
-        self.threads.append(thread)
-        thread.start()
+        self.threads.append(start_thread(contextvars.copy_context().run, name, target))
 
     def _work(self) -> None:
         """A worker: run queued blocking ops until none is left (or the run is abandoned)."""
