@@ -16,16 +16,24 @@ whole gradient in one call: a lone applier pays only for the locks.
 
 from __future__ import annotations
 
+import operator
 import threading
+from collections import deque
+from collections.abc import Sequence
 from functools import partial
+from itertools import chain
 from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.quiet import quiet_float_errors
+from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, quiet_float_errors, quiet_runner
 from tf_accum.accumulators.whole import in_turn, then_mark
 
 Array = np.ndarray[Any, Any]
+
+_CALL = operator.methodcaller("__call__")
+_ACQUIRE = operator.methodcaller("acquire")
+_RELEASE = operator.attrgetter("release")
 
 STRIPES = 4
 # From this many elements a round's later gradients are added outside the
@@ -94,8 +102,11 @@ class Stripes:
         """Do ``job``, ordered after every add already holding a stripe and
         before every later one. If this raises (an exception raised into this
         thread midway), the caller completes the job with :meth:`finish`."""
-        with quiet_float_errors():
-            self._run(job)
+        if CONTEXT_LOCAL_ERRORS:
+            quiet_runner()(self._run, job)  # cheaper than entering np.errstate
+        else:
+            with quiet_float_errors():
+                self._run(job)
 
     def finish(self, job: StripedAdd) -> None:
         """Complete ``job`` from wherever it stopped (or do all of it), and let
@@ -121,8 +132,8 @@ class Stripes:
         locks, held = self.locks, job.held
         pieces = len(job.bounds)
         if pieces == 1:
-            while job.done == 0 and len(held) < len(locks):
-                _take(locks[len(held)], held)
+            if job.done == 0 and len(held) < len(locks):
+                _take_all(locks[len(held) :], held)
             if job.done == 0:
                 add = partial(np.add, job.total, job.gradient, out=job.total)
                 then_mark(add, job, "done", 1)
@@ -137,8 +148,19 @@ class Stripes:
                 total = job.total[lo:hi]
                 add = partial(np.add, total, job.gradient[lo:hi], out=total)
                 then_mark(add, job, "done", job.done + 1)
-        while held:
-            _let_go(held[-1], held)
+        _let_go_all(held)
+
+
+def _take_all(locks: Sequence[Any], held: list[Any]) -> None:
+    """:func:`_take` for each of ``locks`` in turn, all in one call: an
+    exception (an interrupted acquire) stops it between two locks, each
+    acquired lock noted held."""
+    deque(map(held.append, filter(_ACQUIRE, locks)), 0)
+
+
+def _let_go_all(held: list[Any]) -> None:
+    """Release every lock in ``held``, the last first, and forget them, in one call."""
+    deque(map(_CALL, chain(map(_RELEASE, reversed(held)), (held.clear,))), 0)
 
 
 def _take(lock: Any, held: list[Any]) -> None:
