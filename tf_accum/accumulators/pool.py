@@ -31,31 +31,35 @@ PARALLEL_MIN_ELEMENTS = 4_000_000
 COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
 
 
-# As many as the parts of a split: the main thread hands over every part (see Split)
+# As many as the parts of a split: a whole one hands over every part (see Split)
 _helpers = Helpers(WORKERS, "tf_accum pool")
 
 
 class Split:
-    """Independent parts (two or more) of one operation, run at once, each exactly once.
+    """Independent parts (two or more) of one operation, run at once.
 
-    :meth:`run` returns when every part is over. Called from the main thread
-    it hands every part to the pool and only waits, so that an exception
-    raised into it (Ctrl-C) cannot stop a part midway: a part is queued and
-    marked queued in one step (whole.Helpers.queue), and once queued it runs to
-    its end on its pool thread. If :meth:`run` raises for such a reason,
-    :meth:`finish` queues what was not and waits for the rest. Elsewhere the
-    first part runs in the calling thread, where no such exception comes.
+    :meth:`run` returns when every part is over. The first part runs in the
+    calling thread, the others on the pool; a ``whole`` split called from the
+    main thread hands every part to the pool and only waits, so that an
+    exception raised into it (Ctrl-C) cannot stop a part midway: each part
+    is queued and marked queued in one step (whole.Helpers.queue), and once
+    queued runs to its end on its pool thread. If :meth:`run` raises for
+    such a reason, :meth:`finish` queues what was not and waits for the
+    rest, so every part runs exactly once. (Elsewhere no such exception
+    comes; a hand-over to the pool costs a thread wake-up, which the first
+    part spares where nothing needs it whole.)
     """
 
-    __slots__ = ("parts",)
+    __slots__ = ("parts", "whole")
 
-    def __init__(self, works: Sequence[Callable[[], Any]]) -> None:
+    def __init__(self, works: Sequence[Callable[[], Any]], whole: bool = False) -> None:
         self.parts = [Job(work) for work in works]
+        self.whole = whole
 
     def run(self) -> None:
         """Run every part; once all are over, raise the first part's error, if any."""
         parts = self.parts
-        if threading.current_thread() is threading.main_thread():
+        if self.whole and threading.current_thread() is threading.main_thread():
             self._queue_all(parts)
         else:
             self._queue_all(parts[1:])
@@ -136,8 +140,8 @@ def splits_add(total: Array, gradient: Array) -> bool:
 
 
 def split_add(total: Array, gradient: Array) -> Split:
-    """``total += gradient``, quiet as :func:`add_in_place`, as a :class:`Split`
-    over the first axis, for operands :func:`splits_add` accepts."""
+    """``total += gradient``, quiet as :func:`add_in_place`, as a whole
+    :class:`Split` over the first axis, for operands :func:`splits_add` accepts."""
     adder = in_place_adder(total.dtype)
     return Split(
         [
