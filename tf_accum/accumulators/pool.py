@@ -147,7 +147,8 @@ def split_add(total: Array, gradient: Array) -> Split:
         [
             partial(adder, total[lo:hi], gradient[lo:hi])
             for lo, hi in bounds(total.shape[0], WORKERS)
-        ]
+        ],
+        whole=True,
     )
 
 
