@@ -47,24 +47,13 @@ from tf_accum.graph.cluster_runtime import (
     task_label,
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
-from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
-from tf_accum.graph.task_host import MAKE, RAW, SLOT, STEP, VALUE, VAR
+from tf_accum.graph.host_steps import VARIABLE_METHODS, write_steps
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:
     from tf_accum.graph.graph import Operation, Tensor
     from tf_accum.graph.session import Session
-
-# Op types of variables that run on the variable's task, and what they do there.
-VARIABLE_METHODS = {
-    "ReadVariableOp": "read",
-    "AssignVariableOp": "assign",
-    "AssignAddVariableOp": "assign_add",
-    "AssignSubVariableOp": "assign_sub",
-    "VarIsInitializedOp": "initialized",
-    **SCATTER_METHODS,
-}
 
 
 @dataclass(frozen=True)
@@ -203,7 +192,7 @@ class ClusterSession:
         found = self._requests.get(key)
         if found is None or found[0] is not plan:
             slots: list[Tensor] = []
-            steps = self._steps(ops, values, plan.producers, slots)
+            steps = write_steps(ops, values, plan.producers, slots)
             blob = pickle.dumps(steps, pickle.HIGHEST_PROTOCOL)
             found = (plan, blob, tuple(slots))
             with self._lock:
@@ -224,45 +213,6 @@ class ClusterSession:
                     )
                 sent[i] = value.handle
         return blob, sent
-
-    def _steps(
-        self,
-        ops: list[Operation],
-        values: dict[Tensor, Any],
-        computed: dict[Operation, Any],
-        slots: list[Tensor],
-    ) -> list[tuple[Any, ...]]:
-        index = {op: i for i, op in enumerate(ops)}
-        steps: list[tuple[Any, ...]] = []
-        for op in ops:
-            attrs = dict(op._attrs)
-            if op.type in VARIABLE_METHODS:
-                handle_op = op.inputs[0].op
-                # the variable's dtype: an update's value, a read's output, or (for
-                # VarIsInitializedOp, whose output is a bool) the attr it records
-                dtype = (
-                    attrs["dtype"].name
-                    if "dtype" in attrs
-                    else (op.inputs[1] if len(op.inputs) > 1 else op.outputs[0]).dtype.name
-                )
-                steps.append(
-                    (
-                        VAR,
-                        VARIABLE_METHODS[op.type],
-                        handle_op.name,
-                        dtype,
-                        tuple(_source(t, index, values, computed, slots) for t in op.inputs[1:]),
-                    )
-                )
-                continue
-            spec = NODE_SPECS[op.type]
-            if spec.constructor:
-                steps.append((MAKE, op.type, op.name, attrs))
-                continue
-            names = tuple(arg for arg, _ in spec.inputs)
-            sources = tuple(_source(t, index, values, computed, slots) for t in op.inputs)
-            steps.append((RAW, op.type, names, attrs, sources, len(spec.outputs)))
-        return steps
 
     def _send(
         self,
@@ -398,29 +348,6 @@ class ClusterSession:
             with contextlib.suppress(Exception):
                 link = self.runtime.host(*task)
                 link.actor.close_session.remote(self.key)
-
-
-def _source(
-    tensor: Tensor,
-    index: dict[Operation, int],
-    values: dict[Tensor, Any],
-    computed: dict[Operation, Any],
-    slots: list[Tensor],
-) -> tuple[Any, ...]:
-    """Where a step's input comes from: an earlier step of the request, a constant (the
-    same every run: inline), or a slot of the values each run sends."""
-    position = index.get(tensor.op)
-    if position is not None and tensor not in values:
-        return (STEP, position, tensor.value_index)
-    if tensor.op.type == "Const" and tensor.op in computed:
-        # the constant's own value, the same every run; a fed one (a plan runs a fed
-        # constant when something waits for it through control_dependencies) goes in
-        # a slot, as the plan is the same for every value fed
-        value = values[tensor]
-        if value is tensor.op.get_attr("value") and value.dtype != object:
-            return (VALUE, value)
-    slots.append(tensor)
-    return (SLOT, len(slots) - 1)
 
 
 def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
