@@ -208,20 +208,24 @@ def test_one_request_per_host_per_run(task) -> None:
         ]
         grads = [tf.placeholder(tf.float32, [3]) for _ in accumulators]
         applies = [
-            a.apply_grad(g_, local_step=0) for a, g_ in zip(accumulators, grads, strict=True)
+            a.apply_grad(g_, local_step=FAR_AHEAD)
+            for a, g_ in zip(accumulators, grads, strict=True)
         ]
         takes = [a.take_grad(workers) for a in accumulators]
     sessions = [task(spec, i, g)[1] for i in range(workers)]
     server = tf.train.Server(spec, job_name="worker", task_index=0)
-    before = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
-    for w, sess in enumerate(sessions):
-        sess.run(applies, {g_: np.full(3, w + 1, np.float32) for g_ in grads})
-    after_applies = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
-    assert [a - b for a, b in zip(after_applies, before, strict=True)] == [workers] * ps_tasks
-    means = sessions[0].run(takes)
-    after_takes = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
-    assert [a - b for a, b in zip(after_takes, after_applies, strict=True)] == [1] * ps_tasks
-    assert [m.tolist() for m in means] == [[1.5, 1.5, 1.5]] * variables
+    # the same steps again: from the third run on, a session replays a plan's first
+    # run's route (its requests), which must keep the counts, the order and the values
+    for step in range(4):
+        before = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+        for w, sess in enumerate(sessions):
+            sess.run(applies, {g_: np.full(3, w + step + 1, np.float32) for g_ in grads})
+        after_applies = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+        assert [a - b for a, b in zip(after_applies, before, strict=True)] == [workers] * ps_tasks
+        means = sessions[0].run(takes)
+        after_takes = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+        assert [a - b for a, b in zip(after_takes, after_applies, strict=True)] == [1] * ps_tasks
+        assert [m.tolist() for m in means] == [[step + 1.5] * 3] * variables
 
 
 def test_a_release_after_an_assign_is_one_request_and_keeps_its_order(task) -> None:

@@ -47,8 +47,7 @@ from tf_accum.graph.cluster_runtime import (
     task_label,
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
-from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
-from tf_accum.graph.task_host import MAKE, RAW, SLOT, STEP, VALUE, VAR
+from tf_accum.graph.host_steps import VARIABLE_METHODS, write_steps
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.resources import using_table
 
@@ -56,22 +55,46 @@ if TYPE_CHECKING:
     from tf_accum.graph.graph import Operation, Tensor
     from tf_accum.graph.session import Session
 
-# Op types of variables that run on the variable's task, and what they do there.
-VARIABLE_METHODS = {
-    "ReadVariableOp": "read",
-    "AssignVariableOp": "assign",
-    "AssignAddVariableOp": "assign_add",
-    "AssignSubVariableOp": "assign_sub",
-    "VarIsInitializedOp": "initialized",
-    **SCATTER_METHODS,
-}
-
 
 @dataclass(frozen=True)
 class _Placed:
     remote: dict[Operation, Task]  # ops that run on another task's host
     # what each op of the plan waits for in a cluster run (see ``_lift_constants``)
     producers: dict[Operation, tuple[Operation, ...]]
+
+
+# What a run did, in order: local ops run at once, requests sent together, or the one
+# blocking local op run (see ``ClusterSession.execute``).
+_Action = tuple[str, Any]
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A batch's request as built once: its pickled steps, the tensors its slots take,
+    and per op its outputs and whether it makes an accumulator (for the answer)."""
+
+    plan: Plan
+    blob: bytes
+    slots: tuple[Tensor, ...]
+    outputs: tuple[tuple[Operation, tuple[Tensor, ...], bool], ...]
+
+
+# A request waiting for its answer: (task, ops, request id, link, cancellation key, request).
+_Pending = tuple[Task, "list[Operation]", str, TaskLink, "int | None", _Request]
+
+
+@dataclass
+class _Route:
+    """The actions of a run that succeeded, and the remote ops whose cached handles it
+    started from: a run of the same plan from the same handles takes the same actions
+    (each is decided by what is done so far), so it replays them without the search.
+    ``generation``: the session's handle cache when the run started (a route is
+    replayed only while the cache is unchanged)."""
+
+    plan: Plan
+    generation: int
+    start: tuple[tuple[Operation, Tensor], ...]
+    actions: list[_Action]
 
 
 class ClusterSession:
@@ -85,7 +108,9 @@ class ClusterSession:
         self._lock = threading.Lock()
         self._placed: dict[int, tuple[Plan, _Placed]] = {}
         self._handles: dict[Operation, RemoteHandle] = {}
-        self._requests: dict[tuple[Any, ...], tuple[Plan, bytes, tuple[Tensor, ...]]] = {}
+        self._requests: dict[tuple[Any, ...], _Request] = {}
+        self._routes: dict[int, _Route] = {}
+        self._generation = 0  # changes whenever ``_handles`` does
         self._used: set[Task] = set()
 
     def _placement(self, plan: Plan) -> _Placed:
@@ -133,24 +158,62 @@ class ClusterSession:
             return execute(session, plan, fed, deadline, cancellation)
         values: dict[Tensor, Any] = dict(fed)
         done: set[Operation] = set()
-        with self._lock:
-            for op in placed.remote:
-                handle = self._handles.get(op)
-                if handle is not None:
-                    values[op.outputs[0]] = handle
-                    done.add(op)
         run = RunContext(session, deadline, cancellation)
+        route = self._routes.get(id(plan))
+        with self._lock:
+            if route is not None and route.plan is plan and route.generation == self._generation:
+                for op, tensor in route.start:
+                    values[tensor] = self._handles[op]
+                    done.add(op)
+            else:
+                route = None
+                for op in placed.remote:
+                    handle = self._handles.get(op)
+                    if handle is not None:
+                        values[op.outputs[0]] = handle
+                        done.add(op)
+            generation = self._generation
         with using_table(session.table), cancelled_by(cancellation):
+            if route is not None:
+                self._replay(route, plan, placed, values, done, run, fed)
+                return values
+            start = tuple((op, op.outputs[0]) for op in plan.ops if op in done)
+            actions: list[_Action] = []
             while len(done) < len(plan.ops):
-                ran = self._run_local(plan, placed, values, done, run, fed, blocking=False)
+                ran = self._run_local(plan, placed, values, done, run, fed, False, actions)
                 batches = self._collect(plan, placed, done)
                 if batches:
+                    actions.append(("send", batches))
                     self._send(batches, plan, placed, values, done, deadline, cancellation)
                 elif not ran and not self._run_local(
-                    plan, placed, values, done, run, fed, blocking=True
+                    plan, placed, values, done, run, fed, True, actions
                 ):
                     raise errors.InternalError(None, None, "A run could not make progress")
+        with self._lock:
+            if len(self._routes) > 256:
+                self._routes.clear()
+            self._routes[id(plan)] = _Route(plan, generation, start, actions)
         return values
+
+    def _replay(
+        self,
+        route: _Route,
+        plan: Plan,
+        placed: _Placed,
+        values: dict[Tensor, Any],
+        done: set[Operation],
+        run: RunContext,
+        fed: dict[Tensor, Any],
+    ) -> None:
+        """Take ``route``'s actions again (see ``_Route``)."""
+        for kind, what in route.actions:
+            if kind == "send":
+                self._send(what, plan, placed, values, done, run.deadline, run.cancellation)
+                continue
+            for op in what:
+                run.op = op
+                _store(values, op, _call(run, op, values), fed)
+                done.add(op)
 
     @staticmethod
     def _run_local(
@@ -161,9 +224,11 @@ class ClusterSession:
         run: RunContext,
         fed: dict[Tensor, Any],
         blocking: bool,
+        actions: list[_Action],
     ) -> bool:
-        """Run the local ops that are ready (non-blocking ones, or else the first blocking one)."""
-        ran = False
+        """Run the local ops that are ready (non-blocking ones, or else the first blocking
+        one); what ran is added to ``actions``."""
+        ran: list[Operation] = []
         for op in plan.ops:
             if op in done or op in placed.remote or op.blocking != blocking:
                 continue
@@ -171,10 +236,12 @@ class ClusterSession:
                 run.op = op
                 _store(values, op, _call(run, op, values), fed)
                 done.add(op)
-                ran = True
+                ran.append(op)
                 if blocking:
                     break
-        return ran
+        if ran:
+            actions.append(("local", ran))
+        return bool(ran)
 
     @staticmethod
     def _collect(plan: Plan, placed: _Placed, done: set[Operation]) -> dict[Task, list[Operation]]:
@@ -195,24 +262,27 @@ class ClusterSession:
 
     def _request(
         self, plan: Plan, task: Task, ops: list[Operation], values: dict[Tensor, Any]
-    ) -> tuple[bytes, list[Any]]:
+    ) -> tuple[_Request, list[Any]]:
         """The request of ``ops`` to ``task``'s host: its steps, pickled once per plan and
         batch (constants inline), and the values that change from run to run (fed or
         computed tensors, handles), in the order of the steps' slots."""
         key = (id(plan), task, tuple(ops))
         found = self._requests.get(key)
-        if found is None or found[0] is not plan:
+        if found is None or found.plan is not plan:
             slots: list[Tensor] = []
-            steps = self._steps(ops, values, plan.producers, slots)
+            steps = write_steps(ops, values, plan.producers, slots)
             blob = pickle.dumps(steps, pickle.HIGHEST_PROTOCOL)
-            found = (plan, blob, tuple(slots))
+            outputs = tuple(
+                (op, op.outputs, op.type in NODE_SPECS and NODE_SPECS[op.type].constructor)
+                for op in ops
+            )
+            found = _Request(plan, blob, tuple(slots), outputs)
             with self._lock:
                 if len(self._requests) > 256:
                     self._requests.clear()
                 self._requests[key] = found
-        _, blob, slot_tensors = found
         label = task_label(task)
-        sent = [values[tensor] for tensor in slot_tensors]
+        sent = [values[tensor] for tensor in found.slots]
         for i, value in enumerate(sent):
             if type(value) is RemoteHandle:
                 if value.task != label:
@@ -223,46 +293,7 @@ class ClusterSession:
                         f"on task {label}",
                     )
                 sent[i] = value.handle
-        return blob, sent
-
-    def _steps(
-        self,
-        ops: list[Operation],
-        values: dict[Tensor, Any],
-        computed: dict[Operation, Any],
-        slots: list[Tensor],
-    ) -> list[tuple[Any, ...]]:
-        index = {op: i for i, op in enumerate(ops)}
-        steps: list[tuple[Any, ...]] = []
-        for op in ops:
-            attrs = dict(op._attrs)
-            if op.type in VARIABLE_METHODS:
-                handle_op = op.inputs[0].op
-                # the variable's dtype: an update's value, a read's output, or (for
-                # VarIsInitializedOp, whose output is a bool) the attr it records
-                dtype = (
-                    attrs["dtype"].name
-                    if "dtype" in attrs
-                    else (op.inputs[1] if len(op.inputs) > 1 else op.outputs[0]).dtype.name
-                )
-                steps.append(
-                    (
-                        VAR,
-                        VARIABLE_METHODS[op.type],
-                        handle_op.name,
-                        dtype,
-                        tuple(_source(t, index, values, computed, slots) for t in op.inputs[1:]),
-                    )
-                )
-                continue
-            spec = NODE_SPECS[op.type]
-            if spec.constructor:
-                steps.append((MAKE, op.type, op.name, attrs))
-                continue
-            names = tuple(arg for arg, _ in spec.inputs)
-            sources = tuple(_source(t, index, values, computed, slots) for t in op.inputs)
-            steps.append((RAW, op.type, names, attrs, sources, len(spec.outputs)))
-        return steps
+        return found, sent
 
     def _send(
         self,
@@ -279,7 +310,7 @@ class ClusterSession:
         from tf_accum.distributed.proxy import ray_error
 
         runtime = self.runtime
-        pending: dict[Any, tuple[Task, list[Operation], str, TaskLink, int | None]] = {}
+        pending: dict[Any, _Pending] = {}
         try:
             for task, ops in batches.items():
                 link = runtime.host(*task)
@@ -293,6 +324,7 @@ class ClusterSession:
                         assert cancellation.error is not None
                         raise _copy(cancellation.error)
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                made, sent = self._request(plan, task, ops, values)
                 ref = link.actor.run.remote(
                     (
                         link.instance,
@@ -300,17 +332,17 @@ class ClusterSession:
                         runtime.caller(),
                         link.life_once(),
                         request,
-                        *self._request(plan, task, ops, values),
+                        made.blob,
+                        sent,
                         remaining,
                         blocking,
                     )
                 )
-                pending[ref] = (task, ops, request, link, key)
-            failures: list[tuple[int, BaseException]] = []
-            order = {op: i for i, op in enumerate(plan.ops)}
+                pending[ref] = (task, ops, request, link, key, made)
+            failures: list[tuple[Operation, BaseException]] = []
             while pending:
                 ref = _next_answer(pending)
-                task, ops, request, link, key = pending[ref]
+                task, ops, request, link, key, made = pending[ref]
                 try:
                     outcome = ray.get(ref)
                 except ray.exceptions.RayError as exc:
@@ -319,29 +351,28 @@ class ClusterSession:
                     if isinstance(exc, (ray.exceptions.RayActorError,)):
                         link.stale = True
                     failures.append(
-                        (order[ops[0]], ray_error(exc, f"the host of task {task_label(task)}"))
+                        (ops[0], ray_error(exc, f"the host of task {task_label(task)}"))
                     )
                     self._cancel_all(pending)
                     continue
                 # answered: a later cancellation must not reach for it
                 del pending[ref]
                 cancellation.unregister(key)
-                failed = self._absorb(task, ops, outcome, values, done, link)
+                failed = self._absorb(task, made, outcome, values, done, link)
                 if failed is not None:
-                    failures.append((order[failed[0]], failed[1]))
+                    failures.append(failed)
                     self._cancel_all(pending)
             if failures:
-                raise min(failures, key=lambda found: found[0])[1]
+                order = {op: i for i, op in enumerate(plan.ops)}
+                raise min(failures, key=lambda found: order[found[0]])[1]
         except BaseException:
             # interrupted or failed while requests wait: withdraw their takes
             self._cancel_all(pending)
             raise
 
     @staticmethod
-    def _cancel_all(
-        pending: dict[Any, tuple[Task, list[Operation], str, TaskLink, int | None]],
-    ) -> None:
-        for _task, ops, request, link, _key in pending.values():
+    def _cancel_all(pending: dict[Any, _Pending]) -> None:
+        for _task, ops, request, link, _key, _made in pending.values():
             if any(op.blocking for op in ops):
                 with contextlib.suppress(Exception):
                     link.actor.cancel.remote(request)
@@ -349,7 +380,7 @@ class ClusterSession:
     def _absorb(
         self,
         task: Task,
-        ops: list[Operation],
+        made: _Request,
         outcome: Any,
         values: dict[Tensor, Any],
         done: set[Operation],
@@ -359,18 +390,19 @@ class ClusterSession:
         from tf_accum.distributed.wire import RESTARTED
 
         if outcome[0] == "ok":
-            for op, outputs in zip(ops, outcome[1], strict=True):
-                if op.type in NODE_SPECS and NODE_SPECS[op.type].constructor:
+            for (op, tensors, constructor), outputs in zip(made.outputs, outcome[1], strict=True):
+                if constructor:
                     handle = RemoteHandle(task_label(task), int(outputs[0]))
                     with self._lock:
                         self._handles[op] = handle
+                        self._generation += 1
                     outputs = (handle,)
                 # a variable op's host step always returns the value; the op may not
-                for tensor, value in zip(op.outputs, outputs[: len(op.outputs)], strict=True):
+                for tensor, value in zip(tensors, outputs[: len(tensors)], strict=True):
                     values[tensor] = value
                 done.add(op)
             return None
-        op = ops[outcome[1]]
+        op = made.outputs[outcome[1]][0]
         if outcome[0] == "python":
             error_class = TypeError if outcome[2] == "TypeError" else ValueError
             return op, error_class(outcome[3])
@@ -381,6 +413,7 @@ class ClusterSession:
                 label = task_label(task)
                 for known in [o for o, h in self._handles.items() if h.task == label]:
                     del self._handles[known]
+                self._generation += 1
             error: errors.OpError = errors.UnavailableError(
                 None,
                 None,
@@ -400,33 +433,10 @@ class ClusterSession:
                 link.actor.close_session.remote(self.key)
 
 
-def _source(
-    tensor: Tensor,
-    index: dict[Operation, int],
-    values: dict[Tensor, Any],
-    computed: dict[Operation, Any],
-    slots: list[Tensor],
-) -> tuple[Any, ...]:
-    """Where a step's input comes from: an earlier step of the request, a constant (the
-    same every run: inline), or a slot of the values each run sends."""
-    position = index.get(tensor.op)
-    if position is not None and tensor not in values:
-        return (STEP, position, tensor.value_index)
-    if tensor.op.type == "Const" and tensor.op in computed:
-        # the constant's own value, the same every run; a fed one (a plan runs a fed
-        # constant when something waits for it through control_dependencies) goes in
-        # a slot, as the plan is the same for every value fed
-        value = values[tensor]
-        if value is tensor.op.get_attr("value") and value.dtype != object:
-            return (VALUE, value)
-    slots.append(tensor)
-    return (SLOT, len(slots) - 1)
-
-
 def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
     """The request to wait for next: one that cannot wait on anything (no take), else
     the first answered; a ray.wait costs a call, so only when takes wait in several."""
-    for ref, (*_, key) in pending.items():
+    for ref, (*_, key, _made) in pending.items():
         if key is None or len(pending) == 1:  # no cancellation registered: no take
             return ref
     import ray

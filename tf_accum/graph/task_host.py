@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import functools
 import logging
 import os
 import pickle
@@ -26,17 +25,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from tf_accum import errors, raw_ops
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.lives import CallerLives
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
-from tf_accum.dtypes import DType, as_dtype
-from tf_accum.graph.scatter import CHANGES, changed_rows
+from tf_accum.graph.host_steps import MAKE, RawStep, decode, inputs_of, variable_step
 from tf_accum.graph.variable_store import VariableStore
 from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
@@ -44,11 +39,6 @@ from tf_accum.resources.local import LocalResourceTable
 # Cancellations that arrived before their request (calls are not ordered).
 REMEMBERED_CANCELS = 10_000
 
-# Step kinds (the first element of every step).
-MAKE, RAW, VAR = "make", "raw", "var"
-# Where a step's input comes from: a value in the steps, an earlier step's output, or
-# a slot of the values sent with the request (what changes from run to run).
-VALUE, STEP, SLOT = "v", "s", "i"
 # Decoded requests kept (by their pickled steps): a session sends the same few each run.
 DECODED_REQUESTS = 1024
 
@@ -76,32 +66,12 @@ class _Waiter:
         return wake
 
 
-@dataclass(frozen=True)
-class _Op:
-    name: str
-
-
-@dataclass(frozen=True)
-class VariableKey:
-    """A variable as the host knows it: by name (shared by every session) and dtype."""
-
-    name: str
-    dtype_name: str
-
-    @property
-    def op(self) -> _Op:
-        return _Op(self.name)
-
-    @property
-    def dtype(self) -> DType:
-        return as_dtype(self.dtype_name)
-
-
-class TaskHost:
-    """Accumulators and variables of one task, shared by every session of the cluster."""
+class _Host:
+    """Accumulators and variables of one task, shared by every session of the cluster
+    (the state and work of a ``TaskHost``, kept off the actor class, whose every method
+    Ray wraps for tracing)."""
 
     def __init__(self, task: str) -> None:
-        logging.getLogger("tf_accum").setLevel(logging.ERROR)
         self._task = task
         self._instance = uuid.uuid4().hex
         self._table = LocalResourceTable()
@@ -120,8 +90,8 @@ class TaskHost:
         # accumulators the steps run since the last wake used (None: something else
         # changed, every queue looks again): only their queues' heads can be served
         self._touched: set[int] | None = set()
-        # pickled steps -> (steps, which steps have slots to fill)
-        self._decoded: dict[bytes, tuple[list[tuple[Any, ...]], tuple[int, ...]]] = {}
+        # pickled steps -> the steps decoded (a session sends the same ones every run)
+        self._decoded: dict[bytes, list[Any]] = {}
         self.requests = 0
 
     async def ping(self) -> tuple[str, int, str]:
@@ -174,7 +144,7 @@ class TaskHost:
         instance, session, caller, life, request, blob, values, remaining, blocking = packed
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))
-        steps = self._steps(blob, values)
+        steps = self._steps(blob)
         self.requests += 1
         self._lives.watch(caller, life)
         self._sessions_of[caller].add(session)
@@ -183,48 +153,35 @@ class TaskHost:
             del self._early_cancels[request]
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
-        outcome = self._execute(session, steps, deadline, cancellation, inline=True)
+        outcome = self._execute(session, steps, values, deadline, cancellation, inline=True)
         if outcome[0] != "pending":
             self._wake()  # what it applied may serve waiting takes
             return outcome
         self._running[request] = cancellation
         self._callers[request] = caller
         try:
-            return await self._wait_and_go_on(session, steps, deadline, cancellation, outcome[1])
+            return await self._wait_and_go_on(
+                session, steps, values, deadline, cancellation, outcome[1]
+            )
         finally:
             self._running.pop(request, None)
             self._callers.pop(request, None)
 
-    def _steps(self, blob: bytes, values: list[Any]) -> list[tuple[Any, ...]]:
-        """A request's steps, with its values in their slots."""
+    def _steps(self, blob: bytes) -> list[Any]:
+        """A request's steps, decoded (their SLOT sources read the request's values)."""
         found = self._decoded.get(blob)
         if found is None:
-            decoded: list[tuple[Any, ...]] = pickle.loads(blob)
-            with_slots = tuple(
-                i
-                for i, step in enumerate(decoded)
-                if step[0] != MAKE and any(source[0] == SLOT for source in step[4])
-            )
-            found = (decoded, with_slots)
+            found = [decode(step) for step in pickle.loads(blob)]
             if len(self._decoded) >= DECODED_REQUESTS:
                 self._decoded.clear()
             self._decoded[blob] = found
-        template, with_slots = found
-        if not with_slots:
-            return template
-        steps = list(template)
-        for i in with_slots:
-            step = steps[i]
-            sources = tuple(
-                (VALUE, values[source[1]]) if source[0] == SLOT else source for source in step[4]
-            )
-            steps[i] = (*step[:4], sources, *step[5:])
-        return steps
+        return found
 
     async def _wait_and_go_on(
         self,
         session: str,
-        steps: list[tuple[Any, ...]],
+        steps: list[Any],
+        slots: list[Any],
         deadline: float | None,
         cancellation: Cancellation,
         outputs: list[tuple[Any, ...]],
@@ -235,7 +192,7 @@ class TaskHost:
         while True:
             index = len(outputs)
             step = steps[index]
-            handle = self._take_handle(step, outputs)
+            handle = int(inputs_of(step.sources, outputs, slots)[step.handle])
             waiter = _Waiter(loop.create_future())
             queue = self._queues.setdefault(handle, collections.deque())
             queue.append(waiter)
@@ -248,9 +205,9 @@ class TaskHost:
                     if handle not in self._table.live_handles():
                         # destroyed while the take waited, as in-process
                         return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
-                    if self._ready(step, outputs, waiter):
+                    if self._ready(step, outputs, slots, waiter):
                         break
-                    left = _remaining(step[3]["timeout"], deadline)
+                    left = _remaining(step.attrs["timeout"], deadline)
                     if left == 0:
                         return ("failed", index, TIMED_OUT)
                     try:
@@ -268,15 +225,11 @@ class TaskHost:
                     del self._queues[handle]
             # no await since the check: the take completes now
             outcome = self._execute(
-                session, steps, deadline, cancellation, outputs, inline=True, checked=True
+                session, steps, slots, deadline, cancellation, outputs, inline=True, checked=True
             )
             self._wake()  # the next in line may go now
             if outcome[0] != "pending":
                 return outcome
-
-    def _take_handle(self, step: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> int:
-        arguments = dict(zip(step[2], self._inputs(step[4], outputs), strict=True))
-        return int(arguments["handle"])
 
     def _wake(self) -> None:
         """Let the head of the take queue of every accumulator a step used since the last
@@ -342,29 +295,33 @@ class TaskHost:
     def _execute(
         self,
         session: str,
-        steps: list[tuple[Any, ...]],
+        steps: list[Any],
+        slots: list[Any],
         deadline: float | None,
         cancellation: Cancellation,
         outputs: list[tuple[Any, ...]] | None = None,
         inline: bool = False,
         checked: bool = False,
     ) -> Any:
-        """Run ``steps`` from ``len(outputs)`` on. ``inline``: stop before a take that
-        would wait, returning ("pending", outputs); ``checked``: the first step is a
-        take found ready just now."""
+        """Run ``steps`` from ``len(outputs)`` on (SLOT sources read ``slots``). ``inline``:
+        stop before a take that would wait, returning ("pending", outputs); ``checked``:
+        the first step is a take found ready just now."""
         outputs = [] if outputs is None else outputs
         first = len(outputs)
         with using_table(self._table), cancelled_by(cancellation):
             for index in range(first, len(steps)):
                 step = steps[index]
-                try_now = inline and _is_take(step)
+                try_now = inline and type(step) is RawStep and step.take
                 ready = checked and index == first
-                if try_now and not ready and not self._ready(step, outputs):
+                if try_now and not ready and not self._ready(step, outputs, slots):
                     return ("pending", outputs)
                 try:
-                    outputs.append(self._step(session, step, outputs, deadline, try_now))
+                    if type(step) is RawStep:
+                        outputs.append(self._raw(step, outputs, slots, deadline, try_now))
+                    else:
+                        outputs.append(self._step(session, step, outputs, slots))
                 except errors.DeadlineExceededError as error:
-                    if try_now and _remaining(step[3]["timeout"], deadline) != 0:
+                    if try_now and _remaining(step.attrs["timeout"], deadline) != 0:
                         return ("pending", outputs)  # not served after all: wait
                     return ("failed", index, Failure.of(error))
                 except errors.OpError as error:
@@ -374,18 +331,24 @@ class TaskHost:
         return ("ok", outputs)
 
     def _ready(
-        self, step: tuple[Any, ...], outputs: list[tuple[Any, ...]], me: _Waiter | None = None
+        self,
+        step: RawStep,
+        outputs: list[tuple[Any, ...]],
+        slots: list[Any],
+        me: _Waiter | None = None,
     ) -> bool:
-        """Whether ``step`` can run without waiting: not a take, or a take that completes now.
+        """Whether take ``step`` completes now, without waiting.
 
         Arguments the take would refuse (an unknown handle, say) count as ready:
         it fails at once.
         """
-        arguments = dict(zip(step[2], self._inputs(step[4], outputs), strict=True))
+        inputs = inputs_of(step.sources, outputs, slots)
+        if step.handle is None or step.required is None:
+            return True
         try:
-            handle = int(arguments["handle"])
+            handle = int(inputs[step.handle])
             accumulator = self._table.lookup(handle)
-            required = int(arguments["num_required"])
+            required = int(inputs[step.required])
         except Exception:
             return True
         queue = self._queues.get(handle)
@@ -393,74 +356,42 @@ class TaskHost:
             return False  # others wait first: first in, first served
         return accumulator.num_waiting() == 0 and accumulator.num_accumulated() >= required
 
-    @staticmethod
-    def _inputs(sources: tuple[Any, ...], outputs: list[tuple[Any, ...]]) -> list[Any]:
-        found = []
-        for source in sources:
-            if source[0] == STEP:
-                found.append(outputs[source[1]][source[2]])
-            else:
-                found.append(source[1])
-        return found
+    def _raw(
+        self,
+        step: RawStep,
+        outputs: list[tuple[Any, ...]],
+        slots: list[Any],
+        deadline: float | None,
+        try_now: bool,
+    ) -> tuple[Any, ...]:
+        inputs = inputs_of(step.sources, outputs, slots)
+        arguments = dict(zip(step.names, inputs, strict=True))
+        arguments.update(step.attrs)
+        if self._touched is not None:
+            handle = None if step.handle is None else inputs[step.handle]
+            try:
+                self._touched.add(int(handle))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                self._touched = None  # a destroy, say: any queue may change
+        if step.take:
+            # try_now: on the event loop, a take must not wait
+            arguments["timeout"] = 0.0 if try_now else _remaining(step.attrs["timeout"], deadline)
+        result = step.kernel(**arguments)
+        if step.n_outputs == 0:
+            return ()
+        return (result,) if step.n_outputs == 1 else tuple(result)
 
     def _step(
         self,
         session: str,
         step: tuple[Any, ...],
         outputs: list[tuple[Any, ...]],
-        deadline: float | None,
-        try_now: bool = False,
+        slots: list[Any],
     ) -> tuple[Any, ...]:
-        kind = step[0]
-        if kind == MAKE:
+        if step[0] == MAKE:
             _, op_type, op_name, attrs = step
             return (self._make(session, op_type, op_name, attrs),)
-        if kind == RAW:
-            _, op_type, names, attrs, sources, n_outputs = step
-            arguments = dict(zip(names, self._inputs(sources, outputs), strict=True))
-            arguments.update(attrs)
-            if self._touched is not None:
-                handle: Any = arguments.get("handle")
-                try:
-                    self._touched.add(int(handle))
-                except (TypeError, ValueError):
-                    self._touched = None  # a destroy, say: any queue may change
-            if "timeout" in attrs:
-                # try_now: on the event loop, a take must not wait
-                arguments["timeout"] = 0.0 if try_now else _remaining(attrs["timeout"], deadline)
-            result = getattr(raw_ops, op_type)(**arguments)
-            if n_outputs == 0:
-                return ()
-            return (result,) if n_outputs == 1 else tuple(result)
-        _, method, name, dtype_name, sources = step
-        key = VariableKey(name, dtype_name)
-        values = self._inputs(sources, outputs)
-        # the store only asks a variable for its name and dtype, which a key has
-        store: Any = self._variables
-        if method == "read":
-            return (store.read(key),)
-        if method == "initialized":
-            try:
-                store.read(key)
-            except errors.FailedPreconditionError:
-                return (np.bool_(False),)
-            return (np.bool_(True),)
-        if method == "assign":
-            return (store.assign(key, values[0]),)
-        if method == "assign_add":
-            return (store.assign_add(key, values[0]),)
-        if method == "assign_sub":
-            subtract = getattr(store, "assign_sub", None)
-            if subtract is not None:
-                return (subtract(key, values[0]),)
-            return (store.assign_add(key, np.negative(np.asarray(values[0]))),)
-        if method in CHANGES:
-            indices, updates = values
-            changed = functools.partial(
-                changed_rows, indices=indices, updates=updates, method=method
-            )
-            return (store.update(key, changed),)
-        raise errors.UnimplementedError(None, None, f"No variable operation {method!r} on a task")
+        return variable_step(self._variables, step, inputs_of(step[4], outputs, slots))
 
     def _make(self, session: str, op_type: str, op_name: str, attrs: dict[str, Any]) -> int:
         with self._lock:
@@ -474,12 +405,44 @@ class TaskHost:
             return handle
 
 
-def _is_take(step: tuple[Any, ...]) -> bool:
-    return step[0] == RAW and "timeout" in step[3]
-
-
 def _remaining(timeout: float | None, deadline: float | None) -> float | None:
     if deadline is None:
         return timeout
     left = max(0.0, deadline - time.monotonic())
     return left if timeout is None else min(timeout, left)
+
+
+class TaskHost:
+    """The host of one TF1 task as a Ray actor: its methods are what callers send."""
+
+    def __init__(self, task: str) -> None:
+        logging.getLogger("tf_accum").setLevel(logging.ERROR)
+        self._host = _Host(task)
+
+    async def ping(self) -> tuple[str, int, str]:
+        """(instance, process id, node id)."""
+        return await self._host.ping()
+
+    async def census(self) -> dict[str, int]:
+        """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
+        return await self._host.census()
+
+    async def hold(self, caller: str) -> None:
+        """Never returns while ``caller`` lives (its result is the caller's life token)."""
+        await self._host.hold(caller)
+
+    async def run(self, packed: tuple[Any, ...]) -> Any:
+        """Run a request (see ``_Host.run``)."""
+        return await self._host.run(packed)
+
+    async def cancel(self, request: str) -> None:
+        """Cancel a request's waiting takes (CancelledError; they consume nothing)."""
+        await self._host.cancel(request)
+
+    async def reset(self) -> None:
+        """Drop everything: waiting takes are cancelled, accumulators destroyed, variables gone."""
+        await self._host.reset()
+
+    async def close_session(self, session: str) -> None:
+        """Free what ``session`` made privately here (shared state stays)."""
+        await self._host.close_session(session)

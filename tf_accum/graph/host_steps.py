@@ -1,0 +1,203 @@
+"""The steps of a request to a task's host: how a session writes them and how the host reads them.
+
+A request is a list of steps in dependency order, pickled once per shape of
+request (see tf_accum.graph.remote_run): ``(MAKE, op_type, op_name, attrs)``
+makes an accumulator, ``(RAW, op_type, input_names, attrs, sources,
+n_outputs)`` calls a raw op, ``(VAR, method, variable_name, dtype_name,
+sources)`` reads or updates a variable. Each source says where an input
+comes from: ``(VALUE, value)`` in the steps, ``(STEP, index, output)`` an
+earlier step's output, or ``(SLOT, index)`` the request's values (what
+changes from run to run). The host decodes a request's steps once (a
+session sends the same ones every run) and runs them (tf_accum.graph.task_host).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tf_accum import errors, raw_ops
+from tf_accum.dtypes import DType, as_dtype
+from tf_accum.graph.scatter import CHANGES, changed_rows
+from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
+from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
+
+if TYPE_CHECKING:
+    from tf_accum.graph.graph import Operation, Tensor
+
+# Step kinds (the first element of every step).
+MAKE, RAW, VAR = "make", "raw", "var"
+# Where a step's input comes from: a value in the steps, an earlier step's output, or
+# a slot of the values sent with the request (what changes from run to run).
+VALUE, STEP, SLOT = "v", "s", "i"
+
+# Op types of variables that run on the variable's task, and what they do there.
+VARIABLE_METHODS = {
+    "ReadVariableOp": "read",
+    "AssignVariableOp": "assign",
+    "AssignAddVariableOp": "assign_add",
+    "AssignSubVariableOp": "assign_sub",
+    "VarIsInitializedOp": "initialized",
+    **SCATTER_METHODS,
+}
+
+
+class RawStep:
+    """A RAW step, decoded: its kernel, and which inputs are the handle and the count."""
+
+    __slots__ = ("kernel", "names", "attrs", "sources", "n_outputs", "take", "handle", "required")
+
+    def __init__(self, step: tuple[Any, ...]) -> None:
+        _, op_type, self.names, self.attrs, self.sources, self.n_outputs = step
+        self.kernel = getattr(raw_ops, op_type)
+        self.take: bool = "timeout" in self.attrs
+        self.handle: int | None = self.names.index("handle") if "handle" in self.names else None
+        self.required: int | None = (
+            self.names.index("num_required") if "num_required" in self.names else None
+        )
+
+
+def decode(step: tuple[Any, ...]) -> Any:
+    """A step as the host runs it: a RawStep for a RAW step, else the step itself."""
+    return RawStep(step) if step[0] == RAW else step
+
+
+def inputs_of(
+    sources: tuple[Any, ...], outputs: list[tuple[Any, ...]], slots: list[Any]
+) -> list[Any]:
+    """A step's input values, given the outputs of the steps before it and the slots."""
+    found = []
+    for source in sources:
+        kind = source[0]
+        if kind == STEP:
+            found.append(outputs[source[1]][source[2]])
+        elif kind == SLOT:
+            found.append(slots[source[1]])
+        else:
+            found.append(source[1])
+    return found
+
+
+@dataclass(frozen=True)
+class _Op:
+    name: str
+
+
+@dataclass(frozen=True)
+class VariableKey:
+    """A variable as the host knows it: by name (shared by every session) and dtype."""
+
+    name: str
+    dtype_name: str
+
+    @property
+    def op(self) -> _Op:
+        return _Op(self.name)
+
+    @property
+    def dtype(self) -> DType:
+        return as_dtype(self.dtype_name)
+
+
+def variable_step(store: Any, step: tuple[Any, ...], values: list[Any]) -> tuple[Any, ...]:
+    """Run a VAR step on ``store`` (a VariableStore) with its input ``values``.
+
+    Raises:
+        what the store's operation raises (FailedPreconditionError for an
+        uninitialised variable, say); UnimplementedError for an unknown method.
+    """
+    _, method, name, dtype_name, _sources = step
+    # the store only asks a variable for its name and dtype, which a key has
+    key = VariableKey(name, dtype_name)
+    if method == "read":
+        return (store.read(key),)
+    if method == "initialized":
+        try:
+            store.read(key)
+        except errors.FailedPreconditionError:
+            return (np.bool_(False),)
+        return (np.bool_(True),)
+    if method == "assign":
+        return (store.assign(key, values[0]),)
+    if method == "assign_add":
+        return (store.assign_add(key, values[0]),)
+    if method == "assign_sub":
+        subtract = getattr(store, "assign_sub", None)
+        if subtract is not None:
+            return (subtract(key, values[0]),)
+        return (store.assign_add(key, np.negative(np.asarray(values[0]))),)
+    if method in CHANGES:
+        indices, updates = values
+        changed = functools.partial(changed_rows, indices=indices, updates=updates, method=method)
+        return (store.update(key, changed),)
+    raise errors.UnimplementedError(None, None, f"No variable operation {method!r} on a task")
+
+
+# --- writing a request (the session's side) ---
+
+
+def write_steps(
+    ops: list[Operation],
+    values: dict[Tensor, Any],
+    computed: dict[Operation, Any],
+    slots: list[Tensor],
+) -> list[tuple[Any, ...]]:
+    """The steps of a request of ``ops`` (in dependency order); the tensors whose values
+    each run sends are appended to ``slots``."""
+    index = {op: i for i, op in enumerate(ops)}
+    steps: list[tuple[Any, ...]] = []
+    for op in ops:
+        attrs = dict(op._attrs)
+        if op.type in VARIABLE_METHODS:
+            handle_op = op.inputs[0].op
+            # the variable's dtype: an update's value, a read's output, or (for
+            # VarIsInitializedOp, whose output is a bool) the attr it records
+            dtype = (
+                attrs["dtype"].name
+                if "dtype" in attrs
+                else (op.inputs[1] if len(op.inputs) > 1 else op.outputs[0]).dtype.name
+            )
+            steps.append(
+                (
+                    VAR,
+                    VARIABLE_METHODS[op.type],
+                    handle_op.name,
+                    dtype,
+                    tuple(_source(t, index, values, computed, slots) for t in op.inputs[1:]),
+                )
+            )
+            continue
+        spec = NODE_SPECS[op.type]
+        if spec.constructor:
+            steps.append((MAKE, op.type, op.name, attrs))
+            continue
+        names = tuple(arg for arg, _ in spec.inputs)
+        sources = tuple(_source(t, index, values, computed, slots) for t in op.inputs)
+        steps.append((RAW, op.type, names, attrs, sources, len(spec.outputs)))
+    return steps
+
+
+def _source(
+    tensor: Tensor,
+    index: dict[Operation, int],
+    values: dict[Tensor, Any],
+    computed: dict[Operation, Any],
+    slots: list[Tensor],
+) -> tuple[Any, ...]:
+    """Where a step's input comes from: an earlier step of the request, a constant (the
+    same every run: inline), or a slot of the values each run sends."""
+    position = index.get(tensor.op)
+    if position is not None and tensor not in values:
+        return (STEP, position, tensor.value_index)
+    if tensor.op.type == "Const" and tensor.op in computed:
+        # the constant's own value, the same every run; a fed one (a plan runs a fed
+        # constant when something waits for it through control_dependencies) goes in
+        # a slot, as the plan is the same for every value fed
+        value = values[tensor]
+        if value is tensor.op.get_attr("value") and value.dtype != object:
+            return (VALUE, value)
+    slots.append(tensor)
+    return (SLOT, len(slots) - 1)
