@@ -9,15 +9,14 @@ the callers to it).
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.quiet import in_place_adder
-from tf_accum.accumulators.whole import Helpers, Job
+from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, in_place_adder, quiet_runner
+from tf_accum.accumulators.whole import Helpers, Job, then_mark
 
 Array = np.ndarray[Any, Any]
 
@@ -31,23 +30,22 @@ PARALLEL_MIN_ELEMENTS = 4_000_000
 COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
 
 
-# As many as the parts of a split: a whole one hands over every part (see Split)
-_helpers = Helpers(WORKERS, "tf_accum pool")
+# The parts of a split but the first, which runs in the calling thread
+_helpers = Helpers(max(1, WORKERS - 1), "tf_accum pool")
 
 
 class Split:
     """Independent parts (two or more) of one operation, run at once.
 
-    :meth:`run` returns when every part is over. The first part runs in the
-    calling thread, the others on the pool; a ``whole`` split called from the
-    main thread hands every part to the pool and only waits, so that an
-    exception raised into it (Ctrl-C) cannot stop a part midway: each part
-    is queued and marked queued in one step (whole.Helpers.queue), and once
-    queued runs to its end on its pool thread. If :meth:`run` raises for
-    such a reason, :meth:`finish` queues what was not and waits for the
-    rest, so every part runs exactly once. (Elsewhere no such exception
-    comes; a hand-over to the pool costs a thread wake-up, which the first
-    part spares where nothing needs it whole.)
+    :meth:`run` returns when every part is over: the first part runs in the
+    calling thread, the others on the pool, each queued and marked queued in
+    one step (whole.Helpers.queue), and once queued run to its end there,
+    whatever happens to the calling thread. In a ``whole`` split the first
+    part is one C call, run and marked done in one step (whole.then_mark),
+    so an exception raised into the caller (Ctrl-C) finds it done or not
+    begun: :meth:`finish` then runs what was not and waits for the rest, and
+    every part runs exactly once. (Of any other split, :meth:`finish` only
+    waits for the parts queued, so that none still writes afterwards.)
     """
 
     __slots__ = ("parts", "whole")
@@ -58,12 +56,11 @@ class Split:
 
     def run(self) -> None:
         """Run every part; once all are over, raise the first part's error, if any."""
-        parts = self.parts
-        if self.whole and threading.current_thread() is threading.main_thread():
-            self._queue_all(parts)
+        self._queue_all(self.parts[1:])
+        first = self.parts[0]
+        if self.whole:
+            then_mark(first.work, first, "ended", True)
         else:
-            self._queue_all(parts[1:])
-            first = parts[0]
             try:
                 first.work()
             except BaseException as exc:  # raised once the others are over
@@ -74,13 +71,16 @@ class Split:
 
     def finish(self) -> None:
         """Complete a run that an exception raised into this thread stopped:
-        queue what was not, wait for every part (again if interrupted
-        meanwhile), then raise the first part's error, if any; else the caller
-        raises its exception."""
+        queue what was not, run a whole split's first part if it was not,
+        wait for every part (again if interrupted meanwhile), then raise the
+        first part's error, if any; else the caller raises its exception."""
         again: BaseException | None = None
         for _ in range(10):
             try:
-                self._queue_all(self.parts)
+                self._queue_all(self.parts[1:])
+                first = self.parts[0]
+                if self.whole and not first.ended:
+                    then_mark(first.work, first, "ended", True)
                 self._wait_all()
                 again = None
                 break
@@ -126,11 +126,13 @@ def run_split(works: Sequence[Callable[[], None]]) -> None:
 
 def splits_add(total: Array, gradient: Array) -> bool:
     """Whether ``total += gradient`` (same shape) is a :func:`split_add`: a
-    large sum whose first axis is long enough, with a second pool thread, and
-    operands whose add cannot fail nor read what it writes (one dtype, no
-    shared memory)."""
+    large sum whose first axis is long enough, with a pool thread, operands
+    whose add cannot fail nor read what it writes (one dtype, no shared
+    memory), and numpy's error state in a context (numpy 2), which lets the
+    first part be one C call."""
     return (
         WORKERS > 1
+        and CONTEXT_LOCAL_ERRORS
         and total.size >= PARALLEL_MIN_ELEMENTS
         and total.ndim > 0
         and total.shape[0] > 1
@@ -141,13 +143,15 @@ def splits_add(total: Array, gradient: Array) -> bool:
 
 def split_add(total: Array, gradient: Array) -> Split:
     """``total += gradient``, quiet as :func:`add_in_place`, as a whole
-    :class:`Split` over the first axis, for operands :func:`splits_add` accepts."""
+    :class:`Split` over the first axis, for operands :func:`splits_add`
+    accepts, to run in the calling thread."""
     adder = in_place_adder(total.dtype)
+    (lo, hi), *rest = bounds(total.shape[0], WORKERS)
+    head = total[lo:hi]
+    # one C call: the calling thread's quiet context running numpy's add
+    first = partial(quiet_runner(), np.add, head, gradient[lo:hi], head)
     return Split(
-        [
-            partial(adder, total[lo:hi], gradient[lo:hi])
-            for lo, hi in bounds(total.shape[0], WORKERS)
-        ],
+        [first, *(partial(adder, total[lo:hi], gradient[lo:hi]) for lo, hi in rest)],
         whole=True,
     )
 

@@ -116,16 +116,27 @@ class Helpers:
         then_mark(partial(jobs.put, job), job, "queued", True)
 
 
+def _spent() -> None:
+    """The work of a job its helper has run."""
+
+
 def _serve(jobs: queue.SimpleQueue[Job]) -> None:
     while True:
         job = jobs.get()
+        # Nothing of a job may outlive it here: its work holds views of the
+        # caller's arrays, and a buffer that looks referenced is not reused
+        # (dense.py), so the work is let go before the waiting thread wakes,
+        # and the job before the next wait.
+        work, job.work = job.work, _spent
         try:
-            job.work()
+            work()
         except BaseException as exc:  # handed to the thread that waits for the job
             job.error = exc
         finally:
+            del work
             job.ended = True
             job.over.release()
+            del job
 
 
 _helper = Helpers(1, "tf_accum whole")
