@@ -44,8 +44,9 @@ class Split:
     part is one C call, run and marked done in one step (whole.then_mark),
     so an exception raised into the caller (Ctrl-C) finds it done or not
     begun: :meth:`finish` then runs what was not and waits for the rest, and
-    every part runs exactly once. (Of any other split, :meth:`finish` only
-    waits for the parts queued, so that none still writes afterwards.)
+    every part runs exactly once. (Of any other split, :meth:`finish` does
+    not run the first part again, which may have stopped midway; it queues
+    and waits for the others, so that none still writes afterwards.)
     """
 
     __slots__ = ("parts", "whole")
