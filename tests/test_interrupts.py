@@ -420,9 +420,10 @@ def _storm(seconds: float, taker: Callable[[], float | None]) -> tuple[int, list
 
 # The applies a storm exercises: a small dense sum (the count stored just
 # before the add), a sum added through the stripes, a sum large enough for its
-# adds to be split over the pool (counted first, each part queued whole), a
-# float16 sum kept in float32 (one compiled loop, or numpy's passes on a
-# helper thread), and sparse rows (prepared aside, then written).
+# adds to be split over the pool (counted first, its first part one call, the
+# others queued whole), a float16 sum kept in float32 (one compiled loop, or
+# numpy's passes on a helper thread), and sparse rows (prepared aside, then
+# written).
 _APPLY_KINDS = {
     "dense": (tfa.float32, [4]),
     "striped": (tfa.float32, [1 << 19]),
