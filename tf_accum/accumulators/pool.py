@@ -30,6 +30,9 @@ PARALLEL_MIN_ELEMENTS = 4_000_000
 COPY_PARALLEL_MIN_ELEMENTS = 2_000_000
 
 
+# How often finishing a split is begun again when interrupted itself.
+_FINISH_TRIES = 10
+
 # The parts of a split but the first, which runs in the calling thread
 _helpers = Helpers(max(1, WORKERS - 1), "tf_accum pool")
 
@@ -76,7 +79,7 @@ class Split:
         wait for every part (again if interrupted meanwhile), then raise the
         first part's error, if any; else the caller raises its exception."""
         again: BaseException | None = None
-        for _ in range(10):
+        for _ in range(_FINISH_TRIES):
             try:
                 self._queue_all(self.parts[1:])
                 first = self.parts[0]

@@ -56,6 +56,9 @@ if TYPE_CHECKING:
     from tf_accum.graph.session import Session
 
 
+Values = dict["Tensor", Any]
+
+
 @dataclass(frozen=True)
 class _Placed:
     remote: dict[Operation, Task]  # ops that run on another task's host
@@ -95,6 +98,15 @@ class _Route:
     generation: int
     start: tuple[tuple[Operation, Tensor], ...]
     actions: list[_Action]
+
+
+def _run_here(
+    op: Operation, values: Values, done: set[Operation], run: RunContext, fed: Values
+) -> None:
+    """Run the local ``op`` in this process and store its outputs."""
+    run.op = op
+    _store(values, op, _call(run, op, values), fed)
+    done.add(op)
 
 
 class ClusterSession:
@@ -211,9 +223,7 @@ class ClusterSession:
                 self._send(what, plan, placed, values, done, run.deadline, run.cancellation)
                 continue
             for op in what:
-                run.op = op
-                _store(values, op, _call(run, op, values), fed)
-                done.add(op)
+                _run_here(op, values, done, run, fed)
 
     @staticmethod
     def _run_local(
@@ -233,9 +243,7 @@ class ClusterSession:
             if op in done or op in placed.remote or op.blocking != blocking:
                 continue
             if all(p in done for p in placed.producers[op]):
-                run.op = op
-                _store(values, op, _call(run, op, values), fed)
-                done.add(op)
+                _run_here(op, values, done, run, fed)
                 ran.append(op)
                 if blocking:
                     break
