@@ -9,6 +9,7 @@ import itertools
 import sys
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,101 @@ def test_split_adds_of_odd_layouts_still_add_whole(monkeypatch: pytest.MonkeyPat
     assert not stripes.splittable(base[:SIZE], base[:SIZE])
     np.testing.assert_array_equal(_take(h, 3), 1 + strided)
     assert _quiet(acc)
+
+
+class _LockThatRaises:
+    """A lock whose ``acquire`` raises KeyboardInterrupt instead of acquiring,
+    once, when a countdown shared by all such locks reaches zero (as a Ctrl-C
+    interrupting a blocked acquire in the main thread does)."""
+
+    countdown = -1
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        _LockThatRaises.countdown -= 1
+        if _LockThatRaises.countdown == 0:
+            raise KeyboardInterrupt
+        if not blocking:
+            return self.lock.acquire(False)
+        # bounded: a lock taken twice by one add fails the test instead of hanging it
+        assert self.lock.acquire(True, 10 if timeout < 0 else timeout), "a stripe never let go"
+        return True
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def locked(self) -> bool:
+        return self.lock.locked()
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_an_add_stopped_at_any_lock_is_finished_once_and_lets_every_lock_go(
+    monkeypatch: pytest.MonkeyPatch, split: bool
+) -> None:
+    """A KeyboardInterrupt raised by each of an add's lock acquires in turn
+    (whole: all four before the add; split: one per piece, between pieces):
+    Stripes.finish completes the add from where it stopped, every element
+    gets the gradient exactly once, and no lock stays held."""
+    monkeypatch.setattr(stripes, "threading", SimpleNamespace(Lock=_LockThatRaises))
+    gradient = np.arange(SIZE, dtype=np.float32)
+    for k in range(1, stripes.STRIPES + 1):
+        lanes = stripes.Stripes()
+        total = np.ones(SIZE, np.float32)
+        job = lanes.prepare(total, gradient, split)
+        assert len(job.bounds) == (stripes.STRIPES if split else 1)
+        _LockThatRaises.countdown = k
+        with pytest.raises(KeyboardInterrupt):
+            lanes.run(job)
+        assert not job.complete
+        held = [lock for lock in lanes.locks if lock.locked()]
+        # whole: the locks before the k-th; split: the one of the piece before
+        assert len(held) == (k - 1 if not split else int(k > 1))
+        lanes.finish(job)
+        assert job.complete
+        assert not any(lock.locked() for lock in lanes.locks)
+        np.testing.assert_array_equal(total, 1 + gradient)
+        if split:  # the pieces before the k-th were added before the interrupt
+            assert job.done == stripes.STRIPES
+        lanes.finish(job)  # again: nothing more is added
+        np.testing.assert_array_equal(total, 1 + gradient)
+
+
+def test_an_exception_after_an_add_ran_finds_it_complete() -> None:
+    """An add whose every step ran is complete before it is settled, and
+    finishing it adds nothing and lets no lock go twice."""
+    lanes = stripes.Stripes()
+    total = np.zeros(SIZE, np.float32)
+    for split in (False, True):
+        job = lanes.prepare(total, np.ones(SIZE, np.float32), split)
+        lanes.run(job)
+        assert job.complete
+        lanes.finish(job)
+        assert job.complete and not job.held
+    np.testing.assert_array_equal(total, np.full(SIZE, 2, np.float32))
+    assert not any(lock.locked() for lock in lanes.locks)
+
+
+def test_the_steps_of_an_add_keep_the_order_of_the_stripes() -> None:
+    """A whole add takes every lock before it adds and lets them go after; a
+    split one holds piece i's lock while it adds piece i, takes the next lock
+    before it lets that one go, and holds at most two at a time."""
+    for pieces in (1, stripes.STRIPES):
+        steps = stripes.steps_of(stripes.STRIPES, pieces)
+        held: list[int] = []
+        added = []
+        for what, i in steps:
+            if what == stripes.TAKE:
+                assert i not in held and (not held or i > held[-1])
+                held.append(i)
+            elif what == stripes.LET_GO:
+                held.remove(i)
+            else:
+                assert held == (list(range(stripes.STRIPES)) if pieces == 1 else [i])
+                added.append(i)
+            assert len(held) <= (stripes.STRIPES if pieces == 1 else 2)
+        assert added == list(range(pieces)) and not held
 
 
 def _no_memory_for_adds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -318,8 +318,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         again: BaseException | None = None
         for _ in range(_FINISH_TRIES):
             try:
-                if not flight.complete or flight.held:
-                    self._stripes.finish(flight)  # and lets its stripes go
+                self._stripes.finish(flight)  # and lets its stripes go
                 break
             except BaseException as exc:
                 again = exc

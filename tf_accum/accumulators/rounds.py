@@ -303,7 +303,8 @@ class Rounds(ABC, Generic[Round]):
                 self._n_accepted + added,
                 True,
             )
-            if not self._closed:
+            # (with no take waiting and the gate open, there is nothing to flush)
+            if (self._waiting or self._gate_shut) and not self._closed:
                 self._flush_locked()
 
     def close(self) -> None:
