@@ -265,26 +265,11 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         ):
             # The add is several calls, between which CPython may raise a
             # signal handler's exception (Ctrl-C) in this thread: the apply
-            # runs whole on a thread where no handler runs, and the interrupt
-            # follows once it is done (or, if it escapes the wait, the apply
-            # still completes, under its own lock).
-            run_whole(partial(self._apply, local_step, gradient, owned))
+            # runs whole on a thread where no handler runs (which goes on
+            # below), and the interrupt follows once it is done (or, if it
+            # escapes the wait, the apply still completes, under its own lock).
+            run_whole(partial(self.apply, local_step, gradient, owned))
             return
-        self._apply(local_step, gradient, owned)
-
-    def _several_calls(self, gradient: np.ndarray[Any, Any]) -> bool:
-        """Whether adding ``gradient`` to the round as it stands takes several
-        calls (read without the lock: a guess, which _add_large_locked makes
-        good when it was wrong)."""
-        total = self._sum
-        if total is None:
-            return False  # a round's start is stored in one statement
-        if isinstance(total, np.ndarray):
-            # a large add is a pool.Split, whole by itself (_add_large_locked)
-            return total.size >= PARALLEL_MIN_ELEMENTS and not splits_add(total, gradient)
-        return total.one_call(gradient) is None
-
-    def _apply(self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool) -> None:
         flight: stripes.StripedAdd | None = None  # an add running outside the lock
         try:
             while True:
@@ -308,6 +293,18 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 # add itself fails, neither), then the error surfaces
                 self._finish_flight(flight)
             raise
+
+    def _several_calls(self, gradient: np.ndarray[Any, Any]) -> bool:
+        """Whether adding ``gradient`` to the round as it stands takes several
+        calls (read without the lock: a guess, which _add_large_locked makes
+        good when it was wrong)."""
+        total = self._sum
+        if total is None:
+            return False  # a round's start is stored in one statement
+        if isinstance(total, np.ndarray):
+            # a large add is a pool.Split, whole by itself (_add_large_locked)
+            return total.size >= PARALLEL_MIN_ELEMENTS and not splits_add(total, gradient)
+        return total.one_call(gradient) is None
 
     def _finish_flight(self, flight: stripes.StripedAdd) -> None:
         """Complete and count an add that an exception stopped outside the
