@@ -265,9 +265,10 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         ):
             # The add is several calls, between which CPython may raise a
             # signal handler's exception (Ctrl-C) in this thread: the apply
-            # runs whole on a thread where no handler runs (which goes on
-            # below), and the interrupt follows once it is done (or, if it
-            # escapes the wait, the apply still completes, under its own lock).
+            # runs whole on a thread where no handler runs (there, not being
+            # the main thread, it goes on past this branch), and the interrupt
+            # follows once it is done (or, if it escapes the wait, the apply
+            # still completes, under its own lock).
             run_whole(partial(self.apply, local_step, gradient, owned))
             return
         flight: stripes.StripedAdd | None = None  # an add running outside the lock
