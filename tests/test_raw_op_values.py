@@ -115,6 +115,35 @@ def test_a_non_scalar_numpy_float_step_is_still_refused(dense: int) -> None:
         )
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint64])
+def test_a_scalar_integer_array_is_the_step_its_value_says(dense: int, dtype: type) -> None:
+    # a graph's constant reaches a ps task's host as a 0-d array
+    raw.ResourceAccumulatorSetGlobalStep(handle=dense, new_global_step=np.array(1, dtype))
+    raw.ResourceAccumulatorApplyGradient(
+        handle=dense, local_step=np.array(0, dtype), gradient=[1.0]
+    )  # stale at step 1: dropped
+    raw.ResourceAccumulatorApplyGradient(
+        handle=dense, local_step=np.array(1, dtype), gradient=[2.0]
+    )
+    assert count(dense) == 1
+    got = raw.ResourceAccumulatorTakeGradient(
+        handle=dense, num_required=np.array(1, dtype), dtype=tfa.float32
+    )
+    assert got.tolist() == [2.0]
+
+
+def test_a_scalar_integer_array_out_of_range_is_refused(dense: int) -> None:
+    with pytest.raises(ValueError, match="out of range for int64"):
+        raw.ResourceAccumulatorApplyGradient(
+            handle=dense, local_step=np.array(2**63, np.uint64), gradient=[1.0]
+        )
+    with pytest.raises(ValueError, match="out of range for int32"):
+        raw.ResourceAccumulatorTakeGradient(
+            handle=dense, num_required=np.array(2**40), dtype=tfa.float32
+        )
+    assert count(dense) == 0
+
+
 def test_constants_beyond_float32_eagerly_and_in_a_graph() -> None:
     compat = tfa.compat.v1
     with pytest.raises(ValueError, match=OUT_OF_FLOAT32):

@@ -33,7 +33,8 @@ def test_every_fetch_structure(g) -> None:
         assert got.dtype == np.int32 and got.tolist() == [2, 3]
         assert sess.run(op) is None
         assert sess.run([a, op]) == [1.0, None]
-        assert sess.run((a, a)) == (1.0, 1.0)
+        assert sess.run((a, a)) == (1.0, 1.0) and type(sess.run((a, op))) is tuple
+        assert sess.run((op, b))[0] is None and sess.run([]) == []
         pair = sess.run(Pair(a, [b, {"k": (a, op)}]))
         assert isinstance(pair, Pair) and pair.first == 1.0
         assert pair.second[0].tolist() == [2, 3] and pair.second[1] == {"k": (1.0, None)}
@@ -55,6 +56,8 @@ def test_bad_fetches(g) -> None:
             sess.run(3)
         with pytest.raises(ValueError, match="is not an element of this graph"):
             sess.run(foreign)
+        with pytest.raises(ValueError, match="is not an element of this graph"):
+            sess.run([tf.constant(2.0), foreign])
         with pytest.raises(ValueError, match="missing:0 cannot be interpreted as a Tensor"):
             sess.run("missing:0")
 
@@ -89,6 +92,12 @@ def test_feeds(g) -> None:
         assert sess.run(total, {total: [9, 9]}).tolist() == [9, 9]
         with pytest.raises(ValueError, match=r"Cannot feed value of shape \(3,\) for Tensor x:0"):
             sess.run(total, {x: [1, 2, 3]})
+        # an array of the placeholder's own dtype is checked all the same
+        for wrong in (np.zeros(3, np.float32), np.zeros((1, 2), np.float32)):
+            with pytest.raises(ValueError, match="Cannot feed value of shape"):
+                sess.run(total, {x: wrong})
+        fed = np.array([1, 2], np.float32)
+        assert sess.run(total, {x: fed}).tolist() == [2, 4] and fed.tolist() == [1, 2]
         with pytest.raises(ValueError):
             sess.run(total, {x: ["a", "b"]})
         with pytest.raises(TypeError, match="The value of a feed cannot be a tf.Tensor"):

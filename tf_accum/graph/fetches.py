@@ -4,6 +4,7 @@ with values."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -39,7 +40,14 @@ def flatten(
     if (kind is Tensor or kind is Operation) and fetches.graph is graph:
         # the common case, with nothing to rebuild
         return [fetches], _no_value if kind is Operation else _first_value
-    elements: list[Tensor | Operation] = []
+    if kind is list or kind is tuple:
+        # a flat list of this graph's elements (one take per variable, say): a run
+        # per step makes the walk below worth skipping
+        elements: list[Tensor | Operation] = list(fetches)
+        if all((type(e) is Tensor or type(e) is Operation) and e.graph is graph for e in elements):
+            skip = [type(e) is Operation for e in elements]
+            return elements, functools.partial(_flat_values, kind, skip)
+    elements = []
 
     def visit(fetch: Any) -> Callable[[list[Any]], Any]:
         if fetch is None:
@@ -79,6 +87,10 @@ def flatten(
 
     rebuild = visit(fetches)
     return elements, rebuild
+
+
+def _flat_values(kind: type, skip: list[bool], values: list[Any]) -> Any:
+    return kind([None if s else v for s, v in zip(skip, values, strict=True)])
 
 
 def _no_value(values: list[Any]) -> None:

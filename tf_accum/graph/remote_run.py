@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.distributed.proxy import ray_error
+from tf_accum.distributed.wire import RESTARTED
 from tf_accum.graph.cluster_runtime import (
     HANDLE_DTYPES,
     ClusterRuntime,
@@ -315,8 +317,6 @@ class ClusterSession:
     ) -> None:
         import ray
 
-        from tf_accum.distributed.proxy import ray_error
-
         runtime = self.runtime
         pending: dict[Any, _Pending] = {}
         try:
@@ -395,8 +395,6 @@ class ClusterSession:
         link: TaskLink,
     ) -> tuple[Operation, BaseException] | None:
         """Store a request's outputs; (op, error) of its failing step, if one failed."""
-        from tf_accum.distributed.wire import RESTARTED
-
         if outcome[0] == "ok":
             for (op, tensors, constructor), outputs in zip(made.outputs, outcome[1], strict=True):
                 if constructor:

@@ -370,6 +370,12 @@ def _feed_value(tensor: Tensor, value: Any) -> Any:
         TypeError: a Tensor as a value.
         ValueError: values that do not convert, or a shape that does not fit.
     """
+    if type(value) is np.ndarray:
+        # an array of the tensor's own dtype and exact static shape is fed as it is
+        # (the conversion below would hand back the same array): skip its checks
+        numpy_dtype = tensor.dtype._numpy_dtype
+        if value.dtype is numpy_dtype and value.shape == tensor.shape.as_tuple():
+            return value
     if is_symbolic(value):
         raise TypeError(
             "The value of a feed cannot be a tf.Tensor object. Acceptable feed values include "

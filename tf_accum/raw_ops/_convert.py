@@ -35,6 +35,10 @@ def scalar_int(value: Any, arg_name: str, type_name: str) -> int:
     """
     if type(value) is int:  # the common case, kept cheap
         number = value
+    elif type(value) is np.ndarray and value.ndim == 0 and value.dtype.kind in "iub":
+        # an integer scalar array (a graph's constant, as a ps task's host gets it):
+        # what the general path below makes of it, without its conversions
+        number = int(value)
     else:
         array = _integer_array(value, type_name, arg_name)
         if array.ndim != 0:
