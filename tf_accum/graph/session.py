@@ -372,7 +372,9 @@ def _feed_value(tensor: Tensor, value: Any) -> Any:
     """
     if type(value) is np.ndarray:
         # an array of the tensor's own dtype and exact static shape is fed as it is
-        # (the conversion below would hand back the same array): skip its checks
+        # (the conversion below would hand back the same array): skip its checks.
+        # The attribute, not the property: it is None for a type without a numpy
+        # dtype (string, resource), which then takes the general path below.
         numpy_dtype = tensor.dtype._numpy_dtype
         if value.dtype is numpy_dtype and value.shape == tensor.shape.as_tuple():
             return value
