@@ -594,3 +594,41 @@ def test_a_child_forked_while_the_other_loops_compile_uses_numpy() -> None:
             blocked.finish.set()
             first.result(WAIT)
         assert not sparse_kernel.LOADER.tried  # the parent's loader is untouched
+
+
+@needs_numba
+@pytest.mark.parametrize("loop", ["add_rows", "add_or_set_rows"])
+def test_a_compiled_row_write_marks_itself_done_and_runs_once(loop: str) -> None:
+    """The loop's last store marks it done, inside its one call: a write run
+    again (after an interrupt cut the apply's writes short) skips it."""
+    rows, counts = np.zeros((3, 2), np.float32), np.zeros(3, np.int64)
+    slots, hit = np.array([2, 0], np.int64), np.ones((2, 2), np.float32)
+    fresh = np.array([True, False])
+    extra = () if loop == "add_rows" else (fresh, np.empty(0, np.int32), np.empty(0, np.int64), 0)
+    write = sparse_rows.Once(getattr(compiled(), loop), (rows, counts, slots, hit, *extra))
+    assert not write.done
+    write()
+    write()
+    assert write.done
+    assert rows.tolist() == [[1, 1], [0, 0], [1, 1]] and counts.tolist() == [1, 0, 1]
+
+
+def test_a_row_write_stopped_before_its_loop_ran_runs_it_when_run_again() -> None:
+    calls: list[int] = []
+
+    def loop(total: Any, done: Any) -> None:
+        if not calls:
+            calls.append(0)
+            raise KeyboardInterrupt  # as if it landed before the loop began
+        calls.append(1)
+        total += 1
+        done[0] = True
+
+    total = np.zeros(1)
+    write = sparse_rows.Once(loop, (total,))
+    with pytest.raises(KeyboardInterrupt):
+        write()
+    assert not write.done
+    write()
+    write()
+    assert write.done and calls == [0, 1] and total.tolist() == [1.0]
