@@ -66,27 +66,25 @@ MIN_ELEMENTS = 262_144
 # 2-D with one row per entry of ``slots``; the slots are distinct and valid.
 
 
-def add_rows(rows: Array, counts: Array, slots: Array, hit: Array, done: Array) -> None:
-    """``rows[slots[j]] += hit[j]`` and ``counts[slots[j]] += 1`` for every j;
-    then ``done[0] = True`` (see :class:`sparse_rows.Once`)."""
+def add_rows(rows: Array, counts: Array, slots: Array, hit: Array) -> None:
+    """``rows[slots[j]] += hit[j]`` and ``counts[slots[j]] += 1`` for every j."""
     width = rows.shape[1]
     for j in range(slots.shape[0]):
         slot = slots[j]
         for i in range(width):
             rows[slot, i] = rows[slot, i] + hit[j, i]
         counts[slot] += 1
-    done[0] = True
 
 
 def add_or_set_rows(
     rows: Array, counts: Array, slots: Array, hit: Array, fresh: Array,
-    places: Array, new_keys: Array, mark: int, done: Array,
+    places: Array, new_keys: Array, mark: int,
 ) -> None:  # fmt: skip
     """As :func:`add_rows`, but the rows ``j`` where ``fresh[j]`` (free slots)
     are set to ``hit[j]`` and counted once; when ``places`` (a slot map) is not
     empty, each of ``new_keys`` (from :func:`claim_rows`, whose checks make
     every index in them fall inside the map) sets its row's entry to its slot
-    + ``mark``; then ``done[0] = True``."""
+    + ``mark``."""
     width = rows.shape[1]
     # apart from the rows: independent stores, whose cache misses overlap
     for n in range(new_keys.shape[0] if places.shape[0] else 0):
@@ -102,7 +100,6 @@ def add_or_set_rows(
             for i in range(width):
                 rows[slot, i] = rows[slot, i] + hit[j, i]
             counts[slot] += 1
-    done[0] = True
 
 
 def claim_rows(
@@ -205,7 +202,7 @@ def gather_dividing(divisor_type: Any) -> Any:
 class Kernels(NamedTuple):
     """The compiled loops (arguments: C-contiguous, aligned, 1-D but for the
     rows; ``slots``, ``order``, ``counts``, ``index``, ``keys``, ``new_keys``
-    and ``merged`` int64, ``places`` int32, ``fresh`` and ``done`` bool). What a loop only
+    and ``merged`` int64, ``places`` int32, ``fresh`` bool). What a loop only
     reads may be read-only: ``hit``, ``slots``, ``fresh`` (but in
     ``claim_rows``, which writes it), ``new_keys`` in ``add_or_set_rows``,
     everything but ``out`` in ``gather_rows_dividing`` and the first five in
@@ -228,16 +225,13 @@ def _compile() -> Kernels:
     counts = array(types.int64, 1)
     slots = array(types.int64, 1, readonly=True)  # accepts writable arrays too
     fresh = array(types.boolean, 1, readonly=True)
-    done = array(types.boolean, 1)
     adds, sets = [], []
     gathers: dict[np.dtype[Any], Any] = {}
     for dtype, scalar in ((types.float32, np.float32), (types.float64, np.float64)):
         rows, hit = array(dtype, 2), array(dtype, 2, readonly=True)
-        adds.append(types.void(rows, counts, slots, hit, done))
+        adds.append(types.void(rows, counts, slots, hit))
         sets.append(
-            types.void(
-                rows, counts, slots, hit, fresh, array(types.int32, 1), slots, types.int64, done
-            )
+            types.void(rows, counts, slots, hit, fresh, array(types.int32, 1), slots, types.int64)
         )
         gathers[np.dtype(scalar)] = numba.njit(
             types.void(hit, array(types.int64, 1, readonly=True), slots, rows), nogil=True

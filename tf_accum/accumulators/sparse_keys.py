@@ -28,7 +28,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
-from tf_accum.accumulators.sparse_rows import HeldRows, Publish, Spare, SparseRound
+from tf_accum.accumulators.sparse_rows import HeldRows, Once, Publish, Spare, SparseRound
 
 Array = np.ndarray[Any, Any]
 SLOT_BITS = sparse_kernel.SLOT_BITS  # keys: the row index above, its slot below
@@ -237,17 +237,13 @@ class KeyedIndex:
         # keys are distinct: the round's last key is still at held - 1 only if
         # every new key comes after it
         in_order = state.in_order and (not held or not added or bool(merged[held - 1] == keys[-1]))
-        # sparse_rows.Once, inlined (this runs for every apply): the loop's last
-        # store marks it done, so publishing again never adds the rows twice
-        done = np.zeros(1, np.bool_)
-        loop = kernels.add_or_set_rows
-        arguments = (
-            buffer, state.counts, slots, hit, fresh, places, new_keys[:added], state.base + 1, done,
-        )  # fmt: skip
+        write = Once(
+            kernels.add_or_set_rows,
+            (buffer, state.counts, slots, hit, fresh, places, new_keys[:added], state.base + 1),
+        )
 
         def publish() -> None:
-            if not done[0]:
-                loop(*arguments)
+            write()
             state.keys, state.in_order, state.used = round_keys, in_order, used + added
 
         return publish

@@ -26,6 +26,7 @@ from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.division import divide_in_place
 from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
 from tf_accum.accumulators.quiet import in_place_adder, quiet_float_errors
+from tf_accum.accumulators.whole import then_mark
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
@@ -39,25 +40,20 @@ Publish = Callable[[], Any]
 
 
 class Once:
-    """``call(*args, done)``, run once however often this is called: for a
-    write that is no longer the same when repeated (a compiled loop adding in
-    place). The loop's last store is ``done[0] = True``, inside the one C call
-    that runs it, so an exception (raised between bytecodes) finds the loop
-    either not begun or over and marked, never over and unmarked."""
+    """``call(*args)``, run once however often this is called: for a write
+    that is no longer the same when repeated (a compiled loop adding in place)."""
 
-    __slots__ = ("call", "args")
+    __slots__ = ("call", "args", "done")
 
     def __init__(self, call: Callable[..., Any], args: tuple[Any, ...]) -> None:
         self.call = call
-        self.args = (*args, np.zeros(1, np.bool_))
-
-    @property
-    def done(self) -> bool:
-        return bool(self.args[-1][0])
+        self.args = args
+        self.done = False
 
     def __call__(self) -> None:
-        if not self.args[-1][0]:
-            self.call(*self.args)
+        if not self.done:
+            # the call and its mark in one step: an exception finds both or neither
+            then_mark(partial(self.call, *self.args), self, "done", True)
 
 
 class Writes:
