@@ -399,6 +399,50 @@ def test_a_compiled_row_add_failing_for_want_of_memory_changes_nothing(case: str
     _assert_took_means(h, earlier, failing, width)
 
 
+@needs_numba
+@pytest.mark.parametrize(
+    "case",  # every merge whose rows a compiled loop writes
+    [
+        name
+        for name, (_, earlier, last) in _MERGES.items()
+        if name.startswith("keyed, map") or set(last) & set(sum(earlier, []))
+    ],
+)
+def test_an_interrupt_right_after_a_compiled_row_write_leaves_the_gradient_in_once(
+    case: str,
+) -> None:
+    """Ctrl-C landing just after the loop that writes a gradient's rows has
+    returned (here raised by the loop itself), before the round's keys and
+    count are set: the apply finishes its writes without running the loop
+    again (the loop stamped itself done), counts the gradient once, and
+    raises the interrupt."""
+    shape, earlier, last = _MERGES[case]
+    width = shape[1]
+    h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=shape)
+    for value, indices in enumerate(earlier, start=1):
+        _sparse_apply(h, indices, width, value)
+    real = sparse_kernel.load()
+    assert real is not None
+    ran: list[str] = []
+
+    def interrupted(name: str) -> Any:
+        def run(*args: Any) -> None:
+            getattr(real, name)(*args)
+            ran.append(name)
+            raise KeyboardInterrupt  # as if Ctrl-C landed once it returned
+
+        return run
+
+    broken = real._replace(
+        add_rows=interrupted("add_rows"), add_or_set_rows=interrupted("add_or_set_rows")
+    )
+    with kernels_in_use(sparse_kernel, broken), pytest.raises(KeyboardInterrupt):
+        _sparse_apply(h, last, width, len(earlier) + 1)
+    assert len(ran) == 1  # written once: publishing again found the stamp
+    assert tfa.accumulator_stats(h)["num_accumulated"] == len(earlier) + 1
+    _assert_took_means(h, earlier, last, width)
+
+
 class _ConvertingPutFails(np.ndarray):
     """A slot map whose ``put`` fails for want of memory whenever numpy would
     first convert the indices or values into a new array (as it does for any

@@ -178,7 +178,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         """Raise for an index out of range; say whether the indices strictly increase."""
         if not indices.size:
             return True
-        increasing = indices.size < 2 or bool(np.all(indices[1:] > indices[:-1]))
+        increasing = indices.size < 2 or bool((indices[1:] > indices[:-1]).all())
         limit = self.shape[0] if self.shape else None
         # increasing indices have their extremes at the ends; otherwise two
         # reductions clear the common case without temporary arrays

@@ -66,25 +66,30 @@ MIN_ELEMENTS = 262_144
 # 2-D with one row per entry of ``slots``; the slots are distinct and valid.
 
 
-def add_rows(rows: Array, counts: Array, slots: Array, hit: Array) -> None:
-    """``rows[slots[j]] += hit[j]`` and ``counts[slots[j]] += 1`` for every j."""
+def add_rows(
+    rows: Array, counts: Array, slots: Array, hit: Array, stamp: Array, ticket: int
+) -> None:
+    """``rows[slots[j]] += hit[j]`` and ``counts[slots[j]] += 1`` for every j;
+    then, its last store, ``stamp[0] = ticket``."""
     width = rows.shape[1]
     for j in range(slots.shape[0]):
         slot = slots[j]
         for i in range(width):
             rows[slot, i] = rows[slot, i] + hit[j, i]
         counts[slot] += 1
+    # inside the one call: whoever sees the stamp knows the rows are written
+    stamp[0] = ticket
 
 
 def add_or_set_rows(
     rows: Array, counts: Array, slots: Array, hit: Array, fresh: Array,
-    places: Array, new_keys: Array, mark: int,
+    places: Array, new_keys: Array, mark: int, stamp: Array, ticket: int,
 ) -> None:  # fmt: skip
-    """As :func:`add_rows`, but the rows ``j`` where ``fresh[j]`` (free slots)
-    are set to ``hit[j]`` and counted once; when ``places`` (a slot map) is not
-    empty, each of ``new_keys`` (from :func:`claim_rows`, whose checks make
-    every index in them fall inside the map) sets its row's entry to its slot
-    + ``mark``."""
+    """As :func:`add_rows` (``stamp[0] = ticket`` last included), but the rows
+    ``j`` where ``fresh[j]`` (free slots) are set to ``hit[j]`` and counted
+    once; when ``places`` (a slot map) is not empty, each of ``new_keys``
+    (from :func:`claim_rows`, whose checks make every index in them fall
+    inside the map) sets its row's entry to its slot + ``mark``."""
     width = rows.shape[1]
     # apart from the rows: independent stores, whose cache misses overlap
     for n in range(new_keys.shape[0] if places.shape[0] else 0):
@@ -100,6 +105,7 @@ def add_or_set_rows(
             for i in range(width):
                 rows[slot, i] = rows[slot, i] + hit[j, i]
             counts[slot] += 1
+    stamp[0] = ticket
 
 
 def claim_rows(
@@ -201,8 +207,8 @@ def gather_dividing(divisor_type: Any) -> Any:
 
 class Kernels(NamedTuple):
     """The compiled loops (arguments: C-contiguous, aligned, 1-D but for the
-    rows; ``slots``, ``order``, ``counts``, ``index``, ``keys``, ``new_keys``
-    and ``merged`` int64, ``places`` int32, ``fresh`` bool). What a loop only
+    rows; ``slots``, ``order``, ``counts``, ``index``, ``keys``, ``new_keys``,
+    ``merged`` and ``stamp`` int64, ``places`` int32, ``fresh`` bool). What a loop only
     reads may be read-only: ``hit``, ``slots``, ``fresh`` (but in
     ``claim_rows``, which writes it), ``new_keys`` in ``add_or_set_rows``,
     everything but ``out`` in ``gather_rows_dividing`` and the first five in
@@ -225,13 +231,15 @@ def _compile() -> Kernels:
     counts = array(types.int64, 1)
     slots = array(types.int64, 1, readonly=True)  # accepts writable arrays too
     fresh = array(types.boolean, 1, readonly=True)
+    places = array(types.int32, 1)
+    stamped = (counts, types.int64)  # the stamp (a writable int64 array) and the ticket
     adds, sets = [], []
     gathers: dict[np.dtype[Any], Any] = {}
     for dtype, scalar in ((types.float32, np.float32), (types.float64, np.float64)):
         rows, hit = array(dtype, 2), array(dtype, 2, readonly=True)
-        adds.append(types.void(rows, counts, slots, hit))
+        adds.append(types.void(rows, counts, slots, hit, *stamped))
         sets.append(
-            types.void(rows, counts, slots, hit, fresh, array(types.int32, 1), slots, types.int64)
+            types.void(rows, counts, slots, hit, fresh, places, slots, types.int64, *stamped)
         )
         gathers[np.dtype(scalar)] = numba.njit(
             types.void(hit, array(types.int64, 1, readonly=True), slots, rows), nogil=True

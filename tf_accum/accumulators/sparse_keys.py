@@ -28,7 +28,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
-from tf_accum.accumulators.sparse_rows import HeldRows, Once, Publish, Spare, SparseRound
+from tf_accum.accumulators.sparse_rows import HeldRows, Publish, Spare, SparseRound
 
 Array = np.ndarray[Any, Any]
 SLOT_BITS = sparse_kernel.SLOT_BITS  # keys: the row index above, its slot below
@@ -237,7 +237,7 @@ class KeyedIndex:
         # keys are distinct: the round's last key is still at held - 1 only if
         # every new key comes after it
         in_order = state.in_order and (not held or not added or bool(merged[held - 1] == keys[-1]))
-        write = Once(
+        write = self._held.write_once(
             kernels.add_or_set_rows,
             (buffer, state.counts, slots, hit, fresh, places, new_keys[:added], state.base + 1),
         )

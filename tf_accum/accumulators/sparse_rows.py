@@ -7,9 +7,10 @@ index (tf_accum/accumulators/sparse_index.py and sparse_keys.py). Every apply
 makes what it needs aside first (a MemoryError changes nothing), and returns
 the writes that change the round (a :data:`Publish`): in-place array methods
 storing values made aside, which a second run stores again unchanged, and at
-most one compiled loop, which runs once. An exception that cuts them short
-(Ctrl-C lands between any two calls) is followed by running them again, so a
-gradient is in the round whole or not at all.
+most one compiled loop, which runs once (:meth:`HeldRows.write_once`). An
+exception that cuts them short (Ctrl-C lands between any two calls) is
+followed by running them again, so a gradient is in the round whole or not
+at all.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.division import divide_in_place
 from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
 from tf_accum.accumulators.quiet import in_place_adder, quiet_float_errors
-from tf_accum.accumulators.whole import then_mark
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
@@ -37,23 +37,6 @@ _NO_KEYS = np.empty(0, np.int64)
 # The writes that apply a prepared gradient to a round: running them again
 # after an exception cut them short finishes them, and changes nothing more.
 Publish = Callable[[], Any]
-
-
-class Once:
-    """``call(*args)``, run once however often this is called: for a write
-    that is no longer the same when repeated (a compiled loop adding in place)."""
-
-    __slots__ = ("call", "args", "done")
-
-    def __init__(self, call: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.call = call
-        self.args = args
-        self.done = False
-
-    def __call__(self) -> None:
-        if not self.done:
-            # the call and its mark in one step: an exception finds both or neither
-            then_mark(partial(self.call, *self.args), self, "done", True)
 
 
 class Writes:
@@ -139,7 +122,7 @@ def normalize(
     indices cost one O(k) comparison, or nothing when known.
     """
     if increasing is None:
-        increasing = indices.size < 2 or bool(np.all(indices[1:] > indices[:-1]))
+        increasing = indices.size < 2 or bool((indices[1:] > indices[:-1]).all())
     if increasing:
         return indices, values, True
     order = np.argsort(indices, kind="stable")
@@ -199,6 +182,27 @@ class HeldRows:
         self._add = in_place_adder(dtype)
         # float32/float64: the optional compiled row adds
         self.compiled = dtype in sparse_kernel.KERNEL_DTYPES
+        # the ticket of the last compiled write that ran (see write_once);
+        # changed under the accumulator's lock, as the rows are
+        self.stamp = np.zeros(1, np.int64)
+        self._stamp_read = self.stamp.data  # reads a Python int, unlike the array
+        self.tickets = 0
+
+    def write_once(self, loop: Callable[..., Any], arguments: tuple[Any, ...]) -> Publish:
+        """The write ``loop(*arguments, stamp, ticket)`` (a compiled row loop),
+        run at most once however often the result is called: the loop's last
+        store puts this write's ticket in the stamp, inside the one C call, so
+        an exception (raised only between bytecodes) finds the loop not begun,
+        or over and stamped; never over and unmarked."""
+        self.tickets = ticket = self.tickets + 1
+        stamp = self._stamp_read
+        arguments = (*arguments, self.stamp, ticket)
+
+        def write() -> None:
+            if stamp[0] != ticket:
+                loop(*arguments)
+
+        return write
 
     @staticmethod
     def held_items(state: SparseRound) -> Array:
@@ -266,8 +270,8 @@ class HeldRows:
             rows = state.rows.reshape(state.rows.shape[0], width)
             hit = hit.reshape(hit.shape[0], width)
             if fresh is None:
-                return Once(kernels.add_rows, (rows, state.counts, slots, hit))
-            return Once(
+                return self.write_once(kernels.add_rows, (rows, state.counts, slots, hit))
+            return self.write_once(
                 kernels.add_or_set_rows,
                 (rows, state.counts, slots, hit, fresh, _NO_MAP, _NO_KEYS, 0),
             )
