@@ -228,6 +228,52 @@ def test_one_request_per_host_per_run(task) -> None:
         assert [m.tolist() for m in means] == [[step + 1.5] * 3] * variables
 
 
+def test_a_run_on_two_ps_tasks_gets_both_answers_at_once_and_names_a_lost_one(
+    task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run without takes on two ps tasks waits for both answers with one
+    ray.get; when one host is gone, the run still says which task was lost."""
+    import os
+    import signal
+
+    import ray
+
+    from tf_accum.examples import recovery
+
+    spec = cluster_of(ps=2, workers=1)
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        accumulators = [
+            tf.ConditionalAccumulator(tf.float32, shape=[2], shared_name=f"a{i}") for i in range(2)
+        ]
+        applies = [a.apply_grad([1.0, 2.0], local_step=FAR_AHEAD) for a in accumulators]
+        counts = [a.num_accumulated() for a in accumulators]
+    server, sess = task(spec, 0, g)
+    assert [a.accumulator_ref.op.device for a in accumulators] == [
+        "/job:ps/task:0",
+        "/job:ps/task:1",
+    ]
+    sess.run(applies)  # makes the accumulators
+    real_get = ray.get
+    gets: list[Any] = []
+
+    def counted_get(refs: Any, *args: Any, **kwargs: Any) -> Any:
+        gets.append(refs)
+        return real_get(refs, *args, **kwargs)
+
+    monkeypatch.setattr(ray, "get", counted_get)
+    sess.run(applies)
+    monkeypatch.undo()
+    assert len(gets) == 1 and len(gets[0]) == 2
+    assert sess.run(counts) == [2, 2]
+    _, pid, _ = ray.get(server.runtime.host("ps", 1).actor.ping.remote())
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises((errors.UnavailableError, errors.NotFoundError)) as lost:
+        sess.run(applies, options=RUN_BOUND)
+    assert recovery.host_lost(lost.value), lost.value
+    assert "task /job:ps/task:1" in lost.value.message, lost.value.message
+
+
 def test_a_release_after_an_assign_is_one_request_and_keeps_its_order(task) -> None:
     """Applies of constants under control_dependencies of an assign on the same ps task
     (the chief's release of TF1's sync replicas) go as one request, after the assign."""

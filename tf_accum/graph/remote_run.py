@@ -348,11 +348,12 @@ class ClusterSession:
                 )
                 pending[ref] = (task, ops, request, link, key, made)
             failures: list[tuple[Operation, BaseException]] = []
+            answers = _answers_at_once(pending)
             while pending:
                 ref = _next_answer(pending)
                 task, ops, request, link, key, made = pending[ref]
                 try:
-                    outcome = ray.get(ref)
+                    outcome = answers.pop(ref) if ref in answers else ray.get(ref)
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
                     cancellation.unregister(key)
@@ -448,6 +449,22 @@ def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
     import ray
 
     return ray.wait(list(pending))[0][0]
+
+
+def _answers_at_once(pending: dict[Any, tuple[Any, ...]]) -> dict[Any, Any]:
+    """The outcomes of several requests none of which has a take (none waits on
+    another's), by one ``ray.get`` (a get per request costs a worker a wait each);
+    empty for a single request, when one has a take, or when Ray failed one (each
+    is then got on its own, to say which)."""
+    if len(pending) < 2 or any(key is not None for *_, key, _made in pending.values()):
+        return {}
+    import ray
+
+    refs = list(pending)
+    try:
+        return dict(zip(refs, ray.get(refs), strict=True))
+    except ray.exceptions.RayError:
+        return {}
 
 
 def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]:
