@@ -184,9 +184,9 @@ class HeldRows:
         self.compiled = dtype in sparse_kernel.KERNEL_DTYPES
         # the ticket of the last compiled write that ran (see write_once);
         # changed under the accumulator's lock, as the rows are
-        self.stamp = np.zeros(1, np.int64)
-        self._stamp_read = self.stamp.data  # reads a Python int, unlike the array
-        self.tickets = 0
+        self._stamp = np.zeros(1, np.int64)
+        self._stamp_read = self._stamp.data  # reads a Python int, unlike the array
+        self._tickets = 0
 
     def write_once(self, loop: Callable[..., Any], arguments: tuple[Any, ...]) -> Publish:
         """The write ``loop(*arguments, stamp, ticket)`` (a compiled row loop),
@@ -194,9 +194,9 @@ class HeldRows:
         store puts this write's ticket in the stamp, inside the one C call, so
         an exception (raised only between bytecodes) finds the loop not begun,
         or over and stamped; never over and unmarked."""
-        self.tickets = ticket = self.tickets + 1
+        self._tickets = ticket = self._tickets + 1
         stamp = self._stamp_read
-        arguments = (*arguments, self.stamp, ticket)
+        arguments = (*arguments, self._stamp, ticket)
 
         def write() -> None:
             if stamp[0] != ticket:
