@@ -274,6 +274,73 @@ def test_a_run_on_two_ps_tasks_gets_both_answers_at_once_and_names_a_lost_one(
     assert "task /job:ps/task:1" in lost.value.message, lost.value.message
 
 
+def test_small_requests_and_answers_travel_pickled_and_large_ones_go_through_ray(
+    task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request and an answer whose arrays are small travel as one bytes object; a
+    gradient too large for that, and the mean it is taken into, are left to Ray. The
+    values are the same either way, and a fetched mean is an array the caller may write."""
+    import ray
+
+    from tf_accum.distributed.small_messages import SMALL_BYTES
+
+    large = SMALL_BYTES // 4 + 1  # float32 elements: just past the limit
+    spec = cluster_of(ps=1, workers=1)
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        small_acc = tf.ConditionalAccumulator(tf.float32, shape=[3], shared_name="small")
+        large_acc = tf.ConditionalAccumulator(tf.float32, shape=[large], shared_name="large")
+        small_grad = tf.placeholder(tf.float32, [3])
+        large_grad = tf.placeholder(tf.float32, [large])
+        small_apply = small_acc.apply_grad(small_grad, local_step=FAR_AHEAD)
+        large_apply = large_acc.apply_grad(large_grad, local_step=FAR_AHEAD)
+        small_take = small_acc.take_grad(2)
+        large_take = large_acc.take_grad(2)
+        count = small_acc.num_accumulated()
+    server, sess = task(spec, 0, g)
+    sess.run(count)  # the first request carries the life token
+    link = server.runtime.host("ps", 0)
+    real_actor, real_get = link.actor, ray.get
+    sent: list[type] = []
+    answered: list[type] = []
+
+    class Recording:
+        def __getattr__(self, name: str) -> Any:
+            method = getattr(real_actor, name)
+            if name != "run":
+                return method
+
+            class Run:
+                @staticmethod
+                def remote(packed: Any) -> Any:
+                    sent.append(type(packed))
+                    return method.remote(packed)
+
+            return Run
+
+    def recorded_get(refs: Any, *args: Any, **kwargs: Any) -> Any:
+        got = real_get(refs, *args, **kwargs)
+        answered.extend(map(type, got) if isinstance(refs, list) else [type(got)])
+        return got
+
+    monkeypatch.setattr(link, "actor", Recording())
+    monkeypatch.setattr(ray, "get", recorded_get)
+    for value in (1.0, 2.0):
+        sess.run(small_apply, {small_grad: np.full(3, value, np.float32)})
+        sess.run(large_apply, {large_grad: np.full(large, value, np.float32)})
+    small_mean = sess.run(small_take)
+    large_mean = sess.run(large_take)
+    monkeypatch.undo()
+    assert sent == [bytes, tuple, bytes, tuple, bytes, bytes]
+    # applies answer with no arrays (small); the large take's answer holds the mean
+    assert answered == [bytes, bytes, bytes, bytes, bytes, tuple]
+    for mean, size in ((small_mean, 3), (large_mean, large)):
+        assert mean.dtype == np.float32 and mean.shape == (size,)
+        assert (mean == 1.5).all()
+        assert mean.flags.writeable
+    assert sess.run(count) == 0
+
+
 def test_a_release_after_an_assign_is_one_request_and_keeps_its_order(task) -> None:
     """Applies of constants under control_dependencies of an assign on the same ps task
     (the chief's release of TF1's sync replicas) go as one request, after the assign."""

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.proxy import ray_error
+from tf_accum.distributed.small_messages import is_small, pack, unpack
 from tf_accum.distributed.wire import RESTARTED
 from tf_accum.graph.cluster_runtime import (
     HANDLE_DTYPES,
@@ -333,19 +334,21 @@ class ClusterSession:
                         raise _copy(cancellation.error)
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 made, sent = self._request(plan, task, ops, values)
-                ref = link.actor.run.remote(
-                    (
-                        link.instance,
-                        self.key,
-                        runtime.caller(),
-                        link.life_once(),
-                        request,
-                        made.blob,
-                        sent,
-                        remaining,
-                        blocking,
-                    )
+                life = link.life_once()
+                packed: Any = (
+                    link.instance,
+                    self.key,
+                    runtime.caller(),
+                    life,
+                    request,
+                    made.blob,
+                    sent,
+                    remaining,
+                    blocking,
                 )
+                if life is None and is_small(sent):
+                    packed = pack(packed)
+                ref = link.actor.run.remote(packed)
                 pending[ref] = (task, ops, request, link, key, made)
             failures: list[tuple[Operation, BaseException]] = []
             answers = _answers_at_once(pending)
@@ -353,7 +356,7 @@ class ClusterSession:
                 ref = _next_answer(pending)
                 task, ops, request, link, key, made = pending[ref]
                 try:
-                    outcome = answers.pop(ref) if ref in answers else ray.get(ref)
+                    outcome = unpack(answers.pop(ref) if ref in answers else ray.get(ref))
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
                     cancellation.unregister(key)

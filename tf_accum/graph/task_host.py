@@ -30,6 +30,7 @@ from typing import Any
 from tf_accum import errors, raw_ops
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.lives import CallerLives
+from tf_accum.distributed.small_messages import is_small, pack, unpack
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.graph.host_steps import MAKE, RawStep, decode, inputs_of, variable_step
 from tf_accum.graph.variable_store import VariableStore
@@ -135,12 +136,19 @@ class _Host:
 
         ``packed`` is (instance, session, caller, life, request, blob, values,
         remaining, blocking), one argument (Ray serialises each argument on
-        its own). ``blob`` is the steps, pickled (a session sends the same
-        ones every run, so they are decoded once); their SLOT sources take
-        ``values``. ``life`` is the caller's life token, sent with its first
-        request only; ``remaining`` is the seconds left of the run's
-        deadline (None: no deadline).
+        its own), or that tuple packed by ``small_messages.pack``. ``blob`` is
+        the steps, pickled (a session sends the same ones every run, so they
+        are decoded once); their SLOT sources take ``values``. ``life`` is
+        the caller's life token, sent with its first request only;
+        ``remaining`` is the seconds left of the run's deadline (None: no
+        deadline). An answer whose outputs are small comes packed.
         """
+        outcome = await self._run(unpack(packed))
+        if outcome[0] == "ok" and is_small(value for out in outcome[1] for value in out):
+            return pack(outcome)
+        return outcome
+
+    async def _run(self, packed: tuple[Any, ...]) -> Any:
         instance, session, caller, life, request, blob, values, remaining, blocking = packed
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))

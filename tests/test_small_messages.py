@@ -1,0 +1,46 @@
+"""Which messages to a task's host travel pickled by tf_accum, and that they come back whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tf_accum.distributed.small_messages import SMALL_BYTES, is_small, pack, unpack
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [1, 2.5, True, None, "name"],
+        [np.int64(3), np.float32(0.5), np.array(7, np.int64)],
+        [np.zeros(SMALL_BYTES // 8, np.float32), np.zeros(SMALL_BYTES // 8, np.float32)],
+    ],
+)
+def test_numbers_strings_and_arrays_up_to_the_limit_are_small(values: list[object]) -> None:
+    assert is_small(values)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [np.zeros(SMALL_BYTES // 4 + 1, np.float32)],
+        [np.zeros(SMALL_BYTES // 8, np.float32), np.zeros(SMALL_BYTES // 8 + 1, np.float32)],
+        [np.array(["a", "b"], dtype=object)],  # its bytes are not its size
+        [[1, 2]],  # a container: its size is not known without walking it
+        [object()],  # an ObjectRef, say: only Ray may serialise it
+    ],
+)
+def test_large_arrays_and_unknown_values_are_left_to_ray(values: list[object]) -> None:
+    assert not is_small(values)
+
+
+def test_a_packed_message_unpacks_to_equal_values_and_others_pass_through() -> None:
+    message = ("ok", [(np.arange(3, dtype=np.int32),), (), (np.float32(2.5), 4)])
+    packed = pack(message)
+    assert type(packed) is bytes
+    back = unpack(packed)
+    assert back[0] == "ok" and back[1][1] == ()
+    assert back[1][0][0].dtype == np.int32 and back[1][0][0].tolist() == [0, 1, 2]
+    assert back[1][2] == (np.float32(2.5), 4) and type(back[1][2][0]) is np.float32
+    assert unpack(message) is message
