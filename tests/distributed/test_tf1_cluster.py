@@ -341,6 +341,46 @@ def test_small_requests_and_answers_travel_pickled_and_large_ones_go_through_ray
     assert sess.run(count) == 0
 
 
+def test_a_replayed_run_skips_constants_its_request_carries_and_keeps_the_rest(task) -> None:
+    """Once a run's route is known, a local constant that only ops on a ps task use, and
+    whose value the request carries in its steps, is not run again; a fetched constant
+    or one a local op uses still is. The request, built again without it, is the same."""
+    spec = cluster_of(ps=1, workers=1)
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        acc = tf.ConditionalAccumulator(tf.float32, shape=[2], shared_name="inline")
+        with tf.device("/job:worker/task:0"):
+            gradient = tf.constant([1.0, 2.0])
+            doubled = gradient * 2.0
+        apply = acc.apply_grad(gradient, local_step=FAR_AHEAD)
+        take = acc.take_grad(4)
+        count = acc.num_accumulated()
+    server, sess = task(spec, 0, g)
+    sess.run(count)  # makes the accumulator (a later run's route starts from its handle)
+    runs = {"gradient": 0}
+    kernel = gradient.op.kernel
+
+    def counted(*args: Any) -> Any:
+        runs["gradient"] += 1
+        return kernel(*args)
+
+    gradient.op.kernel = counted
+    sess.run(apply)  # the route is found: the constant runs
+    sess.run(apply)  # replayed: it does not
+    assert runs["gradient"] == 1
+    sess._cluster._requests.clear()  # the request is built again, from the constant itself
+    sess.run(apply)
+    assert runs["gradient"] == 1
+    fetched, _ = sess.run([gradient, apply])
+    assert runs["gradient"] == 2 and fetched.tolist() == [1.0, 2.0]
+    assert sess.run(count) == 4
+    assert sess.run(doubled).tolist() == [2.0, 4.0]
+    assert sess.run(doubled).tolist() == [2.0, 4.0]
+    assert runs["gradient"] == 4
+    assert sess.run(take).tolist() == [1.0, 2.0]
+    assert sess.run(count) == 0
+
+
 def test_a_release_after_an_assign_is_one_request_and_keeps_its_order(task) -> None:
     """Applies of constants under control_dependencies of an assign on the same ps task
     (the chief's release of TF1's sync replicas) go as one request, after the assign."""

@@ -71,6 +71,8 @@ class Plan:
     # blocking ops that an op able to serve a waiting take depends on: each
     # gets a thread at once (see the module's docstring)
     urgent: frozenset[Operation] = frozenset()
+    # the ops the run fetches (or whose outputs it fetches)
+    fetched: frozenset[Operation] = frozenset()
 
 
 def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> Plan:
@@ -115,6 +117,7 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
         bool(blocking),
         len(blocking) <= 1,
         _urgent(order, blocking, consumers) if len(blocking) > 1 else frozenset(),
+        frozenset(roots),
     )
 
 

@@ -204,11 +204,45 @@ class ClusterSession:
                     plan, placed, values, done, run, fed, True, actions
                 ):
                     raise errors.InternalError(None, None, "A run could not make progress")
+        actions = self._without_inline_constants(plan, placed, actions)
         with self._lock:
             if len(self._routes) > 256:
                 self._routes.clear()
             self._routes[id(plan)] = _Route(plan, generation, start, actions)
         return values
+
+    def _without_inline_constants(
+        self, plan: Plan, placed: _Placed, actions: list[_Action]
+    ) -> list[_Action]:
+        """``actions`` without the local constants a replay need not run: those only
+        remote ops use, whose requests carry the constant's value in their steps
+        (not in a slot), and that the run does not fetch."""
+        in_slots: set[Operation] = set()
+        for kind, what in actions:
+            if kind == "send":
+                for task, ops in what.items():
+                    made = self._requests.get((id(plan), task, tuple(ops)))
+                    if made is None or made.plan is not plan:
+                        return actions
+                    in_slots.update(tensor.op for tensor in made.slots)
+
+        def needed(op: Operation) -> bool:
+            return (
+                op.type != "Const"
+                or op in plan.fetched
+                or op in in_slots
+                or not plan.consumers[op]
+                or any(user not in placed.remote for user in plan.consumers[op])
+            )
+
+        kept: list[_Action] = []
+        for kind, what in actions:
+            if kind == "local":
+                what = [op for op in what if needed(op)]
+                if not what:
+                    continue
+            kept.append((kind, what))
+        return kept
 
     def _replay(
         self,
