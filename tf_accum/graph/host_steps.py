@@ -196,9 +196,10 @@ def _source(
         # the constant's own value, the same every run; a fed one (a plan runs a fed
         # constant when something waits for it through control_dependencies) goes in
         # a slot, as the plan is the same for every value fed
-        # (not in ``values``: a replayed run skipped it, as its value was inline before)
-        value = values[tensor] if tensor in values else tensor.op.get_attr("value")
-        if value is tensor.op.get_attr("value") and value.dtype != object:
+        # (a replayed run may have skipped it: its value was inline before)
+        constant = tensor.op.get_attr("value")
+        value = values.get(tensor, constant)
+        if value is constant and value.dtype != object:
             return (VALUE, value)
     slots.append(tensor)
     return (SLOT, len(slots) - 1)

@@ -231,7 +231,6 @@ class ClusterSession:
                 op.type != "Const"
                 or op in plan.fetched
                 or op in in_slots
-                or not plan.consumers[op]
                 or any(user not in placed.remote for user in plan.consumers[op])
             )
 
