@@ -16,7 +16,7 @@ saying so.
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
-from tf_accum.compat.v1 import sparse, train
+from tf_accum.compat.v1 import nn, sparse, train
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
@@ -47,6 +47,7 @@ from tf_accum.graph.mode import (
     get_default_graph,
     reset_default_graph,
 )
+from tf_accum.graph.nn_ops import sigmoid, tanh
 from tf_accum.graph.ops import (
     cast,
     constant,
@@ -78,6 +79,7 @@ __all__ = [
     "SparseConditionalAccumulator",
     "sparse",
     "train",
+    "nn",
     "errors",
     "dtypes",
     "IndexedSlices",
@@ -123,6 +125,8 @@ __all__ = [
     "ones",
     "zeros_like",
     "ones_like",
+    "sigmoid",
+    "tanh",
     "Variable",
     "assign",
     "assign_add",

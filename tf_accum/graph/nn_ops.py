@@ -1,0 +1,874 @@
+"""``tf.nn``'s ops: activations, softmax, cross entropies, ``bias_add``,
+``xw_plus_b``, ``l2_loss``, ``in_top_k``, and the ops their gradients use
+(``ReluGrad``, ``SigmoidGrad``, ``BiasAddGrad``, ...).
+
+Op types, attributes, static shapes and dtype rules are TensorFlow's; so are
+the numerics that matter: softmax subtracts the row's maximum before
+exponentiating, cross entropy uses log-sum-exp, and float16 is computed in
+float32 and rounded once. Gradients are in ``nn_gradients``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tf_accum import errors
+from tf_accum.dtypes import DType, int32
+from tf_accum.dtypes import bool as bool_
+from tf_accum.graph import mode
+from tf_accum.graph.graph import Tensor, is_symbolic
+from tf_accum.graph.math_ops import Converted, building_in, graph_of
+from tf_accum.graph.op_building import (
+    Kernel,
+    as_input,
+    build,
+    refuse_dtype,
+    same_as_first,
+    same_dtype_inputs,
+)
+from tf_accum.graph.ops import as_tensor
+from tf_accum.graph.tensor_shape import TensorShape
+from tf_accum.shapes import kernel_text
+
+Array = np.ndarray[Any, Any]
+
+_FLOATS = ("float16", "bfloat16", "float32", "float64")
+_REAL_NUMBERS = ("float32", "float64", "int32", "uint8", "int16", "int8", "int64", "bfloat16",
+                 "uint16", "float16", "uint32", "uint64")  # fmt: skip
+_NUMBERS = ("float32", "float64", "int32", "uint8", "int16", "int8", "complex64", "int64",
+            "qint8", "quint8", "qint32", "bfloat16", "qint16", "quint16", "uint16",
+            "complex128", "float16", "uint32", "uint64")  # fmt: skip
+_FLOATS_AND_COMPLEX = ("bfloat16", "float16", "float32", "float64", "complex64", "complex128")
+# The dtypes each op definition allows, in the order TensorFlow's messages list them.
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "Relu": (*_REAL_NUMBERS, "qint8"),
+    "ReluGrad": _REAL_NUMBERS,
+    "Relu6": _REAL_NUMBERS,
+    "Relu6Grad": _REAL_NUMBERS,
+    "Elu": ("float16", "bfloat16", "float32", "float64"),
+    "EluGrad": ("float16", "bfloat16", "float32", "float64"),
+    "Sigmoid": _FLOATS_AND_COMPLEX,
+    "SigmoidGrad": _FLOATS_AND_COMPLEX,
+    "Tanh": _FLOATS_AND_COMPLEX,
+    "TanhGrad": _FLOATS_AND_COMPLEX,
+    "Softmax": _FLOATS,
+    "LogSoftmax": _FLOATS,
+    "SoftmaxCrossEntropyWithLogits": _FLOATS,
+    "SparseSoftmaxCrossEntropyWithLogits": _FLOATS,
+    "L2Loss": _FLOATS,
+    "BiasAdd": _NUMBERS,
+    "BiasAddGrad": _NUMBERS,
+    "MatMul": ("bfloat16", "float16", "float32", "float64", "int32", "int64", "uint8", "uint16",
+               "uint32", "uint64", "complex64", "complex128"),
+}  # fmt: skip
+
+
+def _widened(array: Array) -> Array:
+    """Half-precision values as float32, computed in and rounded once at the end."""
+    if array.dtype.kind == "f" and array.dtype.itemsize < 4 or array.dtype.name == "bfloat16":
+        return array.astype(np.float32)
+    return array
+
+
+def _elementwise_kernel(fn: Any, dtype: DType) -> Kernel:
+    def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+        arrays = [_widened(np.asarray(a)) for a in inputs]
+        with np.errstate(all="ignore"):
+            return (np.asarray(fn(*arrays)).astype(dtype.numpy_dtype),)
+
+    return kernel
+
+
+def _unary(op_type: str, fn: Any, x: Any, name: str | None, param: str = "features") -> Any:
+    with building_in(graph_of([x])):
+        dtype, inputs = same_dtype_inputs(op_type, [(param, x)], ALLOWED[op_type])
+        return build(
+            op_type,
+            name,
+            [(param, inputs[0])],
+            same_as_first,
+            _elementwise_kernel(fn, dtype),
+            {"T": dtype},
+        )
+
+
+def _binary(op_type: str, fn: Any, params: tuple[str, str], x: Any, y: Any, name: Any) -> Any:
+    with building_in(graph_of([x, y])):
+        dtype, inputs = same_dtype_inputs(
+            op_type, list(zip(params, (x, y), strict=True)), ALLOWED[op_type]
+        )
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            if np.shape(arrays[0]) != np.shape(arrays[1]):
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"{params[0]} and {params[1]} must be the same size: "
+                    f"{kernel_text(np.shape(arrays[0]))} vs. {kernel_text(np.shape(arrays[1]))}",
+                )
+            return _elementwise_kernel(fn, dtype)(context, arrays)
+
+        return build(
+            op_type,
+            name,
+            list(zip(params, inputs, strict=True)),
+            same_as_first,
+            kernel,
+            {"T": dtype},
+        )
+
+
+# --- activations ---------------------------------------------------------------
+
+
+def _relu(x: Array) -> Any:
+    return np.where(x > 0, x, np.zeros_like(x)) if x.dtype.kind in "iu" else np.maximum(x, 0)
+
+
+def relu(features: Any, name: str | None = None) -> Any:
+    """``max(features, 0)`` elementwise (NaN stays NaN).
+
+    Raises:
+        TypeError: a dtype ``Relu`` does not take (bool, complex, string).
+    """
+    return _unary("Relu", _relu, features, name)
+
+
+def relu6(features: Any, name: str | None = None) -> Any:
+    """``min(max(features, 0), 6)`` elementwise."""
+    return _unary("Relu6", lambda x: np.minimum(np.maximum(x, 0), 6), features, name)
+
+
+def elu(features: Any, name: str | None = None) -> Any:
+    """``exp(features) - 1`` where negative, ``features`` elsewhere."""
+    return _unary("Elu", lambda x: np.where(x < 0, np.expm1(x), x), features, name)
+
+
+def _sigmoid(x: Array) -> Any:
+    if x.dtype.kind == "c":
+        return 1 / (1 + np.exp(-x))
+    # 1 / (1 + exp(-x)) overflows for very negative x; this form does not
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def sigmoid(x: Any, name: str | None = None) -> Any:
+    """``1 / (1 + exp(-x))`` elementwise.
+
+    Raises:
+        TypeError: an integer, bool or string dtype.
+    """
+    return _unary("Sigmoid", _sigmoid, x, name, param="x")
+
+
+def tanh(x: Any, name: str | None = None) -> Any:
+    """The hyperbolic tangent, elementwise.
+
+    Raises:
+        TypeError: an integer, bool or string dtype.
+    """
+    return _unary("Tanh", np.tanh, x, name, param="x")
+
+
+def relu_grad(gradients: Any, features: Any, name: str | None = None) -> Any:
+    """``ReluGrad``: ``gradients`` where ``features > 0``, else 0."""
+    return _binary(
+        "ReluGrad",
+        lambda g, x: np.where(x > 0, g, np.zeros_like(g)),
+        ("gradients", "features"),
+        gradients,
+        features,
+        name,
+    )
+
+
+def relu6_grad(gradients: Any, features: Any, name: str | None = None) -> Any:
+    """``Relu6Grad``: ``gradients`` where ``0 < features < 6``, else 0."""
+    return _binary(
+        "Relu6Grad",
+        lambda g, x: np.where((x > 0) & (x < 6), g, np.zeros_like(g)),
+        ("gradients", "features"),
+        gradients,
+        features,
+        name,
+    )
+
+
+def elu_grad(gradients: Any, outputs: Any, name: str | None = None) -> Any:
+    """``EluGrad``: ``gradients * (outputs + 1)`` where ``outputs < 0``, else ``gradients``."""
+    return _binary(
+        "EluGrad",
+        lambda g, y: np.where(y < 0, g * (y + 1), g),
+        ("gradients", "outputs"),
+        gradients,
+        outputs,
+        name,
+    )
+
+
+def sigmoid_grad(y: Any, dy: Any, name: str | None = None) -> Any:
+    """``SigmoidGrad``: ``dy * y * (1 - y)`` (``y`` the sigmoid's output)."""
+    return _binary("SigmoidGrad", lambda y, g: g * (y * (1 - y)), ("y", "dy"), y, dy, name)
+
+
+def tanh_grad(y: Any, dy: Any, name: str | None = None) -> Any:
+    """``TanhGrad``: ``dy * (1 - y * y)`` (``y`` the tanh's output)."""
+    return _binary("TanhGrad", lambda y, g: g * (1 - y * y), ("y", "dy"), y, dy, name)
+
+
+# --- softmax -------------------------------------------------------------------
+
+
+def _shifted(x: Array) -> Array:
+    shifted: Array = x - np.max(x, axis=-1, keepdims=True)
+    return shifted
+
+
+def _softmax(x: Array) -> Any:
+    e = np.exp(_shifted(x))
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def _log_softmax(x: Array) -> Any:
+    shifted = _shifted(x)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def _softmax_op(op_type: str, fn: Any, logits: Any, axis: Any, name: str | None) -> Any:
+    with building_in(graph_of([logits])):
+        dtype, inputs = same_dtype_inputs(op_type, [("logits", logits)], ALLOWED[op_type])
+        logits = inputs[0]
+        rank = _rank_of(logits)
+        if rank == 0:
+            raise errors.InvalidArgumentError(None, None, "logits must have >= 1 dimension, got []")
+        axis = -1 if axis is None else int(axis)
+        if rank is not None and not -rank <= axis < rank:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"`axis` must be in the range [{-rank}, {rank}) where {rank} is the number of "
+                f"dimensions in the input. Received: axis={axis}",
+            )
+        last = rank is None or axis % rank == rank - 1
+
+        graph = mode.building_graph()
+        # eagerly the kernel works along the axis; a graph's op along the last one
+        kernel = _softmax_kernel(fn, dtype, axis if graph is None else -1)
+        if graph is None or last:
+            return build(op_type, name, [("logits", logits)], same_as_first, kernel, {"T": dtype})
+        # as TensorFlow: swap the axis with the last, apply the op, swap back
+        assert rank is not None
+        from tf_accum.graph.elementwise_ops import transpose
+
+        perm = list(range(rank))
+        perm[axis % rank], perm[-1] = perm[-1], perm[axis % rank]
+        swapped = transpose(logits, perm)
+        applied = build(op_type, None, [("logits", swapped)], same_as_first, kernel, {"T": dtype})
+        return transpose(applied, perm, name=name)
+
+
+def _softmax_kernel(fn: Any, dtype: DType, axis: int) -> Any:
+    def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+        x = _widened(np.asarray(arrays[0]))
+        if x.ndim < 1:
+            raise errors.InvalidArgumentError(None, None, "logits must have >= 1 dimension, got []")
+        with np.errstate(all="ignore"):
+            out = np.moveaxis(fn(np.moveaxis(x, axis, -1)), -1, axis)
+        return (np.asarray(out).astype(dtype.numpy_dtype),)
+
+    return kernel
+
+
+def _rank_of(value: Any) -> int | None:
+    if isinstance(value, Converted):
+        return int(np.ndim(value.array))
+    return as_tensor(value).shape.rank
+
+
+def softmax(logits: Any, axis: Any = None, name: str | None = None, dim: Any = None) -> Any:
+    """``exp(logits) / sum(exp(logits))`` along ``axis`` (default: the last).
+
+    The row's maximum is subtracted first, as TensorFlow does, so large logits
+    do not overflow. ``dim`` is TensorFlow 1's name for ``axis``.
+
+    Raises:
+        TypeError: a dtype that is not float16, bfloat16, float32 or float64.
+        InvalidArgumentError: a scalar, or an axis outside the rank.
+    """
+    return _softmax_op("Softmax", _softmax, logits, axis if axis is not None else dim, name)
+
+
+def log_softmax(logits: Any, axis: Any = None, name: str | None = None, dim: Any = None) -> Any:
+    """``logits - log(sum(exp(logits)))`` along ``axis`` (default: the last);
+    arguments and errors as :func:`softmax`."""
+    return _softmax_op("LogSoftmax", _log_softmax, logits, axis if axis is not None else dim, name)
+
+
+# --- cross entropy -------------------------------------------------------------
+
+
+def _xent(logits: Array, labels: Array) -> tuple[Any, Any]:
+    shifted = _shifted(logits)
+    log_sum = np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    loss = np.sum(labels * (log_sum - shifted), axis=-1)
+    backprop = np.exp(shifted - log_sum) - labels
+    return loss, backprop
+
+
+def xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, Any]:
+    """``SoftmaxCrossEntropyWithLogits``: per row, the loss and its gradient
+    with respect to ``features`` (``softmax(features) - labels``).
+
+    ``labels`` broadcasts to ``features``' shape, as TensorFlow's kernel allows.
+
+    Raises:
+        TypeError: the dtypes differ, or one ``SoftmaxCrossEntropyWithLogits`` does not take.
+        ValueError: shapes that do not broadcast (when known).
+        InvalidArgumentError: shapes that do not broadcast (when run).
+    """
+    op_type = "SoftmaxCrossEntropyWithLogits"
+    with building_in(graph_of([features, labels])):
+        dtype, inputs = same_dtype_inputs(
+            op_type, [("features", features), ("labels", labels)], ALLOWED[op_type]
+        )
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            x, y = (_widened(np.asarray(a)) for a in arrays)
+            try:
+                y = np.broadcast_to(y, x.shape)
+            except ValueError:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    "logits and labels must be broadcastable: logits_size="
+                    f"{kernel_text(x.shape)} labels_size={kernel_text(np.shape(arrays[1]))}",
+                ) from None
+            with np.errstate(all="ignore"):
+                loss, backprop = _xent(x, y)
+            return (
+                np.asarray(loss).astype(dtype.numpy_dtype),
+                np.asarray(backprop).astype(dtype.numpy_dtype),
+            )
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            shape = tensors[0].shape
+            if shape.rank is not None and tensors[1].shape.rank is not None:
+                from tf_accum.graph.math_shapes import broadcast_shape
+
+                shape = broadcast_shape(op_type, op_type, tensors[0], tensors[1])
+            loss = TensorShape(shape.as_list()[:-1]) if shape.rank else TensorShape(None)
+            return [(dtype, loss), (dtype, shape)]
+
+        pairs = [("features", inputs[0]), ("labels", inputs[1])]
+        result: tuple[Any, Any] = build(op_type, name, pairs, outputs, kernel, {"T": dtype})
+        return result
+
+
+def sparse_xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, Any]:
+    """``SparseSoftmaxCrossEntropyWithLogits``: per row of 2-D ``features``, the
+    loss of class ``labels[row]`` and its gradient with respect to ``features``.
+
+    Raises:
+        InvalidArgumentError: a label outside ``[0, classes)`` (when run).
+    """
+    op_type = "SparseSoftmaxCrossEntropyWithLogits"
+    with building_in(graph_of([features, labels])):
+        dtype, (logits,) = same_dtype_inputs(op_type, [("features", features)], ALLOWED[op_type])
+        label_input = as_input(labels)
+        label_dtype = _dtype_of(label_input)
+        refuse_dtype(op_type, "labels", label_dtype, ("int32", "int64"))
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            x = _widened(np.asarray(arrays[0]))
+            y = np.asarray(arrays[1])
+            classes = x.shape[-1]
+            bad = (y < 0) | (y >= classes)
+            if np.any(bad):
+                wrong = int(y[bad].flat[0])
+                listed = " ".join(str(int(v)) for v in y.flat)
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Received a label value of {wrong} which is outside the valid range of "
+                    f"[0, {classes}).  Label values: {listed}",
+                )
+            with np.errstate(all="ignore"):
+                shifted = _shifted(x)
+                log_sum = np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+                log_probs = shifted - log_sum
+                loss = -np.take_along_axis(log_probs, y[..., None], axis=-1)[..., 0]
+                backprop = np.exp(log_probs)
+                np.put_along_axis(
+                    backprop,
+                    y[..., None],
+                    np.take_along_axis(backprop, y[..., None], axis=-1) - 1,
+                    axis=-1,
+                )
+            return (
+                np.asarray(loss).astype(dtype.numpy_dtype),
+                np.asarray(backprop).astype(dtype.numpy_dtype),
+            )
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            shape = tensors[0].shape
+            loss = TensorShape(shape.as_list()[:-1]) if shape.rank else TensorShape(None)
+            return [(dtype, loss), (dtype, shape)]
+
+        pairs = [("features", logits), ("labels", label_input)]
+        attrs = {"T": dtype, "Tlabels": label_dtype}
+        result: tuple[Any, Any] = build(op_type, name, pairs, outputs, kernel, attrs)
+        return result
+
+
+def _dtype_of(value: Any) -> DType:
+    return value.dtype if isinstance(value, Converted) else as_tensor(value).dtype
+
+
+def _static_shape(value: Any) -> TensorShape:
+    if isinstance(value, Converted):
+        return TensorShape(np.shape(value.array))
+    return as_tensor(value).shape
+
+
+def softmax_cross_entropy_with_logits_v2(
+    labels: Any, logits: Any, axis: int = -1, name: str | None = None, dim: Any = None
+) -> Any:
+    """Cross entropy between ``labels`` (a distribution per row) and
+    ``softmax(logits)``, along ``axis``; gradients flow into both.
+
+    Returns the loss per row (``logits``' shape without ``axis``).
+
+    Raises:
+        TypeError: the dtypes differ, or are not floating point.
+        ValueError: shapes that cannot be the same.
+    """
+    axis = dim if dim is not None else axis
+    with building_in(graph_of([labels, logits])):
+        if mode.building_graph() is None:
+            return _xent_eager(labels, logits, axis)
+        graph = mode.building_graph()
+        assert graph is not None
+        with graph.name_scope(name or "softmax_cross_entropy_with_logits") as scope:
+            logits_t = as_tensor(_constant_input(logits, None, "logits"))
+            labels_t = as_tensor(_constant_input(labels, logits_t.dtype, "labels"))
+            _check_same_shape(labels_t, logits_t)
+            rank = logits_t.shape.rank
+            if rank is not None and axis % max(rank, 1) != rank - 1:
+                raise NotImplementedError(
+                    "softmax_cross_entropy_with_logits along an axis other than the last is "
+                    "not supported yet"
+                )
+            loss, _ = xent_op(logits_t, labels_t, name=scope)
+        return loss
+
+
+def _xent_eager(labels: Any, logits: Any, axis: int) -> Any:
+    x = np.asarray(operand_array(logits))
+    y = np.asarray(operand_array(labels, _eager_dtype(x)))
+    refuse_dtype("SoftmaxCrossEntropyWithLogits", "features", _eager_dtype(x), _FLOATS)
+    if x.shape != y.shape:
+        raise ValueError(f"Shapes {y.shape} and {x.shape} are incompatible")
+    x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
+    with np.errstate(all="ignore"):
+        loss, _ = _xent(_widened(x), _widened(y))
+    return np.asarray(loss).astype(x.dtype)
+
+
+def _eager_dtype(array: Array) -> DType:
+    from tf_accum.graph.ops import dtype_of_array
+
+    return dtype_of_array(array)
+
+
+def operand_array(value: Any, dtype: DType | None = None) -> Array:
+    """An eager operand's value as an array (of ``dtype`` when given)."""
+    converted = as_input(value, dtype)
+    array: Array = np.asarray(converted.array)
+    return array
+
+
+def _constant_input(value: Any, dtype: DType | None, name: str) -> Any:
+    """A graph Tensor as it is; anything else as a constant (of ``dtype`` if given)."""
+    if is_symbolic(value):
+        tensor = as_tensor(value)
+        if dtype is not None and tensor.dtype != dtype:
+            raise TypeError(
+                f"Input 'labels' of 'SoftmaxCrossEntropyWithLogits' Op has type "
+                f"{tensor.dtype.name} that does not match type {dtype.name} of argument "
+                "'features'."
+            )
+        return tensor
+    from tf_accum.graph.ops import constant
+
+    converted = as_input(value, dtype)
+    return constant(converted.array, dtype=converted.dtype, name=name)
+
+
+def _check_same_shape(labels: Tensor, logits: Tensor) -> None:
+    if not labels.shape.is_compatible_with(logits.shape):
+        raise ValueError(f"Shapes {labels.shape} and {logits.shape} are incompatible")
+
+
+def softmax_cross_entropy_with_logits(
+    _sentinel: Any = None,
+    labels: Any = None,
+    logits: Any = None,
+    dim: int = -1,
+    name: str | None = None,
+    axis: Any = None,
+) -> Any:
+    """TensorFlow 1's cross entropy of ``labels`` and ``softmax(logits)``: as
+    :func:`softmax_cross_entropy_with_logits_v2`, but no gradient flows into
+    ``labels``, and the arguments must be named.
+
+    Raises:
+        ValueError: a positional argument, or ``labels`` or ``logits`` missing.
+    """
+    _named_only("softmax_cross_entropy_with_logits", _sentinel, labels, logits)
+    axis = axis if axis is not None else dim
+    with building_in(graph_of([labels, logits])):
+        if mode.building_graph() is not None:
+            labels = stop_gradient(
+                _constant_input(labels, None, "labels"), name="labels_stop_gradient"
+            )
+        return softmax_cross_entropy_with_logits_v2(
+            labels=labels, logits=logits, axis=axis, name=name
+        )
+
+
+def _named_only(function: str, sentinel: Any, labels: Any, logits: Any) -> None:
+    if sentinel is not None:
+        raise ValueError(
+            f"Only call `{function}` with named arguments (labels=..., logits=..., ...). "
+            f"Received unnamed argument: {sentinel}"
+        )
+    if labels is None or logits is None:
+        raise ValueError("Both labels and logits must be provided.")
+
+
+def sparse_softmax_cross_entropy_with_logits(
+    _sentinel: Any = None, labels: Any = None, logits: Any = None, name: str | None = None
+) -> Any:
+    """Cross entropy of ``softmax(logits)`` and the one class ``labels`` names
+    per row (int32 or int64 labels of ``logits``' shape without its last axis).
+
+    Raises:
+        ValueError: a positional argument, a missing argument, or ``labels`` of a
+            rank other than ``logits``' rank - 1.
+        InvalidArgumentError: a label outside ``[0, classes)`` (when run).
+    """
+    _named_only("sparse_softmax_cross_entropy_with_logits", _sentinel, labels, logits)
+    with building_in(graph_of([labels, logits])):
+        graph = mode.building_graph()
+        if graph is None:
+            x = operand_array(logits)
+            y = operand_array(labels)
+            _check_sparse_ranks(TensorShape(y.shape), TensorShape(x.shape))
+            loss, _ = sparse_xent_op(x, y)
+            return loss
+        with graph.name_scope(name or "SparseSoftmaxCrossEntropyWithLogits"):
+            logits_t = as_tensor(_constant_input(logits, None, "logits"))
+            labels_t = as_tensor(_constant_input(labels, None, "labels"))
+            _check_sparse_ranks(labels_t.shape, logits_t.shape)
+            loss, _ = sparse_xent_op(logits_t, labels_t)
+        return loss
+
+
+def _check_sparse_ranks(labels: TensorShape, logits: TensorShape) -> None:
+    if logits.rank == 0:
+        raise ValueError(f"Logits cannot be scalars - received shape {logits}.")
+    if labels.rank is not None and logits.rank is not None:
+        if labels.rank != logits.rank - 1:
+            raise ValueError(
+                f"Rank mismatch: Rank of labels (received {labels.rank}) should equal rank of "
+                f"logits minus 1 (received {logits.rank})."
+            )
+        if not labels.is_compatible_with(TensorShape(logits.as_list()[:-1])):
+            raise ValueError(
+                f"Shape mismatch: The shape of labels (received {labels}) should equal the shape "
+                f"of logits except for the last dimension (received {logits})."
+            )
+
+
+def sigmoid_cross_entropy_with_logits(
+    _sentinel: Any = None, labels: Any = None, logits: Any = None, name: str | None = None
+) -> Any:
+    """Elementwise cross entropy of ``labels`` (probabilities) and
+    ``sigmoid(logits)``, computed as ``max(x, 0) - x * z + log1p(exp(-|x|))``
+    so that it neither overflows nor loses precision.
+
+    Raises:
+        ValueError: a positional argument, a missing argument, or shapes that differ.
+    """
+    _named_only("sigmoid_cross_entropy_with_logits", _sentinel, labels, logits)
+    with building_in(graph_of([labels, logits])):
+        graph = mode.building_graph()
+        if graph is None:
+            x = operand_array(logits)
+            z = operand_array(labels, _eager_dtype(x))
+            if x.shape != z.shape:
+                raise ValueError(
+                    f"logits and labels must have the same shape ({x.shape} vs {z.shape})"
+                )
+            with np.errstate(all="ignore"):
+                w, v = _widened(x), _widened(z)
+                out = np.maximum(w, 0) - w * v + np.log1p(np.exp(-np.abs(w)))
+            return np.asarray(out).astype(x.dtype)
+        from tf_accum.graph import elementwise_ops as ew
+        from tf_accum.graph.math_ops import add, multiply, subtract
+
+        with graph.name_scope(name or "logistic_loss"):
+            logits_t = as_tensor(_constant_input(logits, None, "logits"))
+            labels_t = as_tensor(_constant_input(labels, logits_t.dtype, "labels"))
+            if not logits_t.shape.is_compatible_with(labels_t.shape):
+                raise ValueError(
+                    f"logits and labels must have the same shape ({logits_t.shape} vs "
+                    f"{labels_t.shape})"
+                )
+            from tf_accum.graph.fill_ops import zeros_like
+
+            zeros = zeros_like(logits_t)
+            cond = ew.greater_equal(logits_t, zeros)
+            relu_logits = ew.select(cond, logits_t, zeros)
+            neg_abs_logits = ew.select(cond, -logits_t, logits_t)
+            return add(
+                subtract(relu_logits, multiply(logits_t, labels_t)),
+                ew.log1p(ew.exp(neg_abs_logits)),
+            )
+
+
+# --- the rest ------------------------------------------------------------------
+
+
+def bias_add(value: Any, bias: Any, data_format: Any = None, name: str | None = None) -> Any:
+    """``value + bias``, ``bias`` (1-D) added along ``value``'s last axis
+    (its second with ``data_format="NCHW"``).
+
+    Raises:
+        TypeError: the dtypes differ.
+        ValueError: ``bias`` is not 1-D, or its length is not that axis' length.
+    """
+    op_type = "BiasAdd"
+    channels_first = data_format is not None and str(data_format).startswith("NC")
+    with building_in(graph_of([value, bias])):
+        dtype, inputs = same_dtype_inputs(
+            op_type, [("value", value), ("bias", bias)], ALLOWED[op_type]
+        )
+        value_shape, bias_shape = (_static_shape(v) for v in inputs)
+        if bias_shape.rank is not None and bias_shape.rank != 1:
+            raise ValueError(f"Shape must be rank 1 but is rank {bias_shape.rank}")
+        if value_shape.rank is not None and value_shape.rank < 2:
+            raise ValueError(f"Shape must be at least rank 2 but is rank {value_shape.rank}")
+        axis = 1 if channels_first else -1
+        if value_shape.rank is not None and bias_shape.rank == 1:
+            have, want = value_shape.as_list()[axis], bias_shape.as_list()[0]
+            if have is not None and want is not None and have != want:
+                raise ValueError(f"Dimensions must be equal, but are {have} and {want}")
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            x, b = (np.asarray(a) for a in arrays)
+            if x.ndim < 2 or b.ndim != 1 or x.shape[axis] != b.shape[0]:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Must provide as many biases as the channel dimension of the input tensor: "
+                    f"{kernel_text(b.shape)} vs. {x.shape[axis] if x.ndim else 0} in "
+                    f"{kernel_text(x.shape)}",
+                )
+            shaped = b.reshape((-1,) + (1,) * (x.ndim - 2)) if channels_first else b
+            with np.errstate(all="ignore"):
+                return (np.asarray(_widened(x) + _widened(shaped)).astype(dtype.numpy_dtype),)
+
+        attrs = {"T": dtype, "data_format": "NCHW" if channels_first else "NHWC"}
+        return build(
+            op_type,
+            name,
+            [("value", inputs[0]), ("bias", inputs[1])],
+            same_as_first,
+            kernel,
+            attrs,
+        )
+
+
+def bias_add_grad(out_backprop: Any, data_format: str = "NHWC", name: str | None = None) -> Any:
+    """``BiasAddGrad``: ``out_backprop`` summed over every axis but the channel axis."""
+    op_type = "BiasAddGrad"
+    channels_first = data_format.startswith("NC")
+    with building_in(graph_of([out_backprop])):
+        dtype, inputs = same_dtype_inputs(
+            op_type, [("out_backprop", out_backprop)], ALLOWED[op_type]
+        )
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            g = _widened(np.asarray(arrays[0]))
+            axis = 1 if channels_first else g.ndim - 1
+            axes = tuple(a for a in range(g.ndim) if a != axis)
+            return (np.sum(g, axis=axes).astype(dtype.numpy_dtype),)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            shape = tensors[0].shape
+            if shape.rank is None:
+                return [(dtype, TensorShape([None]))]
+            return [(dtype, TensorShape([shape.as_list()[1 if channels_first else -1]]))]
+
+        attrs = {"T": dtype, "data_format": "NCHW" if channels_first else "NHWC"}
+        return build(op_type, name, [("out_backprop", inputs[0])], outputs, kernel, attrs)
+
+
+def matmul(
+    a: Any,
+    b: Any,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    name: str | None = None,
+) -> Any:
+    """``MatMul`` of two 2-D tensors of one dtype (optionally transposed first).
+
+    Raises:
+        TypeError: the dtypes differ, or one ``MatMul`` does not take.
+        ValueError: inputs that are not 2-D, or inner dimensions that differ (when known).
+        InvalidArgumentError: inner dimensions that differ (when run).
+    """
+    op_type = "MatMul"
+    with building_in(graph_of([a, b])):
+        dtype, inputs = same_dtype_inputs(op_type, [("a", a), ("b", b)], ALLOWED[op_type])
+        left, right = (_static_shape(v) for v in inputs)
+        for shape in (left, right):
+            if shape.rank is not None and shape.rank != 2:
+                raise ValueError(f"Shape must be rank 2 but is rank {shape.rank}")
+        dims_a = left.as_list() if left.rank == 2 else [None, None]
+        dims_b = right.as_list() if right.rank == 2 else [None, None]
+        if transpose_a:
+            dims_a = dims_a[::-1]
+        if transpose_b:
+            dims_b = dims_b[::-1]
+        if dims_a[1] is not None and dims_b[0] is not None and dims_a[1] != dims_b[0]:
+            raise ValueError(f"Dimensions must be equal, but are {dims_a[1]} and {dims_b[0]}")
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            x, y = (np.asarray(v) for v in arrays)
+            x = x.T if transpose_a else x
+            y = y.T if transpose_b else y
+            if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[0]:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Matrix size-incompatible: In[0]: {kernel_text(np.shape(arrays[0]))}, "
+                    f"In[1]: {kernel_text(np.shape(arrays[1]))}",
+                )
+            return (np.asarray(_widened(x) @ _widened(y)).astype(dtype.numpy_dtype),)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            return [(dtype, TensorShape([dims_a[0], dims_b[1]]))]
+
+        attrs = {"T": dtype, "transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)}
+        return build(op_type, name, [("a", inputs[0]), ("b", inputs[1])], outputs, kernel, attrs)
+
+
+def xw_plus_b(x: Any, weights: Any, biases: Any, name: str | None = None) -> Any:
+    """``matmul(x, weights) + biases``: a ``MatMul`` and a ``BiasAdd`` in a
+    scope called ``xw_plus_b``."""
+    with building_in(graph_of([x, weights, biases])):
+        graph = mode.building_graph()
+        if graph is None:
+            return bias_add(matmul(x, weights), biases)
+        with graph.name_scope(name or "xw_plus_b") as scope:
+            product = matmul(x, weights, name="MatMul")
+            return bias_add(product, biases, name=scope)
+
+
+def l2_loss(t: Any, name: str | None = None) -> Any:
+    """``sum(t ** 2) / 2``, a scalar of ``t``'s dtype."""
+    op_type = "L2Loss"
+    with building_in(graph_of([t])):
+        dtype, inputs = same_dtype_inputs(op_type, [("t", t)], ALLOWED[op_type])
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            x = _widened(np.asarray(arrays[0]))
+            return (np.asarray(np.sum(x * x) / 2).astype(dtype.numpy_dtype),)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            return [(dtype, TensorShape([]))]
+
+        return build(op_type, name, [("t", inputs[0])], outputs, kernel, {"T": dtype})
+
+
+def in_top_k(predictions: Any, targets: Any, k: Any, name: str | None = None) -> Any:
+    """Whether ``targets[i]`` is among the ``k`` largest of ``predictions[i]``
+    (a bool per row). Ties count in the target's favour: it is in the top ``k``
+    when fewer than ``k`` predictions are strictly larger. A non-finite
+    prediction for the target, or a target outside the classes, is False.
+    """
+    op_type = "InTopKV2"
+    with building_in(graph_of([predictions, targets, k])):
+        preds = as_input(predictions)
+        if _dtype_of(preds).name != "float32":
+            refuse_dtype(op_type, "predictions", _dtype_of(preds), ("float32",))
+        target_input = as_input(targets)
+        target_dtype = _dtype_of(target_input)
+        refuse_dtype(op_type, "targets", target_dtype, ("int32", "int64"))
+        k_input = as_input(k, target_dtype) if not is_symbolic(k) else k
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            p = np.asarray(arrays[0])
+            t = np.asarray(arrays[1])
+            count = int(np.asarray(arrays[2]))
+            if p.ndim != 2 or t.ndim != 1 or t.shape[0] != p.shape[0]:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    "First dimension of predictions "
+                    f"{p.shape[0] if p.ndim else 0} must match length of targets "
+                    f"{t.shape[0] if t.ndim else 0}",
+                )
+            inside = (t >= 0) & (t < p.shape[1])
+            safe = np.where(inside, t, 0)
+            target_values = p[np.arange(p.shape[0]), safe]
+            larger = np.sum(p > target_values[:, None], axis=1)
+            found = inside & np.isfinite(target_values) & (larger < count)
+            return (found,)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            rows = tensors[0].shape.as_list()[0] if tensors[0].shape.rank == 2 else None
+            return [(bool_, TensorShape([rows]))]
+
+        pairs = [("predictions", preds), ("targets", target_input), ("k", k_input)]
+        return build(op_type, name, pairs, outputs, kernel, {"T": target_dtype})
+
+
+def stop_gradient(input: Any, name: str | None = None) -> Any:  # noqa: A002
+    """``StopGradient``: the same value, through which no gradient flows."""
+    with building_in(graph_of([input])):
+        value = as_input(input)
+        return build(
+            "StopGradient",
+            name,
+            [("input", value)],
+            same_as_first,
+            lambda context, arrays: (arrays[0],),
+            {"T": _dtype_of(value)},
+        )
+
+
+def expand_last(x: Any, name: str | None = None) -> Any:
+    """``ExpandDims(x, -1)``: a new axis of length 1 at the end."""
+    with building_in(graph_of([x])):
+        value = as_input(x)
+        axis = Converted(np.asarray(-1, np.int32), int32)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            shape = tensors[0].shape
+            dims = None if shape.rank is None else [*shape.as_list(), 1]
+            return [(tensors[0].dtype, TensorShape(dims))]
+
+        return build(
+            "ExpandDims",
+            name,
+            [("input", value), ("dim", axis)],
+            outputs,
+            lambda context, arrays: (np.expand_dims(np.asarray(arrays[0]), -1),),
+            {"T": _dtype_of(value), "Tdim": int32},
+        )
