@@ -39,6 +39,17 @@ from tf_accum.graph.devices import DeviceSpec, device
 from tf_accum.graph.fill_ops import ones, ones_like, zeros, zeros_like
 from tf_accum.graph.graph import Graph, Operation, Tensor
 from tf_accum.graph.initialization import is_variable_initialized, report_uninitialized_variables
+from tf_accum.graph.initializers import (
+    constant_initializer,
+    glorot_normal_initializer,
+    glorot_uniform_initializer,
+    ones_initializer,
+    random_normal_initializer,
+    random_uniform_initializer,
+    truncated_normal_initializer,
+    variance_scaling_initializer,
+    zeros_initializer,
+)
 from tf_accum.graph.math_ops import add, divide, multiply, negative, square, subtract
 from tf_accum.graph.mode import (
     disable_eager_execution,
@@ -61,10 +72,19 @@ from tf_accum.graph.ops import (
     placeholder_with_default,
 )
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
+from tf_accum.graph.random_ops import random_normal, random_uniform, truncated_normal
+from tf_accum.graph.random_seed import set_random_seed
 from tf_accum.graph.reduce_ops import reduce_mean, reduce_sum
 from tf_accum.graph.scatter import scatter_add, scatter_sub, scatter_update
 from tf_accum.graph.session import InteractiveSession, Session, get_default_session
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
+from tf_accum.graph.variable_scope import (
+    AUTO_REUSE,
+    VariableScope,
+    get_variable,
+    get_variable_scope,
+    variable_scope,
+)
 from tf_accum.graph.variables import (
     Variable,
     assign,
@@ -148,6 +168,25 @@ __all__ = [
     "get_collection_ref",
     "add_to_collection",
     "add_to_collections",
+    # variables by name, and their initial values
+    "get_variable",
+    "variable_scope",
+    "get_variable_scope",
+    "VariableScope",
+    "AUTO_REUSE",
+    "zeros_initializer",
+    "ones_initializer",
+    "constant_initializer",
+    "random_normal_initializer",
+    "truncated_normal_initializer",
+    "random_uniform_initializer",
+    "glorot_uniform_initializer",
+    "glorot_normal_initializer",
+    "variance_scaling_initializer",
+    "random_normal",
+    "truncated_normal",
+    "random_uniform",
+    "set_random_seed",
     # placement on a TF1 cluster
     "device",
     "DeviceSpec",

@@ -17,7 +17,6 @@ from tf_accum.graph.nn_ops import (
     softmax_cross_entropy_with_logits_v2,
     sparse_softmax_cross_entropy_with_logits,
     tanh,
-    xw_plus_b,
 )
 
 __all__ = [
