@@ -99,3 +99,138 @@ def transpose(x: Any, perm: Sequence[int], name: str | None = None) -> Any:
             lambda context, arrays: (np.transpose(np.asarray(arrays[0]), order),),
             {"T": dtype, "Tperm": int32},
         )
+
+
+def _broadcasting(op_type: str, fn: Any, x: Any, y: Any, name: str | None, out: Any = None) -> Any:
+    from tf_accum.graph.graph import is_symbolic
+    from tf_accum.graph.math_shapes import broadcast_shape
+    from tf_accum.graph.op_building import as_input
+    from tf_accum.graph.ops import as_tensor
+
+    with building_in(graph_of([x, y])):
+        if not is_symbolic(x) and is_symbolic(y):
+            x = as_input(x, as_tensor(y).dtype)  # a value takes the tensor's dtype
+        dtype, inputs = same_dtype_inputs(op_type, [("x", x), ("y", y)], _REAL)
+        result_dtype = out or dtype
+
+        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
+            with np.errstate(all="ignore"):
+                return (np.asarray(fn(arrays[0], arrays[1])).astype(result_dtype.numpy_dtype),)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            return [(result_dtype, broadcast_shape(op_type, op_type, tensors[0], tensors[1]))]
+
+        return build(
+            op_type, name, [("x", inputs[0]), ("y", inputs[1])], outputs, kernel, {"T": dtype}
+        )
+
+
+def maximum(x: Any, y: Any, name: str | None = None) -> Any:
+    """The larger of ``x`` and ``y`` elementwise, with broadcasting (NaN wins)."""
+    return _broadcasting("Maximum", np.maximum, x, y, name)
+
+
+def minimum(x: Any, y: Any, name: str | None = None) -> Any:
+    """The smaller of ``x`` and ``y`` elementwise, with broadcasting (NaN wins)."""
+    return _broadcasting("Minimum", np.minimum, x, y, name)
+
+
+def greater(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x > y`` elementwise, with broadcasting."""
+    return _broadcasting("Greater", np.greater, x, y, name, out=bool_)
+
+
+def sqrt(x: Any, name: str | None = None) -> Any:
+    """The square root, elementwise."""
+    return _unary("Sqrt", np.sqrt, x, name)
+
+
+def select_v2(condition: Any, x: Any, y: Any, name: str | None = None) -> Any:
+    """``x`` where ``condition``, else ``y``; the three broadcast (``SelectV2``)."""
+    with building_in(graph_of([condition, x, y])):
+        dtype, inputs = same_dtype_inputs("SelectV2", [("t", x), ("e", y)], _REAL)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            from tf_accum.graph.math_shapes import broadcast_shape
+
+            shape = broadcast_shape("SelectV2", "SelectV2", tensors[1], tensors[2])
+            return [(dtype, shape)]
+
+        return build(
+            "SelectV2",
+            name,
+            [("condition", condition), ("t", inputs[0]), ("e", inputs[1])],
+            outputs,
+            lambda context, arrays: (np.where(arrays[0], arrays[1], arrays[2]),),
+            {"T": dtype},
+        )
+
+
+def stack(values: Sequence[Any], name: str | None = None) -> Any:
+    """``Pack`` of tensors of one dtype and shape along a new first axis."""
+    with building_in(graph_of(list(values))):
+        pairs = [(f"values_{i}", v) for i, v in enumerate(values)]
+        dtype, inputs = same_dtype_inputs("Pack", pairs, _REAL)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            shape = tensors[0].shape
+            dims = None if shape.rank is None else [len(tensors), *shape.as_list()]
+            return [(dtype, TensorShape(dims))]
+
+        return build(
+            "Pack",
+            name or "stack",
+            [(p, v) for (p, _), v in zip(pairs, inputs, strict=True)],
+            outputs,
+            lambda context, arrays: (np.stack([np.asarray(a) for a in arrays]),),
+            {"T": dtype, "N": len(values), "axis": 0},
+        )
+
+
+def not_equal(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x != y`` elementwise, with broadcasting."""
+    return _broadcasting("NotEqual", np.not_equal, x, y, name, out=bool_)
+
+
+def _div_no_nan(x: Any, y: Any) -> Any:
+    safe = np.where(y == 0, np.ones_like(y), y)
+    return np.where(y == 0, np.zeros_like(x * safe), x / safe)
+
+
+def div_no_nan(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x / y``, but 0 where ``y`` is 0 (``DivNoNan``), with broadcasting."""
+    return _broadcasting("DivNoNan", _div_no_nan, x, y, name)
+
+
+def squared_difference(x: Any, y: Any, name: str | None = None) -> Any:
+    """``(x - y) ** 2`` elementwise, with broadcasting (``SquaredDifference``)."""
+    return _broadcasting("SquaredDifference", lambda a, b: np.square(a - b), x, y, name)
+
+
+def reshape(tensor: Any, shape: Sequence[int], name: str | None = None) -> Any:
+    """``Reshape`` to a known ``shape`` (one dimension may be -1)."""
+    from tf_accum.dtypes import int32
+    from tf_accum.graph.math_ops import Converted
+    from tf_accum.graph.op_building import as_input
+
+    dims = [int(d) for d in shape]
+    with building_in(graph_of([tensor])):
+        value = as_input(tensor)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            known = tensors[0].shape
+            out: list[int | None] = [None if d == -1 else d for d in dims]
+            if -1 in dims and known.is_fully_defined():
+                rest = int(np.prod([d for d in dims if d != -1]))
+                total = int(np.prod(known.as_list()))  # type: ignore[arg-type]
+                out[dims.index(-1)] = total // rest if rest else 0
+            return [(tensors[0].dtype, TensorShape(out))]
+
+        return build(
+            "Reshape",
+            name,
+            [("tensor", value), ("shape", Converted(np.asarray(dims, np.int32), int32))],
+            outputs,
+            lambda context, arrays: (np.reshape(np.asarray(arrays[0]), dims),),
+            {"T": getattr(value, "dtype", None), "Tshape": int32},
+        )

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tf_accum.graph import nn_ops
 from tf_accum.graph.gradient_registry import RegisterGradient, no_gradient
 from tf_accum.graph.graph import Operation
@@ -132,8 +134,6 @@ def _l2_loss_grad(op: Operation, grad: Any) -> list[Any]:
 
 def _is_zeros(tensor: Any) -> bool:
     """Whether a gradient is a constant of zeros, as tf.gradients fills unused outputs."""
-    import numpy as np
-
     op = getattr(tensor, "op", None)
     if op is None or op.type not in ("Const", "ZerosLike"):
         return False
@@ -142,4 +142,75 @@ def _is_zeros(tensor: Any) -> bool:
     return not np.any(op.get_attr("value"))
 
 
+def _unbroadcast(grad: Any, source: Any) -> Any:
+    """``grad`` summed over the axes along which ``source`` was broadcast,
+    found from the static shapes.
+
+    Raises:
+        NotImplementedError: shapes not known when the graph is built.
+    """
+    have, want = grad.shape, source.shape
+    if have.rank is None or want.rank is None:
+        raise NotImplementedError("the gradient of a broadcast of shapes unknown when built")
+    dims, wanted = have.as_list(), want.as_list()
+    lead = len(dims) - len(wanted)
+    ones = [lead + i for i, d in enumerate(wanted) if d == 1 and dims[lead + i] != 1]
+    unknown = [d for d in wanted if d is None]
+    if unknown and (lead or any(dims[lead + i] is None for i in range(len(wanted)))):
+        raise NotImplementedError("the gradient of a broadcast of shapes unknown when built")
+    if ones:
+        grad = reduce_sum(grad, ones, keepdims=True)
+    if lead:
+        grad = reduce_sum(grad, list(range(lead)))
+    return grad
+
+
+def _register_unless_registered(op_type: str, function: Any) -> None:
+    # these math ops may get their gradients from the core math module too
+    from tf_accum.graph.gradient_registry import is_registered
+
+    if not is_registered(op_type):
+        RegisterGradient(op_type)(function)
+
+
+def _squared_difference_grad(op: Operation, grad: Any) -> list[Any]:
+    x, y = op.inputs
+    with _in_graph_of(op):
+        x_grad = multiply(grad * 2.0, subtract(x, y))
+        return [_unbroadcast(x_grad, x), _unbroadcast(-x_grad, y)]
+
+
+def _div_no_nan_grad(op: Operation, grad: Any) -> list[Any]:
+    from tf_accum.graph.elementwise_ops import div_no_nan
+
+    x, y = op.inputs
+    with _in_graph_of(op):
+        x_grad = div_no_nan(grad, y)
+        y_grad = multiply(grad, div_no_nan(div_no_nan(-x, y), y))
+        return [_unbroadcast(x_grad, x), _unbroadcast(y_grad, y)]
+
+
+def _gather_grad(op: Operation, grad: Any) -> list[Any]:
+    """The rows' gradients as an IndexedSlices of ``params`` (axis 0 only)."""
+    from tf_accum.graph.ops import constant
+    from tf_accum.indexed_slices import IndexedSlices
+
+    params, indices = op.inputs[0], op.inputs[1]
+    if not params.shape.is_fully_defined():
+        raise NotImplementedError("the gradient of a gather from params of unknown shape")
+    dims = [int(d) for d in params.shape.as_list()]  # type: ignore[arg-type]
+    with _in_graph_of(op):
+        shape = constant(np.asarray(dims, np.int32))
+        if indices.shape.rank == 1:
+            return [IndexedSlices(grad, indices, shape), None, None]
+        from tf_accum.graph.elementwise_ops import reshape
+
+        values = reshape(grad, [-1, *dims[1:]])
+        flat = reshape(indices, [-1])
+        return [IndexedSlices(values, flat, shape), None, None]
+
+
+_register_unless_registered("GatherV2", _gather_grad)
+_register_unless_registered("SquaredDifference", _squared_difference_grad)
+_register_unless_registered("DivNoNan", _div_no_nan_grad)
 no_gradient("InTopKV2")

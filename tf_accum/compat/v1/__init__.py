@@ -16,12 +16,13 @@ saying so.
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
-from tf_accum.compat.v1 import nn, sparse, train
+from tf_accum.compat.v1 import losses, nn, sparse, train
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
 from tf_accum.dtypes import __all__ as _dtype_names
+from tf_accum.graph.clip_ops import clip_by_global_norm, clip_by_norm, clip_by_value, global_norm
 from tf_accum.graph.collections import (
     GraphKeys,
     add_to_collection,
@@ -100,6 +101,7 @@ __all__ = [
     "sparse",
     "train",
     "nn",
+    "losses",
     "errors",
     "dtypes",
     "IndexedSlices",
@@ -147,6 +149,10 @@ __all__ = [
     "ones_like",
     "sigmoid",
     "tanh",
+    "clip_by_value",
+    "clip_by_norm",
+    "clip_by_global_norm",
+    "global_norm",
     "Variable",
     "assign",
     "assign_add",
