@@ -513,7 +513,6 @@ def _check_same_shape(labels: Tensor, logits: Tensor) -> None:
 
 
 def softmax_cross_entropy_with_logits(
-    _sentinel: Any = None,
     labels: Any = None,
     logits: Any = None,
     dim: int = -1,
@@ -522,12 +521,12 @@ def softmax_cross_entropy_with_logits(
 ) -> Any:
     """TensorFlow 1's cross entropy of ``labels`` and ``softmax(logits)``: as
     :func:`softmax_cross_entropy_with_logits_v2`, but no gradient flows into
-    ``labels``, and the arguments must be named.
+    ``labels``.
 
     Raises:
-        ValueError: a positional argument, or ``labels`` or ``logits`` missing.
+        ValueError: ``labels`` or ``logits`` missing.
     """
-    _named_only("softmax_cross_entropy_with_logits", _sentinel, labels, logits)
+    _both_given("softmax_cross_entropy_with_logits", labels, logits)
     axis = axis if axis is not None else dim
     with building_in(graph_of([labels, logits])):
         if mode.building_graph() is not None:
@@ -539,28 +538,26 @@ def softmax_cross_entropy_with_logits(
         )
 
 
-def _named_only(function: str, sentinel: Any, labels: Any, logits: Any) -> None:
-    if sentinel is not None:
-        raise ValueError(
-            f"Only call `{function}` with named arguments (labels=..., logits=..., ...). "
-            f"Received unnamed argument: {sentinel}"
-        )
+def _both_given(function: str, labels: Any, logits: Any) -> None:
     if labels is None or logits is None:
-        raise ValueError("Both labels and logits must be provided.")
+        raise ValueError(
+            f"Both `labels` and `logits` must be provided for {function}Received: "
+            f"labels={labels} and logits={logits}"
+        )
 
 
 def sparse_softmax_cross_entropy_with_logits(
-    _sentinel: Any = None, labels: Any = None, logits: Any = None, name: str | None = None
+    labels: Any = None, logits: Any = None, name: str | None = None
 ) -> Any:
     """Cross entropy of ``softmax(logits)`` and the one class ``labels`` names
     per row (int32 or int64 labels of ``logits``' shape without its last axis).
 
     Raises:
-        ValueError: a positional argument, a missing argument, or ``labels`` of a
+        ValueError: a missing argument, or ``labels`` of a
             rank other than ``logits``' rank - 1.
         InvalidArgumentError: a label outside ``[0, classes)`` (when run).
     """
-    _named_only("sparse_softmax_cross_entropy_with_logits", _sentinel, labels, logits)
+    _both_given("sparse_softmax_cross_entropy_with_logits", labels, logits)
     with building_in(graph_of([labels, logits])):
         graph = mode.building_graph()
         if graph is None:
@@ -594,16 +591,16 @@ def _check_sparse_ranks(labels: TensorShape, logits: TensorShape) -> None:
 
 
 def sigmoid_cross_entropy_with_logits(
-    _sentinel: Any = None, labels: Any = None, logits: Any = None, name: str | None = None
+    labels: Any = None, logits: Any = None, name: str | None = None
 ) -> Any:
     """Elementwise cross entropy of ``labels`` (probabilities) and
     ``sigmoid(logits)``, computed as ``max(x, 0) - x * z + log1p(exp(-|x|))``
     so that it neither overflows nor loses precision.
 
     Raises:
-        ValueError: a positional argument, a missing argument, or shapes that differ.
+        ValueError: a missing argument, or shapes that differ.
     """
-    _named_only("sigmoid_cross_entropy_with_logits", _sentinel, labels, logits)
+    _both_given("sigmoid_cross_entropy_with_logits", labels, logits)
     with building_in(graph_of([labels, logits])):
         graph = mode.building_graph()
         if graph is None:
