@@ -40,17 +40,24 @@ _SAMPLERS = {
 
 
 class _Sequences:
-    """Where each session's run of one random op has got to."""
+    """Each session's sequence of one random op: its seeds (drawn from the
+    system's entropy for an op without seeds, once per session, as each
+    TensorFlow session's kernel draws its own) and where it has got to."""
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int, seed2: int) -> None:
         self._lock = threading.Lock()
-        self._positions: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._seeds = (seed, seed2)
+        self._state: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
 
-    def advance(self, session: Any, by: int) -> int:
+    def advance(self, session: Any, by: int) -> tuple[int, int, int]:
+        """The key, the counter's upper half and the position for this run."""
         with self._lock:
-            position = self._positions.get(session, 0)
-            self._positions[session] = position + by
-            return position
+            state = self._state.get(session)
+            if state is None:
+                state = self._state[session] = [*_seeds_or_entropy(*self._seeds), 0]
+            key, counter_seed, position = state
+            state[2] = position + by
+            return key, counter_seed, position
 
 
 def _seeds_or_entropy(seed: int, seed2: int) -> tuple[int, int]:
@@ -84,9 +91,8 @@ def _random_op(
     name: str | None = None,
 ) -> Any:
     """The random op itself: ``shape`` (an int32/int64 input), the seeds as attributes."""
-    key_seed, counter_seed = _seeds_or_entropy(seed or 0, seed2 or 0)
     shape_dtype = _dtype_of(shape)
-    sequences = _Sequences()
+    sequences = _Sequences(seed or 0, seed2 or 0)
     eager = mode.building_graph() is None
 
     def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
@@ -95,9 +101,11 @@ def _random_op(
         advance = count * philox.RESERVED_PER_OUTPUT
         if eager:
             identity = (op_type, dtype.name, shape_dtype.name, seed or 0, seed2 or 0)
+            key_seed, counter_seed = _seeds_or_entropy(seed or 0, seed2 or 0)
             position = eager_position(identity, advance) if (seed or seed2) else 0
         else:
-            position = sequences.advance(getattr(context, "session", None) or kernel, advance)
+            owner = getattr(context, "session", None) or kernel
+            key_seed, counter_seed, position = sequences.advance(owner, advance)
         counter = philox.start_counter(counter_seed) + position
         if op_type == "RandomUniformInt":
             values = _uniform_int(key_seed, counter, count, dtype, arrays[1], arrays[2])

@@ -219,10 +219,13 @@ class variable_scope:  # noqa: N801 - TensorFlow's name
         name_scope = ""
         if graph is not None and self._auxiliary_name_scope:
             if isinstance(name_or_scope, VariableScope) and name_or_scope.original_name_scope:
-                entered = graph.name_scope(name_or_scope.original_name_scope)
+                # as TensorFlow: a new name scope named as the scope's first one
+                entered = graph.name_scope(name_or_scope.original_name_scope.rstrip("/"))
             else:
                 entered = graph.name_scope(short)
             name_scope = self._exits.enter_context(entered)
+            if isinstance(name_or_scope, VariableScope) and name_or_scope.original_name_scope:
+                name_scope = name_or_scope.original_name_scope
         scope = VariableScope(
             scope_reuse,
             name=full_name,
@@ -348,10 +351,21 @@ def _new_variable(
     from_value = initializer is not None and (is_symbolic(initializer) or not callable(initializer))
     if from_value and shape is not None:
         raise ValueError("If initializer is a constant, do not specify shape.")
-    if not from_value and not static.is_fully_defined():
+    if not from_value and static.rank is None:
+        if initializer is None:
+            raise ValueError(
+                f"Variable {full_name} did not get an initializer, so its `shape` argument must "
+                "be specified."
+            )
         raise ValueError(
             f"Shape of a new variable ({full_name}) must be fully defined, but instead was "
             f"{static}."
+        )
+    if not from_value and not static.is_fully_defined():
+        raise ValueError(
+            "The initializer passed is not valid. It should be a callable with no arguments and "
+            "the shape should not be provided or an instance of `tf.keras.initializers.*' and "
+            "`shape` should be fully defined."
         )
     if initializer is None:
         initializer = _default_initializer(full_name, dtype)
