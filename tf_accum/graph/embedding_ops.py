@@ -4,6 +4,9 @@ gather and on random numbers.
 ``embedding_lookup`` gathers rows with a ``GatherV2`` op (on the variable's
 value for a Variable; TensorFlow uses ``ResourceGather`` on its handle), so
 its gradient reaches ``params`` as an ``IndexedSlices`` of the looked-up rows.
+
+Differs from TensorFlow: the gather and the unsupported cases, see
+docs/departures.md T22.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ class _CMath:
     TensorFlow's kernels call: numpy's vectorised versions differ from them in
     the last bit for about one value in a hundred. Where no C math library can
     be loaded, numpy's are used (the values then differ from TensorFlow's in
-    the last bit now and then)."""
+    the last bit now and then: docs/departures.md T22)."""
 
     def __init__(self) -> None:
         self._library: Any = None

@@ -7,10 +7,10 @@ Eager by default, as in TensorFlow 2: ops act at once. After
 ``disable_eager_execution()``, or inside ``with Graph().as_default():``, the
 raw ops and the classes' methods build ops that a ``Session`` runs. The
 arithmetic of a synchronous-SGD step is here too (Tensor operators,
-``multiply``, ``reduce_mean``, ``zeros_like``, ...); model code (layers,
-autodiff, optimizers) stays with TensorFlow: only the names listed in
-``__all__`` exist, and any other TensorFlow 1 name raises an AttributeError
-saying so.
+``multiply``, ``reduce_mean``, ``zeros_like``, ...), and model math:
+``nn``, ``losses``, the clip ops, ``get_variable`` and ``variable_scope``,
+initializers and seeded random ops. Only the names listed in ``__all__``
+exist, and any other TensorFlow 1 name raises an AttributeError saying so.
 """
 
 from typing import TYPE_CHECKING
