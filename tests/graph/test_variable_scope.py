@@ -130,3 +130,24 @@ def test_initializer_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="floating point"):
         tf.random_normal_initializer(dtype=tf.int32)
     assert tf.glorot_uniform_initializer(seed=1).get_config() == {"seed": 1, "dtype": "float32"}
+
+
+def test_a_regularizer_adds_its_loss(graph: tf.Graph) -> None:
+    with tf.variable_scope("layer"):
+        w = tf.get_variable(
+            "w", [2], initializer=tf.constant_initializer(3.0), regularizer=tf.nn.l2_loss
+        )
+    (loss,) = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+    assert loss.op.name.startswith("layer/w/Regularizer/")
+    assert tf.losses.get_regularization_losses() == [loss]
+    with tf.Session() as session:
+        session.run(w.initializer)
+        assert session.run(loss) == pytest.approx(9.0)
+
+
+def test_unsupported_arguments_are_refused_not_ignored(graph: tf.Graph) -> None:
+    with pytest.raises(NotImplementedError, match="partitioner"):
+        tf.get_variable("p", [4], partitioner=lambda shape, dtype: [2])
+    with pytest.raises(NotImplementedError, match="custom_getter"):
+        tf.variable_scope("s", custom_getter=lambda getter, *a, **k: getter(*a, **k))
+    assert tf.global_variables() == []

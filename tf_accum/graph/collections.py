@@ -40,6 +40,7 @@ class GraphKeys:
     TRAIN_OP = "train_op"
     SUMMARIES = "summaries"
     LOSSES = "losses"
+    REGULARIZATION_LOSSES = "regularization_losses"
     QUEUE_RUNNERS = "queue_runners"
     RESOURCES = "resources"
     LOCAL_RESOURCES = "local_resources"

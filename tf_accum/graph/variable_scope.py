@@ -23,6 +23,7 @@ from typing import Any
 
 from tf_accum.dtypes import DType, as_dtype, float32
 from tf_accum.graph import mode
+from tf_accum.graph.collections import GraphKeys
 from tf_accum.graph.graph import Graph, is_symbolic
 from tf_accum.graph.tensor_shape import TensorShape, as_shape
 from tf_accum.graph.variables import Variable
@@ -184,6 +185,7 @@ class variable_scope:  # noqa: N801 - TensorFlow's name
             raise ValueError("reuse=True cannot be used without a name_or_scope")
         if name_or_scope is not None and not isinstance(name_or_scope, (str, VariableScope)):
             raise TypeError("VariableScope: name_or_scope must be a string or VariableScope.")
+        _refuse_unsupported(partitioner=partitioner, custom_getter=custom_getter)
         self._name_or_scope = name_or_scope
         self._default_name = default_name
         self._initializer = initializer
@@ -250,6 +252,15 @@ class variable_scope:  # noqa: N801 - TensorFlow's name
         self._exits.close()
 
 
+def _refuse_unsupported(**arguments: Any) -> None:
+    """NotImplementedError for an argument tf_accum does not act on, rather than ignoring it."""
+    given = [name for name, value in arguments.items() if value is not None]
+    if given:
+        raise NotImplementedError(
+            f"tf_accum's get_variable and variable_scope do not support {', '.join(given)}"
+        )
+
+
 def _default_initializer(name: str, dtype: DType) -> Any:
     from tf_accum.graph import initializers
 
@@ -290,7 +301,9 @@ def get_variable(
             exist and the scope reuses (not ``AUTO_REUSE``); a shared variable
             of another shape or dtype; the shape of a new variable is not fully
             defined; a shape given with a value as initializer.
+        NotImplementedError: a ``partitioner``, ``custom_getter`` or ``constraint``.
     """
+    _refuse_unsupported(partitioner=partitioner, custom_getter=custom_getter, constraint=constraint)
     store = _store()
     scope = store.scopes[-1]
     full_name = f"{scope.name}/{name}" if scope.name else name
@@ -333,7 +346,7 @@ def get_variable(
         with graph.name_scope(f"{full_name}/Regularizer/"):
             loss = chosen_regularizer(variable)
         if loss is not None:
-            graph.add_to_collection("regularization_losses", loss)
+            graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
     return variable
 
 
