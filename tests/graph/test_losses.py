@@ -1,4 +1,4 @@
-"""``tf.losses`` against TensorFlow 2.21 (cases in tests/graph/model_table.py):
+"""``tf.losses`` against TensorFlow 2.21 (cases in tests/graph/nn_table.py):
 values with weights and every reduction, the losses collection, errors."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests.graph.model_record import cases_of, check_case
+from tests.graph.nn_record import cases_of, check_case
 from tf_accum.graph.gradient_registry import get_gradient_function
 
 
@@ -61,7 +61,7 @@ def test_loss_errors() -> None:
 
 
 def test_squared_difference_gradient_undoes_broadcasting(graph: tf.Graph) -> None:
-    from tf_accum.graph.elementwise_ops import squared_difference
+    from tf_accum.graph.nn_elementwise import squared_difference
 
     loss = tf.losses.mean_squared_error(tf.constant([1.0]), tf.constant([2.0]))
     assert "SquaredDifference" in [op.type for op in graph.get_operations()]

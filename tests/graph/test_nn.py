@@ -1,7 +1,7 @@
 """``tf.nn`` and the clip ops in graph mode, against TensorFlow 2.21: values
 in float16/32/64, static shapes, errors, and the gradients their registered
-gradient functions build (tests/graph/model_table.py holds the cases,
-model_tensorflow.json TensorFlow's outcomes). The gradients are checked a
+gradient functions build (tests/graph/nn_table.py holds the cases,
+nn_tensorflow.json TensorFlow's outcomes). The gradients are checked a
 second time against finite differences.
 """
 
@@ -16,8 +16,8 @@ import pytest
 
 import tf_accum.compat.v1 as tf
 from tests import background
-from tests.graph.model_record import RECORDED, cases_of, check_case, live_record_job
-from tests.graph.model_table import CASES, inputs_of, outcome
+from tests.graph.nn_record import RECORDED, cases_of, check_case, live_record_job
+from tests.graph.nn_table import CASES, inputs_of, outcome
 from tf_accum import errors
 from tf_accum.graph.gradient_registry import get_gradient_function
 
@@ -76,7 +76,7 @@ def test_gradient_matches_finite_differences(name: str) -> None:
     arrays = inputs_of(case)
     found = outcome(tf, name)
     shape = found["shapes"][0]
-    from tests.graph.model_table import _array
+    from tests.graph.nn_table import _array
 
     upstream = _array(99, "float64", tuple(shape), "normal")
     step = 1e-6

@@ -1,5 +1,5 @@
 """Random ops against TensorFlow 2.21, bit for bit: the recorded values of the
-table's random and initializer cases (tests/graph/model_table.py) in graph
+table's random and initializer cases (tests/graph/nn_table.py) in graph
 mode and eagerly, Philox-4x32-10's published test vectors, and TensorFlow's
 seed rules."""
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests.graph.model_record import RECORDED, cases_of, check_case
-from tests.graph.model_table import differences, eager_outcomes
+from tests.graph.nn_record import RECORDED, cases_of, check_case
+from tests.graph.nn_table import differences, eager_outcomes
 from tf_accum import errors
 from tf_accum.graph import philox
 from tf_accum.graph.random_seed import DEFAULT_GRAPH_SEED

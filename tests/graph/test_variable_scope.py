@@ -1,6 +1,6 @@
 """``get_variable``, ``variable_scope`` and the initializers against TensorFlow
 2.21: initial values bit for bit (the recorded ``variables`` cases of
-tests/graph/model_table.py), and the names, sharing rules and errors below,
+tests/graph/nn_table.py), and the names, sharing rules and errors below,
 each as TensorFlow 2.21's graph mode gives them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests.graph.model_record import cases_of, check_case
+from tests.graph.nn_record import cases_of, check_case
 
 
 @pytest.mark.parametrize("name", cases_of("variables"))

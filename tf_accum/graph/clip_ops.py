@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.graph import elementwise_ops as ew
 from tf_accum.graph import mode
+from tf_accum.graph import nn_elementwise as ew
 from tf_accum.graph.graph import Tensor, is_symbolic
 from tf_accum.graph.math_ops import building_in, graph_of
 from tf_accum.graph.nn_ops import l2_loss, operand_array

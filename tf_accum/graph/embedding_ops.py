@@ -20,11 +20,11 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.dtypes import DType, int32
-from tf_accum.graph import elementwise_ops as ew
 from tf_accum.graph import mode
+from tf_accum.graph import nn_elementwise as ew
+from tf_accum.graph.build_op import as_input, build, operand, refuse_dtype
 from tf_accum.graph.graph import Tensor, is_symbolic
 from tf_accum.graph.math_ops import Converted, building_in, graph_of
-from tf_accum.graph.op_building import as_input, build, operand, refuse_dtype
 from tf_accum.graph.ops import as_tensor, constant, identity
 from tf_accum.graph.tensor_shape import TensorShape
 

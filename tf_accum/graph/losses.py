@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum.dtypes import float32
-from tf_accum.graph import elementwise_ops as ew
 from tf_accum.graph import mode
+from tf_accum.graph import nn_elementwise as ew
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.math_ops import building_in, graph_of, multiply
 from tf_accum.graph.nn_ops import (

@@ -19,9 +19,7 @@ from tf_accum import errors
 from tf_accum.dtypes import DType, int32
 from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
-from tf_accum.graph.graph import Tensor, is_symbolic
-from tf_accum.graph.math_ops import Converted, building_in, graph_of
-from tf_accum.graph.op_building import (
+from tf_accum.graph.build_op import (
     Kernel,
     as_input,
     build,
@@ -29,6 +27,8 @@ from tf_accum.graph.op_building import (
     same_as_first,
     same_dtype_inputs,
 )
+from tf_accum.graph.graph import Tensor, is_symbolic
+from tf_accum.graph.math_ops import Converted, building_in, graph_of
 from tf_accum.graph.ops import as_tensor
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.shapes import kernel_text
@@ -261,7 +261,7 @@ def _softmax_op(op_type: str, fn: Any, logits: Any, axis: Any, name: str | None)
             return build(op_type, name, [("logits", logits)], same_as_first, kernel, {"T": dtype})
         # as TensorFlow: swap the axis with the last, apply the op, swap back
         assert rank is not None
-        from tf_accum.graph.elementwise_ops import transpose
+        from tf_accum.graph.nn_elementwise import transpose
 
         perm = list(range(rank))
         perm[axis % rank], perm[-1] = perm[-1], perm[axis % rank]
@@ -614,7 +614,7 @@ def sigmoid_cross_entropy_with_logits(
                 w, v = _widened(x), _widened(z)
                 out = np.maximum(w, 0) - w * v + np.log1p(np.exp(-np.abs(w)))
             return np.asarray(out).astype(x.dtype)
-        from tf_accum.graph import elementwise_ops as ew
+        from tf_accum.graph import nn_elementwise as ew
         from tf_accum.graph.math_ops import add, multiply, subtract
 
         with graph.name_scope(name or "logistic_loss"):

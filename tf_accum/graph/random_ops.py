@@ -23,9 +23,9 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.dtypes import DType, as_dtype, float32, int32, int64
 from tf_accum.graph import mode, philox
+from tf_accum.graph.build_op import build, refuse_dtype
 from tf_accum.graph.graph import Tensor, is_symbolic
 from tf_accum.graph.math_ops import Converted, building_in, graph_of
-from tf_accum.graph.op_building import build, refuse_dtype
 from tf_accum.graph.ops import as_tensor, constant
 from tf_accum.graph.random_seed import eager_position, get_seed
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
@@ -247,7 +247,7 @@ def _shape_tensor(shape: Any) -> Tensor:
 
 
 def _value_as(value: Any, dtype: DType) -> Any:
-    from tf_accum.graph.op_building import as_input
+    from tf_accum.graph.build_op import as_input
 
     converted = as_input(value, dtype)
     return converted.array

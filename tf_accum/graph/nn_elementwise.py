@@ -1,6 +1,9 @@
-"""The few elementwise ops ``tf.nn`` builds its composite losses from:
-``Exp``, ``Log1p``, ``GreaterEqual`` and ``Select``, with TensorFlow's op
-types, so that their gradients are the ones registered for those types.
+"""The elementwise and array ops that ``tf.nn``'s composite functions, the
+clip ops and ``tf.losses`` are built from (``Exp``, ``Log1p``, ``Select``,
+``SelectV2``, ``Maximum``, ``Minimum``, ``Sqrt``, ``Pack``, ``Reshape``,
+``Transpose``, comparisons, ``DivNoNan``, ``SquaredDifference``), with
+TensorFlow's op types, so that their gradients are the ones registered for
+those types.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import numpy as np
 
 from tf_accum.dtypes import DType
 from tf_accum.dtypes import bool as bool_
+from tf_accum.graph.build_op import build, same_as_first, same_dtype_inputs
 from tf_accum.graph.graph import Tensor
 from tf_accum.graph.math_ops import building_in, graph_of
-from tf_accum.graph.op_building import build, same_as_first, same_dtype_inputs
 from tf_accum.graph.tensor_shape import TensorShape
 
 _FLOATS_AND_COMPLEX = ("bfloat16", "float16", "float32", "float64", "complex64", "complex128")
@@ -78,8 +81,8 @@ def select(condition: Any, x: Any, y: Any, name: str | None = None) -> Any:
 def transpose(x: Any, perm: Sequence[int], name: str | None = None) -> Any:
     """``Transpose`` of ``x`` by a known permutation ``perm``."""
     from tf_accum.dtypes import int32
+    from tf_accum.graph.build_op import as_input
     from tf_accum.graph.math_ops import Converted
-    from tf_accum.graph.op_building import as_input
 
     order = [int(p) for p in perm]
     with building_in(graph_of([x])):
@@ -102,9 +105,9 @@ def transpose(x: Any, perm: Sequence[int], name: str | None = None) -> Any:
 
 
 def _broadcasting(op_type: str, fn: Any, x: Any, y: Any, name: str | None, out: Any = None) -> Any:
+    from tf_accum.graph.build_op import as_input
     from tf_accum.graph.graph import is_symbolic
     from tf_accum.graph.math_shapes import broadcast_shape
-    from tf_accum.graph.op_building import as_input
     from tf_accum.graph.ops import as_tensor
 
     with building_in(graph_of([x, y])):
@@ -210,8 +213,8 @@ def squared_difference(x: Any, y: Any, name: str | None = None) -> Any:
 def reshape(tensor: Any, shape: Sequence[int], name: str | None = None) -> Any:
     """``Reshape`` to a known ``shape`` (one dimension may be -1)."""
     from tf_accum.dtypes import int32
+    from tf_accum.graph.build_op import as_input
     from tf_accum.graph.math_ops import Converted
-    from tf_accum.graph.op_building import as_input
 
     dims = [int(d) for d in shape]
     with building_in(graph_of([tensor])):

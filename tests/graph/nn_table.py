@@ -12,8 +12,8 @@ case names, the gradient of ``sum(result * upstream)`` with respect to them.
 TensorFlow's gradients come from ``tf.gradients``; tf_accum's, until it has
 ``tf.gradients``, from the gradient function registered for the result's op
 type, called directly (so a case names only inputs of that op itself).
-``python -m tests.graph.model_table --record`` writes TensorFlow's outcomes
-to ``model_tensorflow.json``; ``--check`` compares TensorFlow's outcomes
+``python -m tests.graph.nn_table --record`` writes TensorFlow's outcomes
+to ``nn_tensorflow.json``; ``--check`` compares TensorFlow's outcomes
 today with that record and exits 1 if they differ.
 """
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-RECORD = Path(__file__).with_name("model_tensorflow.json")
+RECORD = Path(__file__).with_name("nn_tensorflow.json")
 SEED = 1234
 FLOATS = ("float16", "float32", "float64")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import tf_accum.compat.v1 as tf
 from tests import background
-from tests.graph.model_table import CASES, RECORD, differences, outcome
+from tests.graph.nn_table import CASES, RECORD, differences, outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED: dict[str, Any] = json.loads(RECORD.read_text())
@@ -41,7 +41,5 @@ def live_record_job() -> str:
     key = "model table: TensorFlow's outcomes against the record"
     if LIVE_TENSORFLOW:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        background.define(
-            key, [sys.executable, "-m", "tests.graph.model_table", "--check"], env, 900
-        )
+        background.define(key, [sys.executable, "-m", "tests.graph.nn_table", "--check"], env, 900)
     return key
