@@ -190,27 +190,6 @@ def _div_no_nan_grad(op: Operation, grad: Any) -> list[Any]:
         return [_unbroadcast(x_grad, x), _unbroadcast(y_grad, y)]
 
 
-def _gather_grad(op: Operation, grad: Any) -> list[Any]:
-    """The rows' gradients as an IndexedSlices of ``params`` (axis 0 only)."""
-    from tf_accum.graph.ops import constant
-    from tf_accum.indexed_slices import IndexedSlices
-
-    params, indices = op.inputs[0], op.inputs[1]
-    if not params.shape.is_fully_defined():
-        raise NotImplementedError("the gradient of a gather from params of unknown shape")
-    dims = [int(d) for d in params.shape.as_list()]  # type: ignore[arg-type]
-    with _in_graph_of(op):
-        shape = constant(np.asarray(dims, np.int32))
-        if indices.shape.rank == 1:
-            return [IndexedSlices(grad, indices, shape), None, None]
-        from tf_accum.graph.nn_elementwise import reshape
-
-        values = reshape(grad, [-1, *dims[1:]])
-        flat = reshape(indices, [-1])
-        return [IndexedSlices(values, flat, shape), None, None]
-
-
-_register_unless_registered("GatherV2", _gather_grad)
 _register_unless_registered("SquaredDifference", _squared_difference_grad)
 _register_unless_registered("DivNoNan", _div_no_nan_grad)
 no_gradient("InTopKV2")
