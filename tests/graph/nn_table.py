@@ -257,6 +257,12 @@ def _random_cases(cases: dict[str, Case]) -> None:
             runs=2,
             exact=True,
         )
+    cases["tf.random namespace"] = Case(
+        "random",
+        "[tf.random.normal([2]), tf.random.uniform([2], seed=8), tf.random.truncated_normal([3])][2]",
+        seeded=True,
+        exact=True,
+    )
     cases["random_uniform minval maxval"] = Case(
         "random", "tf.random_uniform([2, 3], -2.0, 3.0)", seeded=True, exact=True
     )
@@ -295,6 +301,11 @@ def _random_cases(cases: dict[str, Case]) -> None:
         "tf.glorot_normal_initializer(seed=3)",
         "tf.variance_scaling_initializer(2.0, 'fan_in', 'untruncated_normal')",
         "tf.variance_scaling_initializer(distribution='uniform', mode='fan_out')",
+        "tf.initializers.he_normal(seed=2)",
+        "tf.initializers.he_uniform()",
+        "tf.initializers.lecun_normal()",
+        "tf.initializers.lecun_uniform(seed=4)",
+        "tf.initializers.glorot_uniform()",
         "None",
     ):
         cases[f"get_variable {init}"] = Case(

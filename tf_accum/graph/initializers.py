@@ -228,3 +228,23 @@ class glorot_normal_initializer(variance_scaling_initializer):  # noqa: N801
 
     def get_config(self) -> dict[str, Any]:
         return {"seed": self.seed, "dtype": self.dtype.name}
+
+
+def he_normal(seed: Any = None) -> variance_scaling_initializer:
+    """Truncated normal with variance ``2 / fan_in``."""
+    return variance_scaling_initializer(2.0, "fan_in", "truncated_normal", seed)
+
+
+def he_uniform(seed: Any = None) -> variance_scaling_initializer:
+    """Uniform in ``±sqrt(6 / fan_in)``."""
+    return variance_scaling_initializer(2.0, "fan_in", "uniform", seed)
+
+
+def lecun_normal(seed: Any = None) -> variance_scaling_initializer:
+    """Truncated normal with variance ``1 / fan_in``."""
+    return variance_scaling_initializer(1.0, "fan_in", "truncated_normal", seed)
+
+
+def lecun_uniform(seed: Any = None) -> variance_scaling_initializer:
+    """Uniform in ``±sqrt(3 / fan_in)``."""
+    return variance_scaling_initializer(1.0, "fan_in", "uniform", seed)
