@@ -133,6 +133,17 @@ def _cases() -> dict[str, Case]:
     cases["nn.log_softmax axis 0"] = Case(
         "nn", "tf.nn.log_softmax(x0, axis=0)", (("float64", (3, 2, 2), "normal"),)
     )
+    cases["nn.softmax_cross_entropy_with_logits_v2 axis 0"] = Case(
+        "nn",
+        "tf.nn.softmax_cross_entropy_with_logits_v2(labels=x1, logits=x0, axis=0)",
+        (("float32", (4, 2, 3), "normal"), ("float32", (4, 2, 3), "probs")),
+    )
+    cases["nn.softmax_cross_entropy_with_logits 3-D"] = Case(
+        "nn",
+        "tf.nn.softmax_cross_entropy_with_logits(labels=x1, logits=x0)",
+        (("float64", (2, 2, 3), "normal"), ("float64", (2, 2, 3), "probs")),
+        (0,),
+    )
     cases["nn.softmax 3-D"] = Case(
         "nn", "tf.nn.softmax(x0)", (("float32", (2, 2, 3), "normal"),), (0,)
     )

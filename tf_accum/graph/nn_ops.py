@@ -456,11 +456,18 @@ def softmax_cross_entropy_with_logits_v2(
             labels_t = as_tensor(_constant_input(labels, logits_t.dtype, "labels"))
             _check_same_shape(labels_t, logits_t)
             rank = logits_t.shape.rank
-            if rank is not None and axis % max(rank, 1) != rank - 1:
+            if rank is None and axis != -1:
                 raise NotImplementedError(
-                    "softmax_cross_entropy_with_logits along an axis other than the last is "
-                    "not supported yet"
+                    "softmax_cross_entropy_with_logits along an axis other than the last, of "
+                    "logits of unknown rank"
                 )
+            if rank is not None and axis % max(rank, 1) != rank - 1:
+                # as TensorFlow: move the axis to the end, keeping the others' order
+                from tf_accum.graph.nn_elementwise import transpose
+
+                moved = axis % rank
+                perm = [i for i in range(rank) if i != moved] + [moved]
+                logits_t, labels_t = transpose(logits_t, perm), transpose(labels_t, perm)
             loss, _ = xent_op(logits_t, labels_t, name=scope)
         return loss
 
