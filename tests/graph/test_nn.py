@@ -198,3 +198,13 @@ def test_clip_by_global_norm_of_an_infinite_norm_is_nan() -> None:
     clipped, norm = tf.clip_by_global_norm([np.asarray([np.inf, 1.0], np.float32)], 1.0)
     assert np.isinf(norm)
     assert np.all(np.isnan(clipped[0]))
+
+
+def test_dropout_of_a_shape_known_only_when_run(graph: tf.Graph) -> None:
+    x = tf.placeholder(tf.float32, [None, 4])
+    dropped = tf.nn.dropout(x, rate=0.5, seed=1)
+    assert dropped.shape.as_list() == [None, 4]
+    with tf.Session() as session:
+        values = session.run(dropped, {x: np.ones((3, 4), np.float32)})
+    assert values.shape == (3, 4)
+    assert set(np.unique(values).tolist()) <= {0.0, 2.0}

@@ -176,7 +176,10 @@ def dropout(
         draws = random_uniform(shape, dtype=dtype, seed=seed)
         mask = ew.greater_equal(draws, rate)
         zero = constant(np.asarray(0, dtype.numpy_dtype))
-        return ew.select_v2(mask, kept, zero)
+        result = ew.select_v2(mask, kept, zero)
+        if is_symbolic(result):
+            result.set_shape(as_tensor(source).shape)
+        return result
 
 
 def operand_value(x: Any) -> Any:
@@ -188,7 +191,7 @@ def _noise_shape(x: Any, noise_shape: Any) -> Any:
     static = as_tensor(x).shape if is_symbolic(x) else TensorShape(np.shape(x))
     if noise_shape is None:
         if not static.is_fully_defined():
-            raise NotImplementedError("dropout of a tensor whose shape is not known when built")
+            return ew.shape(x)  # read when the op runs
         return static.as_list()
     if is_symbolic(noise_shape):
         return noise_shape

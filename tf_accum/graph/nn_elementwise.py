@@ -237,3 +237,25 @@ def reshape(tensor: Any, shape: Sequence[int], name: str | None = None) -> Any:
             lambda context, arrays: (np.reshape(np.asarray(arrays[0]), dims),),
             {"T": getattr(value, "dtype", None), "Tshape": int32},
         )
+
+
+def shape(input: Any, name: str | None = None) -> Any:  # noqa: A002
+    """``Shape``: ``input``'s shape as an int32 vector, read when the op runs."""
+    from tf_accum.dtypes import int32
+    from tf_accum.graph.build_op import as_input
+
+    with building_in(graph_of([input])):
+        value = as_input(input)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            rank = tensors[0].shape.rank
+            return [(int32, TensorShape([rank]))]
+
+        return build(
+            "Shape",
+            name,
+            [("input", value)],
+            outputs,
+            lambda context, arrays: (np.asarray(np.shape(arrays[0]), np.int32),),
+            {"T": getattr(value, "dtype", None), "out_type": int32},
+        )
