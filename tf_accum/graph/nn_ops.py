@@ -368,7 +368,7 @@ def xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, A
 
 
 def sparse_xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, Any]:
-    """``SparseSoftmaxCrossEntropyWithLogits``: per row of 2-D ``features``, the
+    """``SparseSoftmaxCrossEntropyWithLogits``: per row of ``features``, the
     loss of class ``labels[row]`` and its gradient with respect to ``features``.
 
     Raises:
