@@ -354,6 +354,52 @@ RANDOM_EAGER = (
 )
 
 
+# Public functions and classes whose arguments (names, order, simple defaults)
+# must be TensorFlow's.
+SIGNATURES = (
+    *(f"nn.{n}" for n in (
+        "relu", "relu6", "elu", "sigmoid", "tanh", "softmax", "log_softmax", "bias_add",
+        "xw_plus_b", "l2_loss", "softmax_cross_entropy_with_logits",
+        "softmax_cross_entropy_with_logits_v2", "sparse_softmax_cross_entropy_with_logits",
+        "sigmoid_cross_entropy_with_logits", "in_top_k", "embedding_lookup", "dropout")),
+    *(f"losses.{n}" for n in (
+        "mean_squared_error", "softmax_cross_entropy", "sparse_softmax_cross_entropy",
+        "compute_weighted_loss", "get_losses", "get_regularization_losses", "get_total_loss",
+        "add_loss")),
+    "sigmoid", "tanh", "clip_by_value", "clip_by_norm", "clip_by_global_norm", "global_norm",
+    "get_variable", "variable_scope", "get_variable_scope", "random_normal", "truncated_normal",
+    "random_uniform", "set_random_seed", "random.normal", "random.uniform",
+    "random.truncated_normal", "zeros_initializer", "ones_initializer", "constant_initializer",
+    "random_normal_initializer", "truncated_normal_initializer", "random_uniform_initializer",
+    "glorot_uniform_initializer", "glorot_normal_initializer", "variance_scaling_initializer",
+    "initializers.he_normal", "initializers.he_uniform", "initializers.lecun_normal",
+    "initializers.lecun_uniform",
+)  # fmt: skip
+
+
+def signature_of(tf: Any, dotted: str) -> list[list[Any]]:
+    """The arguments of ``tf.<dotted>`` (a class: of its ``__init__``): name, kind
+    and default (simple defaults only; others as ``"..."``)."""
+    import inspect
+
+    found = tf
+    for part in dotted.split("."):
+        found = getattr(found, part)
+    target = getattr(found, "__init__") if isinstance(found, type) else found  # noqa: B009
+    target = inspect.unwrap(target)
+    listed = []
+    for parameter in inspect.signature(target).parameters.values():
+        if parameter.name == "self":
+            continue
+        default = parameter.default
+        if default is inspect.Parameter.empty:
+            default = "<required>"
+        elif not isinstance(default, (type(None), bool, int, float, str)):
+            default = "..."
+        listed.append([parameter.name, parameter.kind.name, default])
+    return listed
+
+
 # --- outcomes ------------------------------------------------------------------
 
 
@@ -512,7 +558,11 @@ def tensorflow_outcomes() -> dict[str, Any]:
 
     v1 = tensorflow.compat.v1
     graph_found = {name: outcome(v1, name) for name in CASES}
-    return {"graph": graph_found, "eager": eager_outcomes(v1, lambda t: t.numpy())}
+    return {
+        "graph": graph_found,
+        "eager": eager_outcomes(v1, lambda t: t.numpy()),
+        "signatures": {name: signature_of(v1, name) for name in SIGNATURES},
+    }
 
 
 if __name__ == "__main__":

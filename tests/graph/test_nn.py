@@ -17,7 +17,7 @@ import pytest
 import tf_accum.compat.v1 as tf
 from tests import background
 from tests.graph.nn_record import RECORDED, cases_of, check_case, live_record_job
-from tests.graph.nn_table import CASES, inputs_of, outcome
+from tests.graph.nn_table import CASES, SIGNATURES, inputs_of, outcome, signature_of
 from tf_accum import errors
 from tf_accum.graph.gradient_registry import get_gradient_function
 
@@ -45,6 +45,11 @@ def test_the_record_covers_values_gradients_and_errors() -> None:
     assert sum("gradients" in o for o in nn) >= 40
     assert sum("error" in o for o in nn) >= 4
     assert sum("run_error" in o for o in nn) >= 1
+
+
+@pytest.mark.parametrize("name", SIGNATURES)
+def test_arguments_are_tensorflows(name: str) -> None:
+    assert signature_of(tf, name) == RECORDED["signatures"][name]
 
 
 @pytest.mark.background(live_record_job())

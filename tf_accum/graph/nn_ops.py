@@ -434,7 +434,7 @@ def _static_shape(value: Any) -> TensorShape:
 
 
 def softmax_cross_entropy_with_logits_v2(
-    labels: Any, logits: Any, axis: int = -1, name: str | None = None, dim: Any = None
+    labels: Any, logits: Any, axis: Any = None, name: str | None = None, dim: Any = None
 ) -> Any:
     """Cross entropy between ``labels`` (a distribution per row) and
     ``softmax(logits)``, along ``axis``; gradients flow into both.
@@ -445,7 +445,7 @@ def softmax_cross_entropy_with_logits_v2(
         TypeError: the dtypes differ, or are not floating point.
         ValueError: shapes that cannot be the same.
     """
-    axis = dim if dim is not None else axis
+    axis = int(dim if dim is not None else (axis if axis is not None else -1))
     with building_in(graph_of([labels, logits])):
         if mode.building_graph() is None:
             return _xent_eager(labels, logits, axis)

@@ -36,6 +36,26 @@ class _ReuseMode(enum.Enum):
 AUTO_REUSE = _ReuseMode.AUTO_REUSE
 
 
+class VariableSynchronization(enum.Enum):
+    """When a distributed variable's copies are brought together (accepted; a
+    tf_accum variable has one copy)."""
+
+    AUTO = 0
+    NONE = 1
+    ON_WRITE = 2
+    ON_READ = 3
+
+
+class VariableAggregation(enum.Enum):
+    """How a distributed variable's updates combine (accepted; a tf_accum
+    variable has one copy)."""
+
+    NONE = 0
+    SUM = 1
+    MEAN = 2
+    ONLY_FIRST_REPLICA = 3
+
+
 class VariableScope:
     """A variable scope: its ``name``, whether it ``reuse``s variables, and the
     defaults (``initializer``, ``dtype``, ``regularizer``) its variables get."""
@@ -163,7 +183,7 @@ class variable_scope:  # noqa: N801 - TensorFlow's name
 
     def __init__(
         self,
-        name_or_scope: Any = None,
+        name_or_scope: Any,
         default_name: str | None = None,
         values: Any = None,
         initializer: Any = None,
@@ -285,8 +305,8 @@ def get_variable(
     use_resource: Any = None,
     custom_getter: Any = None,
     constraint: Any = None,
-    synchronization: Any = None,
-    aggregation: Any = None,
+    synchronization: Any = VariableSynchronization.AUTO,
+    aggregation: Any = VariableAggregation.NONE,
 ) -> Variable:
     """The variable ``name`` of the current variable scope: made, or (where
     the scope reuses) the existing one.

@@ -81,7 +81,9 @@ from tf_accum.graph.session import InteractiveSession, Session, get_default_sess
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
 from tf_accum.graph.variable_scope import (
     AUTO_REUSE,
+    VariableAggregation,
     VariableScope,
+    VariableSynchronization,
     get_variable,
     get_variable_scope,
     variable_scope,
@@ -182,6 +184,8 @@ __all__ = [
     "get_variable_scope",
     "VariableScope",
     "AUTO_REUSE",
+    "VariableSynchronization",
+    "VariableAggregation",
     "zeros_initializer",
     "ones_initializer",
     "constant_initializer",
