@@ -230,18 +230,23 @@ def truncated_normal(key: int, counter: int, count: int, dtype: np.dtype[Any]) -
     group = _group_size(dtype)
     groups = -(-count // group)
     double = dtype == np.float64
-    # a group's words: 4 per counter; a float pair takes 2 words, a double pair 4
-    counters = 2  # enough for nearly every group; the rest are finished one by one
     starts = np.arange(groups, dtype=np.uint64) * np.uint64(RESERVED_PER_OUTPUT * group // 4)
-    offsets = (starts[:, None] + np.arange(counters, dtype=np.uint64)[None, :]).reshape(-1)
-    words = philox_words(key, counter, offsets).reshape(groups, counters * 4)
-    candidates = _truncated_candidates(words, double)
-    accepted = np.abs(candidates) < 2.0
     result = np.zeros((groups, group), np.float64 if double else np.float32)
-    enough = np.sum(accepted, axis=1) >= group
-    for g in np.flatnonzero(enough):
-        result[g] = candidates[g][accepted[g]][:group]
-    for g in np.flatnonzero(~enough):
+    # Each round draws one more counter (four words) for the groups still short of
+    # accepted values; one round finishes most groups, a few rounds all but a handful.
+    pending = np.arange(groups)
+    candidates = np.zeros((groups, 0), result.dtype)
+    for step in range(8):
+        if not pending.size:
+            break
+        words = philox_words(key, counter, starts[pending] + np.uint64(step))
+        candidates = np.concatenate([candidates, _truncated_candidates(words, double)], axis=1)
+        accepted = np.abs(candidates) < 2.0
+        taken = accepted & (np.cumsum(accepted, axis=1) <= group)
+        done = np.sum(taken, axis=1) == group
+        result[pending[done]] = candidates[done][taken[done]].reshape(-1, group)
+        pending, candidates = pending[~done], candidates[~done]
+    for g in pending:
         result[g] = _slow_group(key, counter, int(starts[g]), group, double)
     out: Array = result.reshape(-1)[:count].astype(dtype)
     return out
