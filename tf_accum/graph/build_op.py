@@ -19,6 +19,7 @@ from tf_accum import errors
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.graph import mode
 from tf_accum.graph.graph import Graph, Tensor, is_symbolic
+from tf_accum.graph.math_convert import array_as, default_array
 from tf_accum.graph.math_ops import Converted, eager_value, materialize, op_def_inputs
 from tf_accum.graph.ops import dtype_of_array
 from tf_accum.graph.tensor_shape import TensorShape
@@ -111,7 +112,5 @@ def as_input(value: Any, dtype: DType | None = None) -> Any:
     value = operand(value)
     if isinstance(value, Converted) or is_symbolic(value):
         return value
-    from tf_accum.graph.math_convert import array_as, default_array
-
     array = array_as(value, dtype) if dtype is not None else default_array(value)
     return Converted(array, dtype_of_array(array))

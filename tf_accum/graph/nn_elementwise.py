@@ -87,7 +87,7 @@ def transpose(x: Any, perm: Sequence[int], name: str | None = None) -> Any:
     order = [int(p) for p in perm]
     with building_in(graph_of([x])):
         value = as_input(x)
-        dtype = value.dtype if hasattr(value, "dtype") else None
+        dtype = value.dtype
 
         def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
             shape = tensors[0].shape
@@ -235,7 +235,7 @@ def reshape(tensor: Any, shape: Sequence[int], name: str | None = None) -> Any:
             [("tensor", value), ("shape", Converted(np.asarray(dims, np.int32), int32))],
             outputs,
             lambda context, arrays: (np.reshape(np.asarray(arrays[0]), dims),),
-            {"T": getattr(value, "dtype", None), "Tshape": int32},
+            {"T": value.dtype, "Tshape": int32},
         )
 
 
@@ -257,5 +257,5 @@ def shape(input: Any, name: str | None = None) -> Any:  # noqa: A002
             [("input", value)],
             outputs,
             lambda context, arrays: (np.asarray(np.shape(arrays[0]), np.int32),),
-            {"T": getattr(value, "dtype", None), "out_type": int32},
+            {"T": value.dtype, "out_type": int32},
         )
