@@ -19,28 +19,13 @@ import tf_accum as tfa
 import tf_accum.compat.v1 as tf
 from tests import background
 from tests.training.op_cases import ERROR_CASES, RECORD, cases, run_case, run_error_case
+from tests.training.rounding import within_rounding
 from tf_accum import errors
 from tf_accum.raw_ops.training import TRAINING_OPS
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RECORDED: dict[str, Any] = json.loads(RECORD.read_text())
 CASES = cases()
-_INTS = {2: np.int16, 4: np.int32, 8: np.int64}
-# TensorFlow's CPU kernels round some steps differently (its pow, a product's
-# order): values may differ in the last bits, never more than this many units.
-ULPS = 4
-
-
-def _units_apart(ours: Any, theirs: Any, dtype: np.dtype[Any]) -> int:
-    """How many representable values lie between ``ours`` and ``theirs`` (in ``dtype``)."""
-    a, b = np.asarray(ours, dtype), np.asarray(theirs, dtype)
-    assert np.array_equal(np.isnan(a), np.isnan(b))
-    kind = _INTS[dtype.itemsize]
-    x, y = a.view(kind).astype(np.int64), b.view(kind).astype(np.int64)
-    # order the bit patterns of negative values as the numbers are ordered
-    x = np.where(x < 0, np.iinfo(kind).min - x, x)
-    y = np.where(y < 0, np.iinfo(kind).min - y, y)
-    return int(np.max(np.abs(x - y), initial=0))
 
 
 def _assert_close(ours: list[dict[str, Any]], case_id: str) -> None:
@@ -50,8 +35,7 @@ def _assert_close(ours: list[dict[str, Any]], case_id: str) -> None:
     for step, (mine, recorded) in enumerate(zip(ours, theirs, strict=True)):
         assert mine.keys() == recorded.keys()
         for name in mine:
-            apart = _units_apart(mine[name], recorded[name], dtype)
-            assert apart <= ULPS, (step, name, mine[name], recorded[name])
+            assert within_rounding(mine[name], recorded[name], dtype), (step, name)
 
 
 @pytest.mark.parametrize("case_id", sorted(CASES))
