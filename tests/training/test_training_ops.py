@@ -19,7 +19,7 @@ import tf_accum as tfa
 import tf_accum.compat.v1 as tf
 from tests import background
 from tests.training.op_cases import ERROR_CASES, RECORD, cases, run_case, run_error_case
-from tests.training.rounding import within_rounding
+from tests.training.rounding import numpy_dtype, within_rounding
 from tf_accum import errors
 from tf_accum.raw_ops.training import TRAINING_OPS
 
@@ -29,7 +29,7 @@ CASES = cases()
 
 
 def _assert_close(ours: list[dict[str, Any]], case_id: str) -> None:
-    dtype = np.dtype(CASES[case_id]["dtype"])
+    dtype = numpy_dtype(CASES[case_id]["dtype"])
     theirs = RECORDED["cases"][case_id]
     assert len(ours) == len(theirs)
     for step, (mine, recorded) in enumerate(zip(ours, theirs, strict=True)):
@@ -46,7 +46,7 @@ def test_eager_steps_give_what_tensorflow_gives(case_id: str) -> None:
 def _run_in_graph(case: dict[str, Any]) -> list[dict[str, Any]]:
     """The case in graph mode: the op built once, each step a Session.run feeding grad."""
     spec = TRAINING_OPS[case["op"]]
-    dtype = np.dtype(case["dtype"])
+    dtype = numpy_dtype(case["dtype"])
     with tf.Graph().as_default():
         variables = {
             name: tf.Variable(np.asarray(value, dtype)) for name, value in case["initial"].items()
@@ -141,6 +141,22 @@ def test_positional_calls_and_other_dtypes_are_refused() -> None:
     with pytest.raises(errors.InvalidArgumentError, match="No OpKernel was registered"):
         tfa.raw_ops.ResourceApplyGradientDescent(
             var=tf.Variable([1, 2]).handle, alpha=1, delta=[1, 1]
+        )
+    with pytest.raises(
+        errors.InvalidArgumentError,
+        match="No OpKernel was registered to support Op 'ResourceSparseApplyRMSProp'",
+    ):
+        rows = tf.Variable(np.ones((2, 2), tfa.bfloat16.numpy_dtype))
+        tfa.raw_ops.ResourceSparseApplyRMSProp(
+            var=rows.handle,
+            ms=rows.handle,
+            mom=rows.handle,
+            lr=1,
+            rho=1,
+            momentum=1,
+            epsilon=1,
+            grad=[[1, 1]],
+            indices=[0],
         )
     with pytest.raises(ValueError, match="must be a variable's handle"):
         tfa.raw_ops.ResourceApplyGradientDescent(var=[1.0, 2.0], alpha=0.1, delta=[1.0, 1.0])

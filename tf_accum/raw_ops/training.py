@@ -34,8 +34,22 @@ Array = np.ndarray[Any, Any]
 
 # The arguments that are variables (as TensorFlow names them across the ops).
 VARIABLE_ARGUMENTS = ("var", "accum", "accum_update", "m", "v", "ms", "mom", "mg", "linear")
-# The dtypes TensorFlow 2.21 registers CPU kernels of these ops for.
+# The dtypes TensorFlow 2.21 registers CPU kernels of these ops for (all of them
+# but the exceptions below).
 KERNEL_DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
+_NO_BFLOAT16 = ("SparseApplyRMSProp", "SparseApplyCenteredRMSProp")
+_NO_COMPLEX = ("Ftrl", "FtrlV2")
+
+
+def kernel_dtypes(op_type: str) -> tuple[str, ...]:
+    """The dtypes TensorFlow 2.21 has CPU kernels of ``op_type`` for."""
+    spec = TRAINING_OPS[op_type]
+    found: tuple[str, ...] = KERNEL_DTYPES
+    if op_type.removeprefix("Resource") in _NO_BFLOAT16:
+        found = tuple(d for d in found if d != "bfloat16")
+    if spec.rule in _NO_COMPLEX:
+        found = tuple(d for d in found if not d.startswith("complex"))
+    return found
 
 
 class VariableHandle(Protocol):
@@ -144,11 +158,11 @@ def _invalid(message: str) -> errors.InvalidArgumentError:
 
 def check_kernel_dtype(op_type: str, dtype: DType) -> None:
     """Raises InvalidArgumentError for a dtype TensorFlow has no kernel of ``op_type`` for."""
-    if dtype.name not in KERNEL_DTYPES:
+    allowed = kernel_dtypes(op_type)
+    if dtype.name not in allowed:
         raise _invalid(
             f"No OpKernel was registered to support Op '{op_type}' with these attrs: "
-            f"[T=DT_{dtype.name.upper()}]; its CPU kernels take "
-            f"{', '.join(KERNEL_DTYPES)}"
+            f"[T=DT_{dtype.name.upper()}]; its CPU kernels take {', '.join(allowed)}"
         )
 
 
