@@ -61,11 +61,11 @@ MLP_SHAPES = [(784, 100), (100,), (100, 10), (10,)]
 LINEAR_SHAPES = [(1000, 1), (1,)]
 
 
-def missing_pieces(v1: ModuleType) -> list[str]:
-    """What a model with ``minimize`` needs that ``v1`` lacks."""
+def missing_pieces(v1: ModuleType, model: str) -> list[str]:
+    """What ``model``'s ``minimize`` needs that ``v1`` lacks."""
     import importlib.util
 
-    wanted = ["matmul", "nn", "reduce_mean", "square", "gradients"]
+    wanted = ["matmul", "reduce_mean", "square", "gradients"] + (["nn"] if model == "mlp" else [])
     missing = [name for name in wanted if not hasattr(v1, name)]
     if v1 is tfa_v1 and importlib.util.find_spec("tf_accum.graph.gradients") is None:
         missing.append("tf_accum.graph.gradients")
@@ -146,7 +146,7 @@ ROWS = [
 def rows(repeat: int, tf_v1: ModuleType | None, figures: Figures) -> list[list[str]]:
     found = []
     for label, model, fed in ROWS:
-        missing = [] if fed else missing_pieces(tfa_v1)
+        missing = [] if fed else missing_pieces(tfa_v1, model)
         if missing:
             found.append([label, f"n/a: tf_accum lacks {', '.join(missing)}", "", "", "", ""])
             continue

@@ -60,14 +60,28 @@ def _momentum(s: Values, a: Values) -> Values:
 
 
 def _adam(s: Values, a: Values) -> Values:
+    # the same operations in the same order, in place on temporaries where that
+    # saves a pass over memory (rounding is unchanged)
     one = np.ones((), s["var"].dtype)
     alpha = s["lr"] * np.sqrt(one - s["beta2_power"]) / (one - s["beta1_power"])
     g = s["grad"]
-    m = s["m"] + (g - s["m"]) * (one - s["beta1"])
-    v = s["v"] + (np.square(g) - s["v"]) * (one - s["beta2"])
-    nesterov = a["use_nesterov"]
-    step = (g * (one - s["beta1"]) + s["beta1"] * m) * alpha if nesterov else m * alpha
-    return {"var": s["var"] - step / (np.sqrt(v) + s["epsilon"]), "m": m, "v": v}
+    m = np.subtract(g, s["m"])
+    m *= one - s["beta1"]
+    m += s["m"]
+    v = np.square(g)
+    v -= s["v"]
+    v *= one - s["beta2"]
+    v += s["v"]
+    if a["use_nesterov"]:
+        step = g * (one - s["beta1"])
+        step += s["beta1"] * m
+        step *= alpha
+    else:
+        step = m * alpha
+    denominator = np.sqrt(v)
+    denominator += s["epsilon"]
+    step /= denominator
+    return {"var": s["var"] - step, "m": m, "v": v}
 
 
 def _adagrad(s: Values, a: Values) -> Values:
