@@ -132,6 +132,13 @@ def test_apply_gradients_refuses_what_tensorflow_refuses() -> None:
     assert tf.get_collection(tf.GraphKeys.TRAIN_OP) == []
 
 
+def test_compute_gradients_needs_a_graph() -> None:
+    optimizer = tf.train.GradientDescentOptimizer(0.1)
+    w = tf.Variable([1.0, 2.0])
+    with pytest.raises(NotImplementedError, match="need graph mode in tf_accum"):
+        optimizer.minimize(lambda: w.numpy().sum(), var_list=[w])
+
+
 def test_constructors_refuse_what_tensorflow_refuses() -> None:
     with pytest.raises(ValueError, match=r"^initial_accumulator_value must be positive: 0\.0$"):
         tf.train.AdagradOptimizer(0.1, initial_accumulator_value=0.0)

@@ -118,9 +118,24 @@ class Optimizer:
 
         Raises:
             ValueError: a bad ``gate_gradients``, a loss that is no float, no variables.
+            NotImplementedError: eagerly (``tf.gradients`` differentiates graphs;
+                tf_accum has no GradientTape).
         """
         if callable(loss):
             loss = loss()
+        if mode.building_graph() is None:
+            graph = getattr(loss, "graph", None)
+            if graph is None:
+                raise NotImplementedError(
+                    "compute_gradients and minimize need graph mode in tf_accum: tf.gradients "
+                    "differentiates a graph and there is no GradientTape; build the model in a "
+                    "tf.Graph, or compute the gradients elsewhere and call apply_gradients"
+                )
+            with graph.as_default():
+                return self.compute_gradients(
+                    loss, var_list, gate_gradients, aggregation_method,
+                    colocate_gradients_with_ops, grad_loss,
+                )  # fmt: skip
         if gate_gradients not in (self.GATE_NONE, self.GATE_OP, self.GATE_GRAPH):
             raise ValueError(
                 "gate_gradients must be one of: Optimizer.GATE_NONE, Optimizer.GATE_OP, "
