@@ -231,6 +231,62 @@ def minimize(tf: Any) -> dict[str, Any]:
     return found
 
 
+SIGNATURE_METHODS = {
+    "Optimizer": ["__init__", "minimize", "compute_gradients", "apply_gradients", "get_slot",
+                  "get_slot_names", "variables", "get_name"],
+    "GradientDescentOptimizer": ["__init__"],
+    "MomentumOptimizer": ["__init__"],
+    "AdamOptimizer": ["__init__"],
+    "AdagradOptimizer": ["__init__"],
+    "RMSPropOptimizer": ["__init__"],
+    "AdadeltaOptimizer": ["__init__"],
+    "FtrlOptimizer": ["__init__"],
+    "ExponentialMovingAverage": ["__init__", "apply", "average", "average_name",
+                                 "variables_to_restore"],
+    "exponential_decay": [""],
+    "piecewise_constant": [""],
+    "polynomial_decay": [""],
+}  # fmt: skip
+
+
+def signatures(tf: Any) -> dict[str, list[list[str]]]:
+    """Argument names and defaults (as text) of the optimizers' public methods and the schedules."""
+    import inspect
+
+    found: dict[str, list[list[str]]] = {}
+    for name, methods in SIGNATURE_METHODS.items():
+        owner = getattr(tf.train, name)
+        for method in methods:
+            function = getattr(owner, method) if method else owner
+            found[f"{name}.{method}".rstrip(".")] = [
+                [p.name, "<required>" if p.default is inspect.Parameter.empty else repr(p.default)]
+                for p in inspect.signature(function).parameters.values()
+                if p.name != "self"
+            ]
+    return found
+
+
+def name_scopes(tf: Any) -> list[list[str]]:
+    """Adam's variables built inside a name scope, with and without
+    ``use_own_namescope_for_non_slot_vars``, and a GradientDescent step's op names."""
+    with tf.Graph().as_default():
+        w = tf.Variable(np.zeros(2, np.float32), name="w")
+        with tf.name_scope("outer"):
+            own = tf.train.AdamOptimizer(0.1, use_own_namescope_for_non_slot_vars=True)
+            own.apply_gradients([(tf.ones(2), w)])
+            plain = tf.train.AdamOptimizer(0.1)
+            plain.apply_gradients([(tf.ones(2), w)])
+            step = tf.train.GradientDescentOptimizer(0.1).apply_gradients(
+                [(tf.ones(2), w)], name="sgd_step"
+            )
+        updates = [op.name for op in step.control_inputs]
+        return [
+            [v.name for v in own.variables()],
+            [v.name for v in plain.variables()],
+            [step.name, step.type, *updates],
+        ]
+
+
 def tensorflow_outcomes() -> dict[str, Any]:
     import tensorflow.compat.v1 as tf
 
@@ -240,6 +296,8 @@ def tensorflow_outcomes() -> dict[str, Any]:
         "schedules": schedules(tf),
         "moving_averages": moving_averages(tf),
         "minimize": minimize(tf),
+        "signatures": signatures(tf),
+        "name_scopes": name_scopes(tf),
     }
 
 

@@ -132,6 +132,14 @@ def test_apply_gradients_refuses_what_tensorflow_refuses() -> None:
     assert tf.get_collection(tf.GraphKeys.TRAIN_OP) == []
 
 
+def test_names_in_name_scopes_are_tensorflows() -> None:
+    assert optimizer_cases.name_scopes(tf) == RECORDED["name_scopes"]
+
+
+def test_arguments_and_defaults_are_tensorflows() -> None:
+    assert optimizer_cases.signatures(tf) == RECORDED["signatures"]
+
+
 def test_compute_gradients_needs_a_graph() -> None:
     optimizer = tf.train.GradientDescentOptimizer(0.1)
     w = tf.Variable([1.0, 2.0])

@@ -33,6 +33,8 @@ class AdamOptimizer(Optimizer):
         learning_rate, beta1, beta2, epsilon: floats, scalar Tensors or callables.
         use_locking: accepted (updates are atomic either way).
         name: default "Adam".
+        use_own_namescope_for_non_slot_vars: ``beta1_power`` and
+            ``beta2_power`` named under a scope of the optimizer's name.
     """
 
     def __init__(
@@ -43,8 +45,9 @@ class AdamOptimizer(Optimizer):
         epsilon: Any = 1e-8,
         use_locking: bool = False,
         name: str = "Adam",
+        use_own_namescope_for_non_slot_vars: bool = False,
     ) -> None:
-        super().__init__(use_locking, name)
+        super().__init__(use_locking, name, use_own_namescope_for_non_slot_vars)
         self._lr = learning_rate
         self._beta1 = beta1
         self._beta2 = beta2

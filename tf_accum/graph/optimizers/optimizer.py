@@ -13,6 +13,7 @@ tensors (``_prepare``) and its dense and sparse updates.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 from collections.abc import Callable, Sequence
@@ -40,6 +41,9 @@ class Optimizer:
             atomic in tf_accum either way).
         name: the optimizer's name: the name scope of its ops and the suffix
             of its slots' names.
+        use_own_namescope_for_non_slot_vars: name the optimizer's own variables
+            (Adam's ``beta1_power``) under a scope of its name (``Adam/beta1_power``)
+            instead of the name scope ``apply_gradients`` is called in.
 
     Raises:
         ValueError: an empty name.
@@ -53,11 +57,22 @@ class Optimizer:
     # (False: the update adds each row, as gradient descent's scatter does)
     _sums_repeated_rows = True
 
-    def __init__(self, use_locking: bool, name: str) -> None:
+    def __init__(
+        self, use_locking: bool, name: str, use_own_namescope_for_non_slot_vars: bool = False
+    ) -> None:
         if not name:
             raise ValueError("Must specify the optimizer name")
         self._use_locking = use_locking
         self._name = name
+        self._non_slot_scope: str | None = None
+        if use_own_namescope_for_non_slot_vars:
+            graph = mode.building_graph()
+            with contextlib.ExitStack() as stack:
+                if graph is not None:
+                    stack.enter_context(graph.name_scope(None))
+                    self._non_slot_scope = graph.unique_name(name) + "/"
+                else:
+                    self._non_slot_scope = name + "/"
         # slot name -> variable -> slot variable
         self._slots: dict[str, dict[Variable, Variable]] = {}
         # (name, graph) -> variable of the optimizer's own (Adam's beta1_power)
@@ -167,7 +182,11 @@ class Optimizer:
         return grads_and_vars
 
     def apply_gradients(
-        self, grads_and_vars: Any, global_step: Any = None, name: str | None = None
+        self,
+        grads_and_vars: Any,
+        global_step: Any = None,
+        name: str | None = None,
+        skip_gradients_aggregation: bool = False,
     ) -> Any:
         """Add the ops that update each variable by its gradient; then, with
         ``global_step``, add 1 to it.
@@ -178,6 +197,8 @@ class Optimizer:
                 rows; rows named twice are summed first) or None (skipped).
             global_step: a variable to increment once the updates are done.
             name: the name of the returned op (default: the optimizer's).
+            skip_gradients_aggregation: accepted (TensorFlow's distribution
+                strategies use it; tf_accum has none).
 
         Returns:
             The Operation that makes one step, also added to the graph's
@@ -320,7 +341,7 @@ class Optimizer:
         key = (name, colocate_with.graph)
         found = self._non_slot_dict.get(key)
         if found is None:
-            found = create_non_slot(initial_value, name, colocate_with)
+            found = create_non_slot(initial_value, name, colocate_with, self._non_slot_scope)
             self._non_slot_dict[key] = found
         return found
 

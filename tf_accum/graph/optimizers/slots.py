@@ -53,13 +53,20 @@ def create_slot(primary: Variable, initial: Any, optimizer_name: str) -> Variabl
         )
 
 
-def create_non_slot(initial: Any, name: str, colocate_with: Variable) -> Variable:
+def create_non_slot(
+    initial: Any, name: str, colocate_with: Variable, scope: str | None = None
+) -> Variable:
     """A variable of the optimizer's own (Adam's ``beta1_power``), beside ``colocate_with``;
-    named in the current name scope."""
+    named in the current name scope, or in ``scope`` (ending in "/") if given."""
     graph = colocate_with.graph
     if graph is None:
-        return Variable(initial, trainable=False, name=name)
-    with graph.as_default(), graph.control_dependencies(None), colocated_with(colocate_with):
+        return Variable(initial, trainable=False, name=f"{scope or ''}{name}")
+    with (
+        graph.as_default(),
+        graph.name_scope(scope) if scope else contextlib.nullcontext(),
+        graph.control_dependencies(None),
+        colocated_with(colocate_with),
+    ):
         return Variable(initial, trainable=False, name=name, collections=[GLOBAL_VARIABLES])
 
 
