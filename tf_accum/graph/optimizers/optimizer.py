@@ -223,6 +223,10 @@ class Optimizer:
                 f"No gradients provided for any variable: {[str(v) for _, v in converted]}."
             )
         graph = mode.building_graph()
+        if graph is None and var_list[0].graph is not None:
+            # graph variables, and no graph being built: build in theirs
+            with var_list[0].graph.as_default():
+                return self.apply_gradients(pairs, global_step, name)
         self._create_slots_outside(var_list)
         if graph is None:
             self._prepare()
