@@ -18,6 +18,7 @@ the function the eager ops call.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -73,15 +74,15 @@ class TrainingOp:
     sparse: bool
     resource: bool
 
-    @property
+    @functools.cached_property
     def variables(self) -> tuple[str, ...]:
         return tuple(a for a in self.arguments if a in VARIABLE_ARGUMENTS)
 
-    @property
+    @functools.cached_property
     def gradient(self) -> str:
         return "delta" if "delta" in self.arguments else "grad"
 
-    @property
+    @functools.cached_property
     def scalars(self) -> tuple[str, ...]:
         skip = (*VARIABLE_ARGUMENTS, "grad", "delta", "indices")
         return tuple(a for a in self.arguments if a not in skip)
