@@ -22,6 +22,17 @@ RAW_OPS = [
     "AccumulatorSetGlobalStep", "ResourceAccumulatorSetGlobalStep",
     "AccumulatorTakeGradient", "ResourceAccumulatorTakeGradient",
     "SparseAccumulatorApplyGradient", "SparseAccumulatorTakeGradient", "DestroyResourceOp",
+    # the training ops (tf_accum/raw_ops/training.py)
+    "ApplyGradientDescent", "ResourceApplyGradientDescent", "ApplyMomentum", "SparseApplyMomentum",
+    "ResourceApplyMomentum", "ResourceSparseApplyMomentum", "ApplyAdam", "ResourceApplyAdam",
+    "ApplyAdagrad", "SparseApplyAdagrad", "ResourceApplyAdagrad", "ResourceSparseApplyAdagrad",
+    "ApplyAdagradV2", "SparseApplyAdagradV2", "ResourceApplyAdagradV2",
+    "ResourceSparseApplyAdagradV2", "ApplyRMSProp", "SparseApplyRMSProp", "ResourceApplyRMSProp",
+    "ResourceSparseApplyRMSProp", "ApplyCenteredRMSProp", "SparseApplyCenteredRMSProp",
+    "ResourceApplyCenteredRMSProp", "ResourceSparseApplyCenteredRMSProp", "ApplyAdadelta",
+    "SparseApplyAdadelta", "ResourceApplyAdadelta", "ResourceSparseApplyAdadelta", "ApplyFtrl",
+    "SparseApplyFtrl", "ResourceApplyFtrl", "ResourceSparseApplyFtrl", "ApplyFtrlV2",
+    "SparseApplyFtrlV2", "ResourceApplyFtrlV2", "ResourceSparseApplyFtrlV2",
 ]  # fmt: skip
 CLASSES = {
     "ConditionalAccumulatorBase": ["__init__", "num_accumulated", "set_global_step"],

@@ -23,13 +23,15 @@ RAW_OPS = sorted(name.split(".", 1)[1] for name in SIGNATURES if name.startswith
 
 
 def test_raw_ops_exports_exactly_the_op_table() -> None:
-    """One op table (tf_accum/raw_ops/op_table.py) gives the raw ops' names and
-    graph mode's nodes; it holds exactly the ops TensorFlow's recorded
+    """Two op tables (tf_accum/raw_ops/op_table.py for the accumulators,
+    tf_accum/raw_ops/training.py for the training ops) give the raw ops' names
+    and graph mode's nodes; they hold exactly the ops TensorFlow's recorded
     signatures name, each exported and callable."""
     from tf_accum.raw_ops.op_table import OPS
+    from tf_accum.raw_ops.training import TRAINING_OPS
 
-    assert len(RAW_OPS) == 14
-    assert sorted(tfa.raw_ops.__all__) == sorted(OPS) == RAW_OPS
+    assert len(RAW_OPS) == 14 + 36
+    assert sorted(tfa.raw_ops.__all__) == sorted([*OPS, *TRAINING_OPS]) == RAW_OPS
     for name in RAW_OPS:
         assert callable(getattr(tfa.raw_ops, name))
 

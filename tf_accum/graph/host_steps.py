@@ -4,7 +4,9 @@ A request is a list of steps in dependency order, pickled once per shape of
 request (see tf_accum.graph.remote_run): ``(MAKE, op_type, op_name, attrs)``
 makes an accumulator, ``(RAW, op_type, input_names, attrs, sources,
 n_outputs)`` calls a raw op, ``(VAR, method, variable_name, dtype_name,
-sources)`` reads or updates a variable. Each source says where an input
+sources)`` reads or updates a variable, ``(TRAIN, op_type, variables,
+(input_names, attrs), sources)`` runs a training op on variables (a
+variable and its slots) by name. Each source says where an input
 comes from: ``(VALUE, value)`` in the steps, ``(STEP, index, output)`` an
 earlier step's output, or ``(SLOT, index)`` the request's values (what
 changes from run to run). The host decodes a request's steps once (a
@@ -24,12 +26,13 @@ from tf_accum.dtypes import DType, as_dtype
 from tf_accum.graph.scatter import CHANGES, changed_rows
 from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
+from tf_accum.raw_ops.training import TRAINING_OPS, check_kernel_dtype, updated_values
 
 if TYPE_CHECKING:
     from tf_accum.graph.graph import Operation, Tensor
 
 # Step kinds (the first element of every step).
-MAKE, RAW, VAR = "make", "raw", "var"
+MAKE, RAW, VAR, TRAIN = "make", "raw", "var", "train"
 # Where a step's input comes from: a value in the steps, an earlier step's output, or
 # a slot of the values sent with the request (what changes from run to run).
 VALUE, STEP, SLOT = "v", "s", "i"
@@ -136,6 +139,23 @@ def variable_step(store: Any, step: tuple[Any, ...], values: list[Any]) -> tuple
     raise errors.UnimplementedError(None, None, f"No variable operation {method!r} on a task")
 
 
+def training_step(store: Any, step: tuple[Any, ...], values: list[Any]) -> tuple[Any, ...]:
+    """Run a TRAIN step on ``store`` (a VariableStore) with its other inputs ``values``.
+
+    Raises:
+        what the training op raises (FailedPreconditionError for an
+        uninitialised variable, InvalidArgumentError for bad shapes).
+    """
+    _, op_type, variables, (names, attrs), _sources = step
+    keys = [VariableKey(name, dtype_name) for name, dtype_name in variables]
+    check_kernel_dtype(op_type, keys[0].dtype)
+    given = {name: np.asarray(value) for name, value in zip(names, values, strict=True)}
+    fresh = store.update_together(
+        keys, lambda current: updated_values(op_type, current, given, attrs)
+    )
+    return () if TRAINING_OPS[op_type].resource else (fresh[0],)
+
+
 # --- writing a request (the session's side) ---
 
 
@@ -170,6 +190,9 @@ def write_steps(
                 )
             )
             continue
+        if op.type in TRAINING_OPS:
+            steps.append(_training_step(op, attrs, index, values, computed, slots))
+            continue
         spec = NODE_SPECS[op.type]
         if spec.constructor:
             steps.append((MAKE, op.type, op.name, attrs))
@@ -178,6 +201,25 @@ def write_steps(
         sources = tuple(_source(t, index, values, computed, slots) for t in op.inputs)
         steps.append((RAW, op.type, names, attrs, sources, len(spec.outputs)))
     return steps
+
+
+def _training_step(
+    op: Operation,
+    attrs: dict[str, Any],
+    index: dict[Operation, int],
+    values: dict[Tensor, Any],
+    computed: dict[Operation, Any],
+    slots: list[Tensor],
+) -> tuple[Any, ...]:
+    """A training op's TRAIN step: its variables by name, the other inputs as sources."""
+    spec = TRAINING_OPS[op.type]
+    dtype_name = attrs["T"].name
+    named = dict(zip(spec.arguments, op.inputs, strict=True))
+    variables = tuple((named[name].op.name, dtype_name) for name in spec.variables)
+    others = tuple(a for a in spec.arguments if a not in spec.variables)
+    flags = {k: v for k, v in attrs.items() if k not in ("T", "Tindices")}
+    sources = tuple(_source(named[a], index, values, computed, slots) for a in others)
+    return (TRAIN, op.type, variables, (others, flags), sources)
 
 
 def _source(

@@ -27,6 +27,7 @@ from tf_accum.raw_ops._keyword_only import NOT_BUILT, set_graph_builder, snake_c
 from tf_accum.raw_ops._timeout import check_timeout
 from tf_accum.raw_ops.constructors import accumulator_dtype, string_attr
 from tf_accum.raw_ops.op_table import HANDLE, OPS, VALUES, OpSignature
+from tf_accum.raw_ops.training import TRAINING_OPS
 
 # Inputs whose kernel check is "must be a scalar": a known static rank other
 # than 0 is refused when the node is built, as TensorFlow's shape functions do.
@@ -58,8 +59,12 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
             or a dtype attribute outside the accumulator dtypes.
         ValueError: a scalar input whose static shape is not a scalar.
     """
+    if op_type in TRAINING_OPS:
+        from tf_accum.graph.training_nodes import build_training_op
+
+        return build_training_op(graph, op_type, func, kwargs)
     spec = OPS[op_type]
-    _check_arguments(op_type, func, kwargs)
+    check_arguments(op_type, func, kwargs)
     attrs = {k: v for k, v in kwargs.items() if k not in dict(spec.inputs) and k != "name"}
     if "dtype" in attrs:
         attrs["dtype"] = (
@@ -95,7 +100,7 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
     return op.outputs[0]
 
 
-def _check_arguments(op_type: str, func: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+def check_arguments(op_type: str, func: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     """TypeError, worded as Python words it, for a missing or unknown argument."""
     parameters = inspect.signature(func).parameters
     function = snake_case(op_type)

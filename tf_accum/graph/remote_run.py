@@ -52,6 +52,7 @@ from tf_accum.graph.cluster_runtime import (
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
 from tf_accum.graph.host_steps import VARIABLE_METHODS, write_steps
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
+from tf_accum.raw_ops.training import TRAINING_OPS
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:
@@ -137,15 +138,15 @@ class ClusterSession:
             task = self.runtime.task_of(op)
             if task is None:
                 continue
-            if op.type in NODE_SPECS or op.type in VARIABLE_METHODS:
+            if op.type in NODE_SPECS or op.type in VARIABLE_METHODS or op.type in TRAINING_OPS:
                 remote[op] = task
             elif any(t.dtype in HANDLE_DTYPES for t in op.inputs):
                 raise errors.UnimplementedError(
                     None,
                     None,
                     f"Operation {op.name} (type {op.type}) uses state on task "
-                    f"{task_label(task)}, and tf_accum runs only accumulator and variable ops "
-                    f"({', '.join(sorted(VARIABLE_METHODS))}) on another task",
+                    f"{task_label(task)}, and tf_accum runs only accumulator, variable "
+                    f"({', '.join(sorted(VARIABLE_METHODS))}) and training ops on another task",
                 )
         placed = _Placed(remote, _lift_constants(plan, remote))
         with self._lock:

@@ -32,7 +32,15 @@ from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.lives import CallerLives
 from tf_accum.distributed.small_messages import is_small, pack, unpack
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
-from tf_accum.graph.host_steps import MAKE, RawStep, decode, inputs_of, variable_step
+from tf_accum.graph.host_steps import (
+    MAKE,
+    TRAIN,
+    RawStep,
+    decode,
+    inputs_of,
+    training_step,
+    variable_step,
+)
 from tf_accum.graph.variable_store import VariableStore
 from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
@@ -399,7 +407,10 @@ class _Host:
         if step[0] == MAKE:
             _, op_type, op_name, attrs = step
             return (self._make(session, op_type, op_name, attrs),)
-        return variable_step(self._variables, step, inputs_of(step[4], outputs, slots))
+        values = inputs_of(step[4], outputs, slots)
+        if step[0] == TRAIN:
+            return training_step(self._variables, step, values)
+        return variable_step(self._variables, step, values)
 
     def _make(self, session: str, op_type: str, op_name: str, attrs: dict[str, Any]) -> int:
         with self._lock:

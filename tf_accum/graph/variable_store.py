@@ -73,6 +73,25 @@ class VariableStore:
             self._values[variable] = array
         return array
 
+    def update_together(
+        self, variables: list[Variable], change: Callable[[list[Array]], list[Array]]
+    ) -> list[Array]:
+        """Replace several values by ``change(values)`` at one point, atomically (an
+        optimizer step on a variable and its slots); returns the new values.
+
+        Raises:
+            FailedPreconditionError: a variable is not initialized.
+            whatever ``change`` raises (the values are then left as they were).
+        """
+        with self._lock:
+            found = change([self.read(variable) for variable in variables])
+            arrays = [
+                frozen(np.asarray(value, dtype=variable.dtype.numpy_dtype))
+                for variable, value in zip(variables, found, strict=True)
+            ]
+            self._values.update(zip(variables, arrays, strict=True))
+        return arrays
+
     def clear(self) -> None:
         with self._lock:
             self._values.clear()

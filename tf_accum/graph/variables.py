@@ -8,6 +8,7 @@ FailedPreconditionError. In eager mode a Variable simply holds a numpy array.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +43,19 @@ def _rows_of(sparse_delta: Any) -> tuple[Any, Any]:
 def _initialize(context: Any, inputs: list[Any]) -> tuple[()]:
     store_of(context).assign(inputs[0], inputs[1])
     return ()
+
+
+# a VarHandleOp -> its Variable (what the training ops' nodes find from a handle tensor)
+_variables_by_handle: weakref.WeakKeyDictionary[Operation, Variable] = weakref.WeakKeyDictionary()
+
+
+def variable_of(value: Any) -> Variable | None:
+    """The Variable ``value`` is, or whose handle tensor it is; else None."""
+    if isinstance(value, Variable):
+        return value
+    if isinstance(value, Tensor):
+        return _variables_by_handle.get(value.op)
+    return None
 
 
 def store_of(context: Any) -> VariableStore:
@@ -123,6 +137,7 @@ class Variable(TensorOperators):
             name=name or "Variable",
         )
         self._handle = handle
+        _variables_by_handle[handle] = self
         self._name = f"{handle.name}:0"
         with graph.name_scope(f"{handle.name}/"), graph.control_dependencies(None):
             initial = graph_input(graph, initial_value, dtype, name="Initializer/initial_value")
@@ -187,6 +202,14 @@ class Variable(TensorOperators):
     def op(self) -> Operation:
         """The variable's handle op (graph mode only)."""
         return self._graph_only()._handle
+
+    @property
+    def handle(self) -> Any:
+        """What the ``Resource*`` training ops take: the variable's resource Tensor in
+        graph mode; eagerly an object through which the ops read and replace the value."""
+        if self._graph is None:
+            return EagerHandle(self)
+        return self._handle.outputs[0]
 
     @property
     def initializer(self) -> Operation | None:
@@ -397,6 +420,29 @@ class Variable(TensorOperators):
 
     def __eq__(self, other: object) -> bool:
         return self is other
+
+
+class EagerHandle:
+    """An eager variable's handle, as the eager training ops use it."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Variable) -> None:
+        self.variable = variable
+
+    @property
+    def dtype(self) -> DType:
+        return self.variable.dtype
+
+    def read(self) -> Array:
+        value: Array = self.variable._value
+        return value
+
+    def write(self, value: Array) -> None:
+        self.variable._value = frozen(np.array(value, dtype=self.variable.dtype.numpy_dtype))
+
+    def __repr__(self) -> str:
+        return f"<handle of {self.variable!r}>"
 
 
 def assign(

@@ -1,7 +1,9 @@
 """Raw ops with TensorFlow's names and arguments, called by keyword only.
 
 Constructors return an integer handle into the process's resource table; every
-other op takes such a handle. See each op's docstring for what it accepts.
+other op takes such a handle. The training ops (``ResourceApplyAdam``, ...;
+tf_accum/raw_ops/training.py) change variables. See each op's docstring for
+what it accepts.
 """
 
 from tf_accum.raw_ops.common import (
@@ -47,5 +49,51 @@ from tf_accum.raw_ops.sparse import (
 from tf_accum.raw_ops.sparse import (
     SparseAccumulatorTakeGradient as SparseAccumulatorTakeGradient,
 )
+from tf_accum.raw_ops.training import TRAINING_OPS
+from tf_accum.raw_ops.training_ops import ApplyAdadelta as ApplyAdadelta
+from tf_accum.raw_ops.training_ops import ApplyAdagrad as ApplyAdagrad
+from tf_accum.raw_ops.training_ops import ApplyAdagradV2 as ApplyAdagradV2
+from tf_accum.raw_ops.training_ops import ApplyAdam as ApplyAdam
+from tf_accum.raw_ops.training_ops import ApplyCenteredRMSProp as ApplyCenteredRMSProp
+from tf_accum.raw_ops.training_ops import ApplyFtrl as ApplyFtrl
+from tf_accum.raw_ops.training_ops import ApplyFtrlV2 as ApplyFtrlV2
+from tf_accum.raw_ops.training_ops import ApplyGradientDescent as ApplyGradientDescent
+from tf_accum.raw_ops.training_ops import ApplyMomentum as ApplyMomentum
+from tf_accum.raw_ops.training_ops import ApplyRMSProp as ApplyRMSProp
+from tf_accum.raw_ops.training_ops import ResourceApplyAdadelta as ResourceApplyAdadelta
+from tf_accum.raw_ops.training_ops import ResourceApplyAdagrad as ResourceApplyAdagrad
+from tf_accum.raw_ops.training_ops import ResourceApplyAdagradV2 as ResourceApplyAdagradV2
+from tf_accum.raw_ops.training_ops import ResourceApplyAdam as ResourceApplyAdam
+from tf_accum.raw_ops.training_ops import (
+    ResourceApplyCenteredRMSProp as ResourceApplyCenteredRMSProp,
+)
+from tf_accum.raw_ops.training_ops import ResourceApplyFtrl as ResourceApplyFtrl
+from tf_accum.raw_ops.training_ops import ResourceApplyFtrlV2 as ResourceApplyFtrlV2
+from tf_accum.raw_ops.training_ops import (
+    ResourceApplyGradientDescent as ResourceApplyGradientDescent,
+)
+from tf_accum.raw_ops.training_ops import ResourceApplyMomentum as ResourceApplyMomentum
+from tf_accum.raw_ops.training_ops import ResourceApplyRMSProp as ResourceApplyRMSProp
+from tf_accum.raw_ops.training_ops import ResourceSparseApplyAdadelta as ResourceSparseApplyAdadelta
+from tf_accum.raw_ops.training_ops import ResourceSparseApplyAdagrad as ResourceSparseApplyAdagrad
+from tf_accum.raw_ops.training_ops import (
+    ResourceSparseApplyAdagradV2 as ResourceSparseApplyAdagradV2,
+)
+from tf_accum.raw_ops.training_ops import (
+    ResourceSparseApplyCenteredRMSProp as ResourceSparseApplyCenteredRMSProp,
+)
+from tf_accum.raw_ops.training_ops import ResourceSparseApplyFtrl as ResourceSparseApplyFtrl
+from tf_accum.raw_ops.training_ops import ResourceSparseApplyFtrlV2 as ResourceSparseApplyFtrlV2
+from tf_accum.raw_ops.training_ops import ResourceSparseApplyMomentum as ResourceSparseApplyMomentum
+from tf_accum.raw_ops.training_ops import ResourceSparseApplyRMSProp as ResourceSparseApplyRMSProp
+from tf_accum.raw_ops.training_ops import SparseApplyAdadelta as SparseApplyAdadelta
+from tf_accum.raw_ops.training_ops import SparseApplyAdagrad as SparseApplyAdagrad
+from tf_accum.raw_ops.training_ops import SparseApplyAdagradV2 as SparseApplyAdagradV2
+from tf_accum.raw_ops.training_ops import SparseApplyCenteredRMSProp as SparseApplyCenteredRMSProp
+from tf_accum.raw_ops.training_ops import SparseApplyFtrl as SparseApplyFtrl
+from tf_accum.raw_ops.training_ops import SparseApplyFtrlV2 as SparseApplyFtrlV2
+from tf_accum.raw_ops.training_ops import SparseApplyMomentum as SparseApplyMomentum
+from tf_accum.raw_ops.training_ops import SparseApplyRMSProp as SparseApplyRMSProp
 
-__all__ = list(OPS)  # the op table's names, in its order
+# the op table's names, in its order, then the training ops'
+__all__ = [*OPS, *TRAINING_OPS]

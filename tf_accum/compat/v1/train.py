@@ -1,4 +1,5 @@
-"""``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators, and its cluster."""
+"""``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators, its
+optimizers and its cluster."""
 
 from tf_accum.graph.cluster import ClusterSpec, Server
 from tf_accum.graph.coordinator import Coordinator
@@ -8,6 +9,20 @@ from tf_accum.graph.global_step import (
     get_or_create_global_step,
     global_step,
 )
+from tf_accum.graph.optimizers.adadelta import AdadeltaOptimizer
+from tf_accum.graph.optimizers.adagrad import AdagradOptimizer
+from tf_accum.graph.optimizers.adam import AdamOptimizer
+from tf_accum.graph.optimizers.ftrl import FtrlOptimizer
+from tf_accum.graph.optimizers.gradient_descent import GradientDescentOptimizer
+from tf_accum.graph.optimizers.learning_rate_decay import (
+    exponential_decay,
+    piecewise_constant,
+    polynomial_decay,
+)
+from tf_accum.graph.optimizers.momentum import MomentumOptimizer
+from tf_accum.graph.optimizers.moving_averages import ExponentialMovingAverage
+from tf_accum.graph.optimizers.optimizer import Optimizer
+from tf_accum.graph.optimizers.rmsprop import RMSPropOptimizer
 from tf_accum.graph.replica import replica_device_setter
 
 __all__ = [
@@ -19,4 +34,16 @@ __all__ = [
     "ClusterSpec",
     "Server",
     "replica_device_setter",
+    "Optimizer",
+    "GradientDescentOptimizer",
+    "MomentumOptimizer",
+    "AdamOptimizer",
+    "AdagradOptimizer",
+    "RMSPropOptimizer",
+    "AdadeltaOptimizer",
+    "FtrlOptimizer",
+    "exponential_decay",
+    "piecewise_constant",
+    "polynomial_decay",
+    "ExponentialMovingAverage",
 ]

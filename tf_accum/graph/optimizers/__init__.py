@@ -1,0 +1,2 @@
+"""TF1 optimizers (``tf.train.AdamOptimizer``, ...), learning-rate schedules and
+``ExponentialMovingAverage``: one module each, over the training ops."""
