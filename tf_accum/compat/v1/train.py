@@ -1,5 +1,16 @@
 """``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators, and its cluster."""
 
+from tf_accum.graph.checkpoint_management import (
+    checkpoint_exists,
+    get_checkpoint_mtimes,
+    get_checkpoint_state,
+    latest_checkpoint,
+    list_variables,
+    load_checkpoint,
+    load_variable,
+    remove_checkpoint,
+    update_checkpoint_state,
+)
 from tf_accum.graph.cluster import ClusterSpec, Server
 from tf_accum.graph.coordinator import Coordinator
 from tf_accum.graph.global_step import (
@@ -9,6 +20,7 @@ from tf_accum.graph.global_step import (
     global_step,
 )
 from tf_accum.graph.replica import replica_device_setter
+from tf_accum.graph.saver import Saver, SaverDef
 
 __all__ = [
     "Coordinator",
@@ -19,4 +31,16 @@ __all__ = [
     "ClusterSpec",
     "Server",
     "replica_device_setter",
+    # checkpoints
+    "Saver",
+    "SaverDef",
+    "checkpoint_exists",
+    "get_checkpoint_mtimes",
+    "get_checkpoint_state",
+    "latest_checkpoint",
+    "list_variables",
+    "load_checkpoint",
+    "load_variable",
+    "remove_checkpoint",
+    "update_checkpoint_state",
 ]
