@@ -259,10 +259,10 @@ def table_entries(data: bytes, path: str) -> Iterator[tuple[bytes, bytes]]:
         DataLossError: not a table, or a block whose checksum does not match.
     """
     if len(data) < FOOTER_LENGTH:
-        raise errors.DataLossError(None, None, f"not a checkpoint index (file too short): {path}")
+        raise errors.DataLossError(None, None, f"not an sstable (file too short): {path}")
     low, high = struct.unpack_from("<II", data, len(data) - 8)
     if low | (high << 32) != TABLE_MAGIC:
-        raise errors.DataLossError(None, None, f"not a checkpoint index (bad magic number): {path}")
+        raise errors.DataLossError(None, None, f"not an sstable (bad magic number): {path}")
     footer = data[len(data) - FOOTER_LENGTH :]
     _, position = read_varint(footer, 0)
     _, position = read_varint(footer, position)  # the meta index, which holds nothing we need
@@ -399,7 +399,11 @@ class CheckpointReader:
         try:
             with open(index, "rb") as file:
                 data = file.read()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        except IsADirectoryError:
+            raise errors.DataLossError(
+                None, None, f"Unable to open table file {index}: Is a directory"
+            ) from None
+        except (FileNotFoundError, NotADirectoryError):
             raise errors.NotFoundError(
                 None,
                 None,

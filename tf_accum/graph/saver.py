@@ -7,7 +7,7 @@ to the file named by ``save/Const``; ``save/RestoreV2`` reads them back and
 ``save/restore_all`` assigns them. The files are TensorFlow's (format V2,
 ``tf_accum.graph.checkpoint_format``) and the state file beside them too
 (``tf_accum.graph.checkpoint_management``), so a job can move between
-TensorFlow and tf_accum. The meta graph file is not written (docs/departures.md G9).
+TensorFlow and tf_accum. The meta graph file is not written (docs/departures.md T22).
 """
 
 from __future__ import annotations
@@ -91,7 +91,10 @@ def _variables_by_name(var_list: Any) -> dict[str, Variable]:
         named = {}
         for name, variable in var_list.items():
             if not isinstance(variable, Variable):
-                raise TypeError(f"Variable to save is not a Variable: {variable}")
+                raise TypeError(
+                    "names_to_saveables must be a dict mapping string names to "
+                    f"Tensors/Variables. Not a variable: {variable}"
+                )
             named[str(name)] = variable
         return named
     if isinstance(var_list, Variable):
