@@ -81,6 +81,17 @@ MESSAGES: dict[str, list[Field]] = {
         _field("keep_checkpoint_every_n_hours", 6, "float"),
         _field("version", 7, "int32"),
     ],
+    # tensorflow/core/framework/graph.proto and node_def.proto, without attributes
+    "NodeDef": [
+        _field("name", 1, "string"),
+        _field("op", 2, "string"),
+        _field("input", 3, "string", repeated=True),
+        _field("device", 4, "string"),
+    ],
+    "GraphDef": [
+        _field("node", 1, "message", repeated=True, message="NodeDef"),
+        _field("versions", 4, "message", message="VersionDef"),
+    ],
     # tensorflow/core/framework/summary.proto
     "HistogramProto": [
         _field("min", 1, "double"),

@@ -16,7 +16,7 @@ saying so.
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
-from tf_accum.compat.v1 import sparse, train
+from tf_accum.compat.v1 import sparse, summary, train
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
@@ -77,6 +77,7 @@ __all__ = [
     "ConditionalAccumulator",
     "SparseConditionalAccumulator",
     "sparse",
+    "summary",
     "train",
     "errors",
     "dtypes",
