@@ -93,6 +93,8 @@ def test_save_and_restore_round_trip_every_dtype(tmp_path: Path) -> None:
     assert reader.get_variable_to_dtype_map()["bf16"] == tf.bfloat16
     assert tf.train.list_variables(str(tmp_path))[0] == ("bf16", [2])
     assert _same(tf.train.load_variable(str(tmp_path), "i64:0"), ROUND_TRIP["i64"])
+    # as TensorFlow's reader: scalars as numpy scalars
+    assert type(reader.get_tensor("step")) is np.int64 and reader.get_tensor("step") == 11
 
 
 def test_restore_replaces_values_and_string_variables_round_trip(tmp_path: Path) -> None:
@@ -421,6 +423,7 @@ def test_tensorflows_checkpoint_restores_in_tf_accum(tmp_path: Path) -> None:
         tf.train.Saver().restore(sess, path)
         for name, variable in made.items():
             assert _same(sess.run(variable), VARIABLES[name]), name
+    assert tf.train.load_checkpoint(path).get_tensor("label") == b"tf_accum"
 
 
 def test_tf_accum_writes_the_bytes_tensorflow_writes(tmp_path: Path) -> None:

@@ -256,7 +256,13 @@ def test_file_writer_cache_shares_one_writer_per_directory(tmp_path: Path) -> No
     tf.summary.FileWriterCache.clear()
     with tf.summary.FileWriter(str(tmp_path / "c")) as writer:
         writer.add_session_log(tf.summary.Summary(), 3)  # any serialized message
-    assert [e.step for e in _events(_only_file(tmp_path / "c"))] == [0, 3]
+        writer.add_meta_graph(b"", 4)
+    events = _events(_only_file(tmp_path / "c"))
+    assert [(e.step, e.WhichOneof("what")) for e in events] == [
+        (0, "file_version"),
+        (3, "session_log"),
+        (4, "meta_graph_def"),
+    ]
 
 
 def test_without_tensorboard_file_writers_warn_once_and_write_nothing(

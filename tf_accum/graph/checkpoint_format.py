@@ -430,9 +430,11 @@ class CheckpointReader:
 
     # --- TensorFlow's CheckpointReader methods ---
 
-    def get_tensor(self, tensor_str: str) -> Array:
-        """The value of tensor ``tensor_str`` (see ``tensor``)."""
-        return self.tensor(tensor_str)
+    def get_tensor(self, tensor_str: str) -> Any:
+        """The value of tensor ``tensor_str`` as TensorFlow's reader gives it: an array,
+        or for a scalar a numpy scalar (bytes for a string). See ``tensor``."""
+        value = self.tensor(tensor_str)
+        return value[()] if value.shape == () else value
 
     def get_variable_to_shape_map(self) -> dict[str, list[int]]:
         return {name: self.shape(name) for name in self._entries}

@@ -200,6 +200,15 @@ class FileWriter:
 
         self._write(fill, global_step)
 
+    def add_meta_graph(self, meta_graph_def: Any, global_step: Any = None) -> None:
+        """Write a serialized ``MetaGraphDef`` (bytes, or a message) as it is."""
+        data = _bytes_of(meta_graph_def)
+
+        def fill(event: Any) -> None:
+            event.meta_graph_def = data
+
+        self._write(fill, global_step)
+
     def flush(self) -> None:
         """Write the events still waiting in memory."""
         with self._lock:
