@@ -399,6 +399,14 @@ def test_damaged_files_are_data_loss(tmp_path: Path) -> None:
     data.write_bytes(b"\x01" + data.read_bytes()[1:])
     with pytest.raises(errors.DataLossError, match="Checksum does not match"):
         CheckpointReader(prefix).tensor("x")
+    data.write_bytes(data.read_bytes()[:-1])
+    with pytest.raises(errors.DataLossError, match="Checkpoint data for x is truncated"):
+        CheckpointReader(prefix).tensor("x")
+    # a value read is the reader's own: changing it changes nothing stored
+    write_checkpoint(prefix, {"x": (np.arange(4.0), tf.float64)})
+    value = CheckpointReader(prefix).get_tensor("x")
+    value[0] = 99.0
+    assert CheckpointReader(prefix).get_tensor("x").tolist() == [0.0, 1.0, 2.0, 3.0]
     index = Path(prefix + ".index")
     flipped = bytearray(index.read_bytes())
     flipped[5] ^= 0xFF

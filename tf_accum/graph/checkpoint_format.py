@@ -434,7 +434,7 @@ class CheckpointReader:
         """The value of tensor ``tensor_str`` as TensorFlow's reader gives it: an array,
         or for a scalar a numpy scalar (bytes for a string). See ``tensor``."""
         value = self.tensor(tensor_str)
-        return value[()] if value.shape == () else value
+        return value[()] if value.shape == () else np.array(value)
 
     def get_variable_to_shape_map(self) -> dict[str, list[int]]:
         return {name: self.shape(name) for name in self._entries}
@@ -458,7 +458,7 @@ class CheckpointReader:
         return [dim.size for dim in self._entry(name).shape.dim]
 
     def tensor(self, name: str) -> Array:
-        """The value of tensor ``name``.
+        """The value of tensor ``name`` (read-only).
 
         Raises:
             NotFoundError: no such tensor, or its data file is missing.
@@ -474,6 +474,11 @@ class CheckpointReader:
             )
         dtype = as_dtype(entry.dtype)
         shape = tuple(dim.size for dim in entry.shape.dim)
+        stored = dtype.numpy_dtype.newbyteorder("<") if dtype != string else np.dtype(np.uint8)
+        if dtype != string and entry.size != int(np.prod(shape, dtype=np.int64)) * stored.itemsize:
+            raise errors.DataLossError(
+                None, None, f"Checkpoint entry of {name} has the wrong size in {self.prefix}"
+            )
         with _opened(data_path(self.prefix, entry.shard_id, self._num_shards), "rb") as file:
             file.seek(entry.offset)
             raw = file.read(entry.size)
@@ -486,8 +491,9 @@ class CheckpointReader:
             value = value.reshape(shape)
         else:
             crc = crc32c(raw)
-            value = np.frombuffer(raw, dtype=dtype.numpy_dtype.newbyteorder("<"))
-            value = value.astype(dtype.numpy_dtype).reshape(shape)
+            # a read-only view of the bytes read, not a copy (a restore copies it into the variable)
+            value = np.frombuffer(raw, dtype=stored).astype(dtype.numpy_dtype, copy=False)
+            value = value.reshape(shape)
         if mask(crc) != entry.crc32c:
             raise errors.DataLossError(
                 None,
