@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -235,6 +236,48 @@ def test_max_to_keep_none_keeps_everything_and_saving_a_path_again_moves_it_last
         for step in (1, 2, 1):
             again.save(sess, str(tmp_path / "m"), global_step=step)
     assert again.last_checkpoints == [f"{tmp_path}/m-2", f"{tmp_path}/m-1"]
+
+
+def test_threads_saving_at_once_keep_max_to_keep_and_a_true_state_file(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from tf_accum.graph import saver as saver_module
+
+    writes = saver_module.update_checkpoint_state
+    delays = iter(np.random.default_rng(3).uniform(0, 0.01, 1000))
+
+    def slow_write(*args: Any, **kwargs: Any) -> None:
+        # uneven delays: saves that would interleave their state files, if they could
+        time.sleep(next(delays))
+        writes(*args, **kwargs)
+
+    monkeypatch.setattr(saver_module, "update_checkpoint_state", slow_write)
+    tf.Variable(np.zeros(1000, np.float32))
+    saver = tf.train.Saver(max_to_keep=3)
+    failures: list[BaseException] = []
+
+    def save_some(sess: Any, first: int) -> None:
+        try:
+            for step in range(first, first + 5):
+                saver.save(sess, str(tmp_path / "m"), global_step=step)
+        except BaseException as error:  # reported by the test thread
+            failures.append(error)
+
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        threads = [threading.Thread(target=save_some, args=(sess, 100 * i)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
+    kept = saver.last_checkpoints
+    assert len(kept) == 3
+    assert sorted(str(p)[: -len(".index")] for p in tmp_path.glob("*.index")) == sorted(kept)
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert list(state.all_model_checkpoint_paths) == kept
+    assert state.model_checkpoint_path == kept[-1]
 
 
 def test_keep_checkpoint_every_n_hours_keeps_one_per_period(tmp_path: Path) -> None:

@@ -172,6 +172,7 @@ class Saver:
         self._pad_step_number = pad_step_number
         self._save_relative_paths = save_relative_paths
         self._lock = threading.Lock()
+        self._state_lock = threading.Lock()
         self._last_checkpoints: list[tuple[str, float]] = []
         self._to_delete: list[tuple[str, float]] = []
         hours = keep_checkpoint_every_n_hours
@@ -371,19 +372,22 @@ class Saver:
             else:
                 path = _text(sess.run(self._saved, {self._prefix: checkpoint_file}))
             if write_state:
-                doomed = self._record(path)
-                update_checkpoint_state(
-                    save_dir,
-                    path,
-                    self.last_checkpoints,
-                    latest_filename,
-                    save_relative_paths=self._save_relative_paths,
-                )
-                for old, _ in doomed:
-                    try:
-                        remove_checkpoint(old, meta_graph_suffix=meta_graph_suffix)
-                    except OSError as error:
-                        _log.warning("Ignoring: %s", error)
+                # one save's bookkeeping at a time: the state file written last names
+                # the checkpoints kept after the last save recorded
+                with self._state_lock:
+                    doomed = self._record(path)
+                    update_checkpoint_state(
+                        save_dir,
+                        path,
+                        self.last_checkpoints,
+                        latest_filename,
+                        save_relative_paths=self._save_relative_paths,
+                    )
+                    for old, _ in doomed:
+                        try:
+                            remove_checkpoint(old, meta_graph_suffix=meta_graph_suffix)
+                        except OSError as error:
+                            _log.warning("Ignoring: %s", error)
         except (errors.FailedPreconditionError, errors.NotFoundError) as error:
             if not os.path.isdir(save_dir or "."):
                 raise ValueError(
