@@ -242,8 +242,8 @@ def test_threads_saving_at_once_keep_max_to_keep_and_a_true_state_file(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     from tf_accum.graph import saver as saver_module
+    from tf_accum.graph.checkpoint_management import update_checkpoint_state as writes
 
-    writes = saver_module.update_checkpoint_state
     delays = iter(np.random.default_rng(3).uniform(0, 0.01, 1000))
 
     def slow_write(*args: Any, **kwargs: Any) -> None:
