@@ -246,6 +246,25 @@ def test_events_wait_for_max_queue_or_flush(tmp_path: Path) -> None:
     assert [e.step for e in _events(Path(str(writer.event_file)))] == [0, 6]
 
 
+def test_threads_adding_summaries_at_once_lose_none(tmp_path: Path) -> None:
+    writer = tf.summary.FileWriter(str(tmp_path), max_queue=7)
+    summary = tf.summary.Summary(value=[tf.summary.Summary.Value(tag="a", simple_value=1.0)])
+
+    def add_some(first: int) -> None:
+        for step in range(first, first + 50):
+            writer.add_summary(summary, step)
+
+    threads = [threading.Thread(target=add_some, args=(1000 * i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    writer.close()
+    steps = sorted(e.step for e in _events(_only_file(tmp_path))[1:])
+    assert steps == sorted(1000 * i + k for i in range(4) for k in range(50))
+
+
 def test_file_writer_cache_shares_one_writer_per_directory(tmp_path: Path) -> None:
     first = tf.summary.FileWriterCache.get(str(tmp_path / "a"))
     assert tf.summary.FileWriterCache.get(str(tmp_path / "a")) is first
