@@ -71,16 +71,6 @@ MESSAGES: dict[str, list[Field]] = {
         _field("all_model_checkpoint_timestamps", 3, "double", repeated=True),
         _field("last_preserved_timestamp", 4, "double"),
     ],
-    # tensorflow/core/protobuf/saver.proto
-    "SaverDef": [
-        _field("filename_tensor_name", 1, "string"),
-        _field("save_tensor_name", 2, "string"),
-        _field("restore_op_name", 3, "string"),
-        _field("max_to_keep", 4, "int32"),
-        _field("sharded", 5, "bool"),
-        _field("keep_checkpoint_every_n_hours", 6, "float"),
-        _field("version", 7, "int32"),
-    ],
     # tensorflow/core/framework/graph.proto and node_def.proto, without attributes
     "NodeDef": [
         _field("name", 1, "string"),
