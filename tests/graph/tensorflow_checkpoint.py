@@ -5,16 +5,20 @@ TensorFlow 2.21's ``tf.compat.v1.train.Saver`` as ``DIR/model-3`` (the state
 file with relative paths); tests/graph/data/tensorflow_checkpoint/ is what it
 wrote, kept for the runs without TensorFlow.
 
-``python -m tests.graph.tensorflow_checkpoint read DIR`` restores DIR's latest
-checkpoint into VARIABLES with TensorFlow's Saver, reads it with
-``tf.train.load_checkpoint`` too, and prints both as one JSON line. Commands
-can follow one another: ``write A read B``.
+``python -m tests.graph.tensorflow_checkpoint check`` saves VARIABLES with
+tf_accum's Saver, restores them with TensorFlow's Saver and reads them with
+``tf.train.load_checkpoint``, saves them with TensorFlow's Saver too, and
+prints what TensorFlow found and wrote as one JSON line.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -59,6 +63,7 @@ def _graph(tf: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def write(directory: str) -> None:
+    """Save VARIABLES with TensorFlow's Saver as ``directory/model-STEP``."""
     import tensorflow.compat.v1 as tf
 
     graph, _ = _graph(tf)
@@ -68,7 +73,20 @@ def write(directory: str) -> None:
         saver.save(session, f"{directory}/model", global_step=STEP, write_meta_graph=False)
 
 
-def read(directory: str) -> None:
+def write_with_tf_accum(directory: str, step: int) -> None:
+    """Save VARIABLES with tf_accum's Saver as ``directory/model-step``."""
+    import tf_accum.compat.v1 as tfa
+
+    graph, _ = _graph(tfa)
+    with graph.as_default(), tfa.Session() as session:
+        saver = tfa.train.Saver()
+        session.run(tfa.global_variables_initializer())
+        saver.save(session, f"{directory}/model", global_step=step)
+
+
+def read(directory: str) -> dict[str, Any]:
+    """What TensorFlow finds in ``directory``'s latest checkpoint: its path, the tensors
+    ``load_checkpoint`` reads, and the variables' values after its Saver restores them."""
     import tensorflow.compat.v1 as tf
 
     path = tf.train.latest_checkpoint(directory)
@@ -78,11 +96,25 @@ def read(directory: str) -> None:
     with graph.as_default(), tf.Session() as session:
         tf.train.Saver().restore(session, path)
         restored = {name: as_json(session.run(v)) for name, v in made.items()}
-    print(json.dumps({"path": path, "loaded": loaded, "restored": restored}))
+    return {"path": os.path.basename(path), "loaded": loaded, "restored": restored}
+
+
+def check() -> None:
+    """tf_accum writes a checkpoint that TensorFlow reads; TensorFlow writes one: both
+    printed as one JSON line (TensorFlow's files base64-encoded)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        ours, theirs = os.path.join(scratch, "ours"), os.path.join(scratch, "theirs")
+        os.mkdir(ours)
+        os.mkdir(theirs)
+        write_with_tf_accum(ours, step=7)
+        found = read(ours)
+        write(theirs)
+        written = {
+            name: base64.b64encode(Path(theirs, name).read_bytes()).decode()
+            for name in sorted(os.listdir(theirs))
+        }
+    print(json.dumps({"read": found, "written": written}))
 
 
 if __name__ == "__main__":
-    # pairs of command and folder, run in turn: ``write A read B``
-    arguments = sys.argv[1:]
-    for command, folder in zip(arguments[::2], arguments[1::2], strict=True):
-        {"write": write, "read": read}[command](folder)
+    {"write": lambda: write(sys.argv[2]), "check": check}[sys.argv[1]]()

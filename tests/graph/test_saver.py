@@ -9,11 +9,11 @@ TensorFlow reads and restores what tf_accum writes (live, when it is installed).
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
+from tests import background
 from tests.graph.tensorflow_checkpoint import STEP, VARIABLES, as_json
 from tf_accum import errors
 from tf_accum.graph.checkpoint_format import CheckpointReader, write_checkpoint
@@ -506,39 +507,28 @@ _LIVE_TENSORFLOW = (
 )
 
 
-def test_tensorflow_reads_and_restores_tf_accums_checkpoint(tmp_path: Path) -> None:
+def _live_check_job() -> str:
+    """TensorFlow reading tf_accum's checkpoint and writing its own, in a child process
+    (tests/background.py)."""
+    key = "checkpoints: TensorFlow reads tf_accum's and writes its own"
+    if _LIVE_TENSORFLOW:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        argv = [sys.executable, "-m", "tests.graph.tensorflow_checkpoint", "check"]
+        background.define(key, argv, env, 600)
+    return key
+
+
+@pytest.mark.background(_live_check_job())
+def test_tensorflow_reads_and_restores_tf_accums_checkpoint_and_writes_the_fixture() -> None:
     if not _LIVE_TENSORFLOW:
         pytest.skip("TensorFlow is not installed (the oracle extra); the fixture tests cover it")
-    _variables(VARIABLES)
-    ours = tmp_path / "from_tf_accum"
-    ours.mkdir()
-    saver = tf.train.Saver()
-    with tf.Session() as sess:
-        sess.run(tf.global_variables_initializer())
-        saver.save(sess, str(ours / "model"), global_step=7)
-    theirs = tmp_path / "from_tensorflow"
-    theirs.mkdir()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.graph.tensorflow_checkpoint",
-            "read",
-            str(ours),
-            "write",
-            str(theirs),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
-    )
+    done = background.result(_live_check_job())
     assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["path"] == f"{ours}/model-7"
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
     wanted = {name: as_json(value) for name, value in VARIABLES.items()}
-    assert seen["loaded"] == wanted and seen["restored"] == wanted
+    assert outcome["read"] == {"path": "model-7", "loaded": wanted, "restored": wanted}
     # and TensorFlow today writes what the fixture holds
-    for name in sorted(os.listdir(FIXTURE)):
-        assert (theirs / name).read_bytes() == (FIXTURE / name).read_bytes(), name
+    assert outcome["written"] == {
+        name: base64.b64encode((FIXTURE / name).read_bytes()).decode()
+        for name in sorted(os.listdir(FIXTURE))
+    }
