@@ -4,8 +4,8 @@
 ``images`` with TensorFlow 2.21 and prints what each op gave (base64; images
 decoded to pixels) as one JSON line; tests/graph/data/tensorflow_summaries.json
 is what it printed, kept for the runs without TensorFlow.
-``python -m tests.graph.tensorflow_summaries read FILE`` prints the events
-TensorFlow reads in an event file.
+``python -m tests.graph.tensorflow_summaries check`` prints that line, then
+the events TensorFlow reads in an event file tf_accum wrote (``write_events``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import tempfile
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,27 @@ def decoded_images(serialized: bytes) -> list[Any]:
     return found
 
 
+def write_events(logdir: str) -> Any:
+    """An event file written by tf_accum's FileWriter: the graph, three merged summaries
+    and a summary message made by hand. Returns the FileWriter (closed)."""
+    import tf_accum.compat.v1 as tfa
+
+    graph = tfa.Graph()
+    with graph.as_default():
+        x = tfa.placeholder(tfa.float32, [], name="x")
+        tfa.summary.scalar("loss", x)
+        tfa.summary.histogram("weights", tfa.constant([1.0, 2.0, 3.0]))
+        merged = tfa.summary.merge_all()
+        writer = tfa.summary.FileWriter(logdir, graph)
+        with tfa.Session() as session:
+            for step in range(3):
+                writer.add_summary(session.run(merged, {x: step / 2}), global_step=step)
+    value = tfa.summary.Summary.Value(tag="manual", simple_value=7.0)
+    writer.add_summary(tfa.summary.Summary(value=[value]), 10)
+    writer.close()
+    return writer
+
+
 def events(path: str) -> list[Any]:
     """[step, kind, summary tags and simple values] of each event of an event file,
     as TensorFlow's summary_iterator reads them."""
@@ -107,8 +129,12 @@ def main() -> None:
     print(json.dumps({"names": names, "values": encoded, "images": decoded}))
 
 
+def check() -> None:
+    """``main``'s line, then what TensorFlow reads in an event file tf_accum wrote."""
+    main()
+    with tempfile.TemporaryDirectory() as logdir:
+        print(json.dumps(events(str(write_events(logdir).event_file))))
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["read"]:
-        print(json.dumps(events(sys.argv[2])))
-    else:
-        main()
+    check() if sys.argv[1:2] == ["check"] else main()
