@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.dtypes import string
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.shapes import kernel_text
 
@@ -49,7 +50,7 @@ class VariableStore:
         return default if found is None else found
 
     def assign(self, variable: Variable, value: Any) -> Array:
-        array = frozen(np.array(value, dtype=variable.dtype.numpy_dtype))
+        array = frozen(np.array(value, dtype=_numpy_dtype(variable)))
         with self._lock:
             self._values[variable] = array
         return array
@@ -69,7 +70,7 @@ class VariableStore:
         """
         with self._lock:
             found = change(self.read(variable))
-            array = frozen(np.asarray(found, dtype=variable.dtype.numpy_dtype))
+            array = frozen(np.asarray(found, dtype=_numpy_dtype(variable)))
             self._values[variable] = array
         return array
 
@@ -95,6 +96,11 @@ class VariableStore:
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
+
+
+def _numpy_dtype(variable: Variable) -> Any:
+    # a string variable holds bytes objects, as string tensors do
+    return object if variable.dtype == string else variable.dtype.numpy_dtype
 
 
 def _same_shape(value: Array, delta: Any) -> Any:

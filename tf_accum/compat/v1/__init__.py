@@ -16,7 +16,7 @@ exist, and any other TensorFlow 1 name raises an AttributeError saying so.
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
-from tf_accum.compat.v1 import initializers, losses, nn, random, sparse, train
+from tf_accum.compat.v1 import initializers, losses, nn, random, sparse, summary, train
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
@@ -101,6 +101,7 @@ __all__ = [
     "ConditionalAccumulator",
     "SparseConditionalAccumulator",
     "sparse",
+    "summary",
     "train",
     "nn",
     "losses",

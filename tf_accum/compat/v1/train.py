@@ -1,6 +1,17 @@
 """``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators, its
 optimizers and its cluster."""
 
+from tf_accum.graph.checkpoint_management import (
+    checkpoint_exists,
+    get_checkpoint_mtimes,
+    get_checkpoint_state,
+    latest_checkpoint,
+    list_variables,
+    load_checkpoint,
+    load_variable,
+    remove_checkpoint,
+    update_checkpoint_state,
+)
 from tf_accum.graph.cluster import ClusterSpec, Server
 from tf_accum.graph.coordinator import Coordinator
 from tf_accum.graph.global_step import (
@@ -24,6 +35,7 @@ from tf_accum.graph.optimizers.moving_averages import ExponentialMovingAverage
 from tf_accum.graph.optimizers.optimizer import Optimizer
 from tf_accum.graph.optimizers.rmsprop import RMSPropOptimizer
 from tf_accum.graph.replica import replica_device_setter
+from tf_accum.graph.saver import Saver, SaverDef
 
 __all__ = [
     "Coordinator",
@@ -46,4 +58,16 @@ __all__ = [
     "piecewise_constant",
     "polynomial_decay",
     "ExponentialMovingAverage",
+    # checkpoints
+    "Saver",
+    "SaverDef",
+    "checkpoint_exists",
+    "get_checkpoint_mtimes",
+    "get_checkpoint_state",
+    "latest_checkpoint",
+    "list_variables",
+    "load_checkpoint",
+    "load_variable",
+    "remove_checkpoint",
+    "update_checkpoint_state",
 ]
