@@ -42,7 +42,12 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             "complex128", "float16", "uint32", "uint64"),
 }  # fmt: skip
 ALLOWED["RealDiv"] = ALLOWED["FloorDiv"] = ALLOWED["Mul"]
-ALLOWED["Mean"] = ALLOWED["Sum"]
+ALLOWED["Mean"] = ALLOWED["Prod"] = ALLOWED["Sum"]
+ALLOWED["Max"] = ALLOWED["Min"] = (
+    "float32", "float64", "int32", "uint8", "int16", "int8", "int64", "bfloat16", "uint16",
+    "float16", "uint32", "uint64", "qint8", "quint8", "qint32", "qint16", "quint16",
+)  # fmt: skip
+ALLOWED["ArgMax"] = ALLOWED["ArgMin"] = (*ALLOWED["Max"], "bool")
 ALLOWED["ComplexAbs"] = _COMPLEX
 # `/` of integers divides in floating point: small integers in float32, others in float64.
 TRUEDIV_FLOAT = {"int8": float32, "uint8": float32, "int16": float32, "uint16": float32,

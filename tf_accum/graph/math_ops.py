@@ -36,6 +36,7 @@ from tf_accum.graph.math_convert import array_as, default_array
 from tf_accum.graph.math_kernels import ALLOWED, BINARY, TRUEDIV_FLOAT, elementwise, string_add
 from tf_accum.graph.math_shapes import broadcast_shape
 from tf_accum.graph.ops import as_tensor, cast, cast_value, constant, dtype_of_array
+from tf_accum.indexed_slices import IndexedSlices
 
 Array = np.ndarray[Any, Any]
 
@@ -100,6 +101,7 @@ def op_def_inputs(
     first = ""
     converted: list[Any] = []
     for param, value in pairs:
+        value = _packed_or_dense(value)
         if isinstance(value, Converted) or is_symbolic(value):
             have = _dtype_of(value)
             if dtype is None:
@@ -139,6 +141,17 @@ def op_def_inputs(
         converted.append(Converted(array, dtype))
     assert dtype is not None
     return dtype, converted
+
+
+def _packed_or_dense(value: Any) -> Any:
+    """A list holding tensors packed into one, an IndexedSlices of tensors made
+    dense, as TensorFlow converts them; anything else as it is."""
+    if isinstance(value, (list, tuple, IndexedSlices)):
+        from tf_accum.graph.op_building import convert_input, holds_symbolic
+
+        if isinstance(value, IndexedSlices) or holds_symbolic(value):
+            return convert_input(value)
+    return value
 
 
 def check_allowed(op_type: str, param: str, dtype: DType) -> None:
