@@ -41,6 +41,7 @@ from tf_accum.graph.indexing import (
 )
 from tf_accum.graph.math_grad import reduce_to
 from tf_accum.graph.op_building import build_in, constant_value, convert_input, make_op
+from tf_accum.graph.ops import cast
 from tf_accum.graph.reduce_ops import reduce_sum
 from tf_accum.indexed_slices import IndexedSlices
 
@@ -118,7 +119,10 @@ def concat_offset(axis: Any, shapes: Sequence[Any], name: str | None = None) -> 
         return tuple(offsets)
 
     with build_in([axis, *shapes]):
-        converted = [convert_input(axis, int32)] + [convert_input(s) for s in shapes]
+        axis_input = convert_input(axis)
+        if axis_input.dtype != int32:
+            axis_input = cast(axis_input, int32)
+        converted = [axis_input] + [convert_input(s) for s in shapes]
         found: list[Any] = make_op(
             "ConcatOffset",
             name,
@@ -170,8 +174,12 @@ def _slice_grad(op: Operation, grad: Any) -> list[Any]:
     else:
         strides_value = strides
     masks = dict.fromkeys(MASKS, 0)
+    found = strided_slice_grad(_shape_of(source), begin, end, strides_value, grad, masks)
+    length = begin.shape.as_list()[0] if begin.shape.rank == 1 else None
+    if length is not None and found.shape.rank is None:
+        found.set_shape([None] * length)
     return [
-        strided_slice_grad(_shape_of(source), begin, end, strides_value, grad, masks),
+        found,
         None,
         None,
     ]
@@ -204,7 +212,11 @@ def _tile_grad(op: Operation, grad: Any) -> list[Any]:
     from tf_accum.graph.array_ops import range_
 
     axes_t = range_(0, size(split_shape), 2)
-    return [reduce_sum(reshape(grad, split_shape), axes_t), None]
+    summed = reduce_sum(reshape(grad, split_shape), axes_t)
+    length = multiples.shape.as_list()[0] if multiples.shape.rank == 1 else None
+    if length is not None:
+        summed.set_shape([None] * length)
+    return [summed, None]
 
 
 @RegisterGradient("BroadcastTo")
@@ -214,7 +226,30 @@ def _broadcast_to_grad(op: Operation, grad: Any) -> list[Any]:
 
 @RegisterGradient("Fill")
 def _fill_grad(op: Operation, grad: Any) -> list[Any]:
+    if len(op.inputs) == 1:  # zeros and ones of a shape known only when run: no value input
+        return [None]
     return [None, reduce_sum(grad)]
+
+
+@RegisterGradient("ResourceGather")
+def _resource_gather_grad(op: Operation, grad: Any) -> list[Any]:
+    handle, indices = op.inputs
+    variable_shape = None
+    for consumer in handle.graph.get_operations():
+        if consumer.type == "ReadVariableOp" and consumer.inputs[0] is handle:
+            variable_shape = consumer.outputs[0].shape
+            break
+    if variable_shape is None or not variable_shape.is_fully_defined():
+        raise NotImplementedError("the gradient of a gather from a variable of unknown shape")
+    dims = [int(d) for d in variable_shape.as_list()]  # type: ignore[arg-type]
+    count = indices.shape.num_elements() if indices.shape.is_fully_defined() else None
+    values_shape: Any = (
+        [count, *dims[1:]]
+        if count is not None
+        else concat([expand_dims(size(indices), 0), dims[1:]], 0)
+    )
+    values = reshape(grad, values_shape)
+    return [IndexedSlices(values, reshape(indices, [-1]), _constant_int32(dims)), None]
 
 
 @RegisterGradient("GatherV2")
@@ -335,6 +370,7 @@ for _type in (
     "Where",
     "InvertPermutation",
     "ConcatOffset",
+    "ListDiff",
     "PreventGradient",
 ):
     no_gradient(_type)

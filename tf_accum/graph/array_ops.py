@@ -46,12 +46,16 @@ def _index_input(value: Any, param: str, default: DType = int32) -> Any:
     """
     if is_symbolic(value) or isinstance(value, Converted):
         converted = convert_input(value, param=param)
+    elif isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind in "iu":
+        converted = Converted(np.asarray(value), dtype_of(convert_input(value)))
     else:
         array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-        if array.dtype.kind in "iu" and array.dtype.itemsize == 8 and default == int32:
-            converted = Converted(array.astype(np.int64), int64)
-        elif array.dtype.kind in "iub" or array.size == 0:
-            converted = Converted(array.astype(default.numpy_dtype), default)
+        if array.dtype.kind in "iub" or array.size == 0:
+            fits = array.size == 0 or (
+                np.iinfo(np.int32).min <= array.min() and array.max() <= np.iinfo(np.int32).max
+            )
+            wanted = default if fits else int64
+            converted = Converted(array.astype(wanted.numpy_dtype), wanted)
         else:
             converted = convert_input(value, param=param)
     if dtype_of(converted).name not in _INDEX_TYPES:
@@ -107,8 +111,25 @@ def shape(input: Any, name: str | None = None, out_type: Any = None) -> Any:  # 
 
 
 def shape_n(input: Sequence[Any], out_type: Any = None, name: str | None = None) -> list[Any]:  # noqa: A002
-    """The shapes of several tensors."""
-    return [shape(value, out_type=out_type) for value in input]
+    """The shapes of several tensors (a ``ShapeN`` op), each a 1-D ``out_type`` (int32) tensor."""
+    wanted = as_dtype(out_type) if out_type is not None else int32
+    values = list(input)
+    with build_in(values):
+        sources = _same_dtype_inputs(values, "ShapeN")
+
+        def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+            return tuple(np.asarray(np.shape(v), wanted.numpy_dtype) for v in inputs)
+
+        found: list[Any] = make_op(
+            "ShapeN",
+            name,
+            [(f"input_{i}", v) for i, v in enumerate(sources)],
+            kernel,
+            lambda t: [(wanted, TensorShape([v.shape.rank])) for v in t],
+            {"N": len(sources), "T": dtype_of(sources[0]), "out_type": wanted},
+            many=True,
+        )
+        return found
 
 
 def size(input: Any, name: str | None = None, out_type: Any = None) -> Any:  # noqa: A002
@@ -185,6 +206,8 @@ def _reshape_static(source: TensorShape, dims: list[int] | None, shape_rank: Any
         return (
             TensorShape([None] * shape_rank) if isinstance(shape_rank, int) else TensorShape(None)
         )
+    if dims.count(-1) > 1:
+        return TensorShape([None if d == -1 else d for d in dims])
     if -1 in dims:
         total = source.num_elements() if source.is_fully_defined() else None
         known = int(np.prod([d for d in dims if d != -1]))
@@ -216,7 +239,6 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
         dims = _known_dims(dims_input)
         dims_shape = _shape_of(dims_input)
         shape_rank = dims_shape.as_list()[0] if dims_shape.rank == 1 else None
-        static = _reshape_static(_shape_of(source), dims, shape_rank)
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             wanted = [int(d) for d in np.asarray(inputs[1]).reshape(-1)]
@@ -227,7 +249,7 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
             name,
             [("tensor", source), ("shape", dims_input)],
             kernel,
-            lambda t: [(t[0].dtype, static)],
+            lambda t: [(t[0].dtype, _reshape_static(t[0].shape, dims, shape_rank))],
             {"T": dtype_of(source), "Tshape": dtype_of(dims_input)},
         )
 
@@ -275,7 +297,7 @@ def transpose(a: Any, perm: Any = None, name: str = "transpose", conjugate: bool
             array = np.asarray(inputs[0])
             order = _checked_perm([int(p) for p in np.asarray(inputs[1]).reshape(-1)], array.ndim)
             result = np.transpose(array, order)
-            return (np.conj(result) if conj else np.ascontiguousarray(result),)
+            return (np.conj(result) if conj else result.copy(),)
 
         return make_op(
             "ConjugateTranspose" if conj else "Transpose",
@@ -718,6 +740,9 @@ def gather(
     """
     if batch_dims != 0:
         raise NotImplementedError("gather with batch_dims other than 0 is not supported")
+    handle = getattr(params, "_handle", None)
+    if handle is not None and axis in (None, 0) and mode.building_graph() is not None:
+        return resource_gather(params, indices, name=name)
     with build_in([params, indices, axis]):
         source = convert_input(params, param="params")
         index_input = _index_input(indices, "indices")
@@ -761,6 +786,39 @@ def gather(
                 "Taxis": dtype_of(axis_input),
                 "batch_dims": 0,
             },
+        )
+
+
+def resource_gather(variable: Any, indices: Any, name: str | None = None) -> Any:
+    """``ResourceGather``: rows of a graph Variable at ``indices``, read when run
+    (only those rows; the gradient is an IndexedSlices over the variable's shape)."""
+    from tf_accum.graph.variables import store_of
+
+    graph = variable.graph
+    with graph.as_default():
+        index_input = _index_input(indices, "indices")
+        dims = variable.shape.as_list() if variable.shape.rank is not None else None
+        index_shape = _shape_of(index_input)
+        static = (
+            TensorShape(index_shape.as_list() + dims[1:])
+            if dims is not None and index_shape.rank is not None
+            else TensorShape(None)
+        )
+        dtype = variable.dtype
+
+        def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+            array = np.asarray(store_of(context).read(inputs[0]))
+            chosen = np.asarray(inputs[1])
+            _check_indices(chosen, array.shape[0], "")
+            return (np.take(array, chosen.astype(np.int64), axis=0),)
+
+        return make_op(
+            "ResourceGather",
+            name or "Gather",
+            [("resource", variable._handle.outputs[0]), ("indices", index_input)],
+            kernel,
+            lambda t: [(dtype, static)],
+            {"dtype": dtype, "Tindices": dtype_of(index_input), "batch_dims": 0},
         )
 
 
@@ -850,11 +908,18 @@ def one_hot(
     ``[0, depth)`` gives a vector of ``off_value``."""
     wanted = as_dtype(dtype) if dtype is not None else None
     with build_in([indices, depth, on_value, off_value]):
-        if wanted is None:
-            for given in (on_value, off_value):
-                if given is not None:
-                    wanted = dtype_of(convert_input(given))
-                    break
+        given = [dtype_of(convert_input(v)) for v in (on_value, off_value) if v is not None]
+        if len(given) == 2 and given[0] != given[1]:
+            raise TypeError(
+                f"dtype {given[0].name} of on_value does not match dtype {given[1].name} of "
+                "off_value"
+            )
+        if wanted is not None and given and given[0] != wanted:
+            raise TypeError(
+                f"dtype {given[0].name} of on_value does not match dtype parameter {wanted.name}"
+            )
+        if wanted is None and given:
+            wanted = given[0]
         wanted = wanted or float32
         on = convert_input(1 if on_value is None else on_value, wanted, param="on_value")
         off = convert_input(0 if off_value is None else off_value, wanted, param="off_value")
@@ -916,7 +981,7 @@ def tile(input: Any, multiples: Any, name: str | None = None) -> Any:  # noqa: A
         times = _index_input(multiples, "multiples")
         known = _known_dims(times)
         static_in = _shape_of(source)
-        static = TensorShape(None)
+        static = TensorShape(None) if known is None else TensorShape([None] * len(known))
         if static_in.rank is not None:
             if known is not None and len(known) != static_in.rank:
                 raise ValueError(
@@ -1099,6 +1164,30 @@ def _converted_cast(value: Any, dtype: DType) -> Any:
     from tf_accum.graph.ops import cast
 
     return cast(value, dtype)
+
+
+def setdiff1d(x: Any, y: Any, index_dtype: Any = int32, name: str | None = None) -> list[Any]:
+    """``ListDiff``: the values of ``x`` not in ``y`` (in ``x``'s order) and their positions."""
+    wanted = as_dtype(index_dtype)
+    with build_in([x, y]):
+        first = convert_input(x, param="x")
+        second = convert_input(y, None if is_symbolic(y) else dtype_of(first), param="y")
+
+        def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+            values = np.asarray(inputs[0]).reshape(-1)
+            keep = ~np.isin(values, np.asarray(inputs[1]).reshape(-1))
+            return (values[keep], np.flatnonzero(keep).astype(wanted.numpy_dtype))
+
+        found: list[Any] = make_op(
+            "ListDiff",
+            name,
+            [("x", first), ("y", second)],
+            kernel,
+            lambda t: [(t[0].dtype, TensorShape([None])), (wanted, TensorShape([None]))],
+            {"T": dtype_of(first), "out_idx": wanted},
+            many=True,
+        )
+        return found
 
 
 def invert_permutation(x: Any, name: str | None = None) -> Any:

@@ -71,11 +71,24 @@ def _sign(x: Array) -> Any:
     return np.sign(x)
 
 
+def _no_kernel(op_type: str, dtype: Any) -> errors.InvalidArgumentError:
+    """TensorFlow's error for an op whose definition allows a dtype no kernel takes."""
+    from tf_accum.dtypes import from_numpy
+    from tf_accum.graph.math_shapes import type_enum
+
+    found = from_numpy(np.dtype(dtype))
+    name = type_enum(found) if found is not None else str(dtype)
+    return errors.InvalidArgumentError(
+        None,
+        None,
+        f"No OpKernel was registered to support Op '{op_type}' used by {{{{node {op_type}}}}} "
+        f"with these attrs: [T={name}]",
+    )
+
+
 def _reciprocal(x: Array) -> Any:
     if x.dtype.kind in "iu":
-        if np.any(x == 0):
-            raise errors.InvalidArgumentError(None, None, "Integer division by zero")
-        return np.floor_divide(np.ones_like(x), x)  # C++'s 1 / x: 0 but for 1 and -1
+        raise _no_kernel("Reciprocal", x.dtype)
     return np.reciprocal(x)
 
 
@@ -222,10 +235,7 @@ def realdiv(x: Any, y: Any, name: str | None = None) -> Any:
 
 
 def _int_realdiv(a: Array, b: Array) -> Any:
-    if np.any(b == 0):
-        raise errors.InvalidArgumentError(None, None, "Integer division by zero")
-    quotient = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -quotient, quotient)
+    raise _no_kernel("RealDiv", a.dtype)
 
 
 def truediv(x: Any, y: Any, name: str | None = None) -> Any:
@@ -282,10 +292,7 @@ _COMPARE: dict[str, Callable[[Array, Array], Any]] = {
 def _compare(op_type: str, x: Any, y: Any, name: str | None) -> Any:
     with build_in([x, y]):
         if op_type.startswith("Logical"):
-            pairs = [
-                ("x", convert_input(x, bool_, param="x")),
-                ("y", convert_input(y, bool_, param="y")),
-            ]
+            pairs = [("x", _bool_input(x, "x")), ("y", _bool_input(y, "y"))]
             for param, value in pairs:
                 if dtype_of(value) != bool_:
                     raise TypeError(
@@ -312,6 +319,12 @@ def _compare(op_type: str, x: Any, y: Any, name: str | None) -> Any:
             lambda t: [(bool_, broadcast_shape(name or op_type, op_type, t[0], t[1]))],
             attrs,
         )
+
+
+def _bool_input(value: Any, param: str) -> Any:
+    from tf_accum.graph.graph import is_symbolic
+
+    return convert_input(value, None if is_symbolic(value) else bool_, param=param)
 
 
 def _string_compare(fn: Callable[[Array, Array], Any]) -> Callable[[Array, Array], Any]:
@@ -365,7 +378,7 @@ def logical_or(x: Any, y: Any, name: str | None = None) -> Any:
 def logical_not(x: Any, name: str | None = None) -> Any:
     """``not x`` of bools."""
     with build_in([x]):
-        source = convert_input(x, bool_, param="x")
+        source = _bool_input(x, "x")
         if dtype_of(source) != bool_:
             raise TypeError(
                 f"Input 'x' of 'LogicalNot' Op has type {dtype_of(source).name} that does not "
@@ -418,12 +431,15 @@ def add_n(inputs: Any, name: str | None = None) -> Any:
                     f"[{', '.join(dtype_of(c).name for c in converted)}] that don't all match."
                 )
         dtype = dtype_of(converted[0])
-        check_allowed("AddN", "inputs", dtype)
-        if len(converted) == 1 and mode.building_graph() is not None:
-            from tf_accum.graph.ops import identity
-
+        if len(converted) == 1:
+            # one input is the sum, as it is (TensorFlow checks nothing else then)
             only = converted[0]
-            return identity(only.array if isinstance(only, Converted) else only, name=name)
+            if isinstance(only, Converted):
+                from tf_accum.graph.ops import constant
+
+                return constant(only.array, dtype=only.dtype)
+            return only
+        check_allowed("AddN", "inputs", dtype)
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             parts = [np.asarray(a) for a in arrays]

@@ -287,7 +287,9 @@ class _BackwardWalk:
             for i, grad in enumerate(filled):
                 if grad is None and is_trainable(op.outputs[i].dtype):
                     filled[i] = zeros_like(op.outputs[i])
-            in_grads = _as_list(function(op, *filled))
+            found = function(op, *filled)
+            single = not isinstance(found, (list, tuple)) or isinstance(found, IndexedSlices)
+            in_grads = [found] if single else list(found)
         if len(in_grads) != len(op.inputs):
             raise ValueError(
                 f"Num gradients {len(in_grads)} generated for op {op.name} do not match num "

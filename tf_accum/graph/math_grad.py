@@ -439,10 +439,7 @@ def _prod_grad(op: Operation, grad: Any) -> list[Any]:
     source, axes = op.inputs
     known = constant_value(axes)
     if not source.shape.is_fully_defined() or known is None:
-        raise NotImplementedError(
-            "the gradient of reduce_prod needs the input's shape and the axes known when the "
-            "graph is built"
-        )
+        return [_prod_grad_when_run(op, grad), None]
     dims = [int(d) for d in source.shape.as_list()]  # type: ignore[arg-type]
     rank = len(dims)
     chosen = sorted({int(a) % rank for a in np.asarray(known).reshape(-1)}) if rank else []
@@ -457,6 +454,48 @@ def _prod_grad(op: Operation, grad: Any) -> list[Any]:
     products = reshape(left * right, [dims[i] for i in perm])
     inverse = list(np.argsort(perm))
     return [spread * transpose(products, inverse), None]
+
+
+def _prod_grad_when_run(op: Operation, grad: Any) -> Any:
+    """The gradient of ``Prod`` with the shape and the axes read when run."""
+    from tf_accum.graph.array_ops import (
+        concat,
+        gather,
+        invert_permutation,
+        range_,
+        rank,
+        setdiff1d,
+    )
+    from tf_accum.graph.reduce_ops import reduce_prod
+
+    source, axes = op.inputs
+    input_shape = shape(source)
+    spread = broadcast_to(reshape(grad, _kept_shape(op)), input_shape)
+    count = rank(source)
+    reduced = floormod_int(reshape(cast(axes, int32), [-1]), count)
+    other, _ = setdiff1d(range_(0, count), reduced)
+    perm = concat([reduced, other], 0)
+    reduced_num = reduce_prod(gather(input_shape, reduced))
+    other_num = reduce_prod(gather(input_shape, other))
+    permuted = transpose(source, perm)
+    permuted_shape = shape(permuted)
+    flat = reshape(permuted, stack_pair(reduced_num, other_num))
+    left = cumprod(flat, exclusive=True)
+    right = cumprod(flat, exclusive=True, reverse=True)
+    products = reshape(left * right, permuted_shape)
+    return spread * transpose(products, invert_permutation(perm))
+
+
+def floormod_int(x: Any, y: Any) -> Any:
+    from tf_accum.graph.elementwise_ops import floormod
+
+    return floormod(x, y)
+
+
+def stack_pair(a: Any, b: Any) -> Any:
+    from tf_accum.graph.array_ops import stack
+
+    return stack([a, b])
 
 
 def cumprod(x: Any, exclusive: bool = False, reverse: bool = False, name: str | None = None) -> Any:

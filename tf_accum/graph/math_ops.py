@@ -371,6 +371,7 @@ def add(x: Any, y: Any, name: str | None = None) -> Any:
         InvalidArgumentError: the dtypes differ, in eager mode.
         ValueError: None, or static shapes that do not broadcast.
     """
+    x, y = _packed_or_dense(x), _packed_or_dense(y)
     with building_in(graph_of([x, y])):
         if not is_symbolic(x):
             if mode.building_graph() is None and x is None:

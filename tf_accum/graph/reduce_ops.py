@@ -148,7 +148,8 @@ def _reduce(
             elif isinstance(axis_value, Converted):
                 axes = [int(a) for a in np.asarray(axis_value.array).reshape(-1)]
             if axis is None and rank is None:
-                shape = TensorShape(None)
+                # every axis of an unknown rank: a scalar, unless the axes are kept
+                shape = TensorShape(None) if keep else TensorShape([])
             else:
                 shape = reduced_shape(full[:-1], op_type, tensor, axes_tensor, axes, keep)
             op = graph.create_op(

@@ -31,6 +31,7 @@ from tf_accum.graph.array_ops import (
     one_hot,
     rank,
     reshape,
+    setdiff1d,
     shape,
     shape_n,
     size,
@@ -141,6 +142,8 @@ from tf_accum.graph.variables import (
     assign_sub,
 )
 from tf_accum.indexed_slices import IndexedSlices
+
+newaxis = None  # ``t[:, tf.newaxis]``: a new dimension of length 1
 
 __all__ = [
     "ConditionalAccumulatorBase",
@@ -278,12 +281,14 @@ __all__ = [
     "tile",
     "slice",
     "strided_slice",
+    "newaxis",
     "where",
     "where_v2",
     "range",
     "broadcast_to",
     "invert_permutation",
     "unsorted_segment_sum",
+    "setdiff1d",
     *_dtype_names,
 ]
 
