@@ -320,6 +320,26 @@ def _arrays() -> list[str]:
         "tf.range(5, 0, -2)",
         "tf.invert_permutation([2, 0, 1])",
         "tf.unsorted_segment_sum(P('float32', [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]), [1, 0, 1], 3)",
+        # empty and 0-d tensors
+        f"tf.concat([P('float32', np.zeros((0, 3))), {x}], 0)",
+        "tf.expand_dims(P('float32', 2.0), 0)",
+        "tf.reshape(P('float32', np.zeros((2, 0))), [0, 5])",
+        "tf.transpose(P('float32', np.zeros((2, 0, 1))), [2, 0, 1])",
+        "tf.tile(P('float32', 2.0), [])",
+        "tf.gather(P('float32', [[1.0, 2.0], [3.0, 4.0]]), np.zeros((0,), np.int32))",
+        "tf.stack([P('float32', np.zeros((0,))), P('float32', np.zeros((0,)))])",
+        "tf.slice(P('float32', [1.0, 2.0]), [1], [0])",
+        # other dtypes
+        "tf.transpose(C('int64', [[1, 2], [3, 4]]))",
+        "tf.gather(C('int64', [[1, 2], [3, 4]]), [1])",
+        "tf.gather(C('string', [b'a', b'b']), [1, 1])",
+        "tf.reshape(C('bool', [True, False]), [2, 1])",
+        "tf.concat([C('uint8', [1]), C('uint8', [2])], 0)",
+        "tf.tile(C('int8', [1, 2]), [2])",
+        "tf.where(C('bool', [True, False]), C('int32', [1, 2]), C('int32', [3, 4]))",
+        "tf.stack([C('int16', [1]), C('int16', [2])], 1)",
+        "tf.squeeze(C('string', [[b'a']]))",
+        "tf.expand_dims(C('bool', True), 0)",
     ]
 
 
@@ -427,6 +447,21 @@ def _gradients() -> list[str]:
         "G(tf.reduce_max(U('float32', [[1.0, 5.0], [5.0, 2.0]]), axis=U('int32', [1])), 'inputs')",
         "G(tf.reduce_mean(U('float32', [[1.0, 5.0], [5.0, 2.0]]), axis=U('int32', 0)), 'inputs')",
         "G(tf.reduce_mean(U('float32', [[1.0, 5.0], [5.0, 2.0]])), 'inputs')",
+        # empty and 0-d tensors
+        "G(tf.reduce_sum(tf.matmul(P('float32', np.zeros((0, 3))), P('float32', "
+        "np.ones((3, 2))))), 'inputs')",
+        "G(tf.reduce_mean(P('float32', np.zeros((0, 2)))), 'inputs')",
+        "G(tf.reduce_max(P('float32', np.zeros((0, 2))), axis=0), 'inputs')",
+        "G(P('float32', 3.0) * P('float32', [1.0, 2.0]), 'inputs')",
+        "G(tf.reduce_sum(P('float16', [[1.0, 2.0]]) * P('float16', [[3.0], [4.0]])), 'inputs')",
+        "G(tf.reduce_sum(tf.matmul(P('float16', [[1.0, 2.0]]), P('float16', [[3.0], [4.0]]))),"
+        " 'inputs')",
+        "G(tf.reduce_sum(tf.matmul(P('float64', np.ones((2, 2, 3))), P('float64', "
+        "np.ones((3, 4))))), 'inputs')",
+        "G(tf.reduce_sum(tf.matmul(U('float32', np.ones((2, 2, 3))), U('float32', "
+        "np.ones((1, 3, 4))))), 'inputs')",
+        # a complex y needs its grad_ys
+        "G(tf.reduce_sum(C('complex64', [1.0]) * 2.0), 'inputs')",
     ]
 
 

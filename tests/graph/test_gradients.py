@@ -184,3 +184,11 @@ def test_sparse_and_dense_paths_sum_to_a_dense_gradient(graph: tf.Graph) -> None
         feed = {params: np.zeros((3, 2), np.float32)}
         assert sess.run(grad, feed).tolist() == [[4.0, 4.0], [2.0, 2.0], [2.0, 2.0]]
         assert sess.run(rows.indices, feed).tolist() == [2, 2]
+
+
+def test_complex_valued_ops_are_refused_not_differentiated_wrongly(graph: tf.Graph) -> None:
+    # docs/departures.md T22: TensorFlow conjugates; tf_accum refuses
+    z = tf.placeholder(tf.complex64, [2])
+    y = z * tf.constant([1 + 2j, 3j], tf.complex64)
+    with pytest.raises(NotImplementedError, match=r"complex-valued ops \(op 'mul'"):
+        tf.gradients(y, z, grad_ys=tf.constant([1 + 0j, 1 + 0j], tf.complex64))

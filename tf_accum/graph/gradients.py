@@ -14,6 +14,9 @@ integer tensor gets no gradient; ``stop_gradients`` tensors and
 
 A Variable among the xs stands for its handle: every read of it contributes
 (the gradient of ``ReadVariableOp`` is its output's).
+
+Differs from TensorFlow: complex-valued ops are not differentiated
+(NotImplementedError), see docs/departures.md T22.
 """
 
 from __future__ import annotations
@@ -280,6 +283,11 @@ class _BackwardWalk:
         function = get_gradient_function(op)
         if function is None:
             return [None] * len(op.inputs)
+        if any(t.dtype.is_complex for t in (*op.inputs, *op.outputs)):
+            raise NotImplementedError(
+                f"tf.gradients: tf_accum does not differentiate complex-valued ops (op "
+                f"'{op.name}' of type {op.type}): docs/departures.md T22"
+            )
         from tf_accum.graph.fill_ops import zeros_like
 
         filled = list(out_grads)
