@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -523,6 +524,32 @@ EAGER_CASES = [
     "tf.cast([1.5, -1.5], tf.int32)",
     "tf.strided_slice(np.arange(6).reshape(2, 3), [0, 0], [2, 3], [1, 2])",
     "tf.range(3)",
+    # errors found at once
+    "tf.expand_dims(np.ones((2, 3)), 3)",
+    "tf.reshape(np.arange(6), [4, 2])",
+    "tf.strided_slice(np.ones((2, 3)), [0, 0, 0], [1, 1, 1], [1, 1, 1], shrink_axis_mask=7)",
+    "tf.strided_slice(np.ones((2, 3)), [5], [6], [1], shrink_axis_mask=1)",
+    "tf.concat([np.ones((2, 3)), np.ones((2, 1))], 0)",
+    "tf.concat([np.ones((2, 3)), np.ones((2, 1))], 2)",
+    "tf.stack([np.ones(2), np.ones(3)])",
+    "tf.squeeze(np.ones((2, 3)), 0)",
+    "tf.tile(np.ones((2, 3)), [2])",
+    "tf.transpose(np.ones((2, 3)), [1, 0, 2])",
+    "tf.matmul(np.ones((2, 3)), np.ones((2, 3)))",
+    "tf.matmul(np.ones(3), np.ones((3, 2)))",
+    "tf.gather(np.ones((2, 3)), [5])",
+    "tf.fill([2], np.ones(2))",
+    "tf.argmax(np.ones((2, 3)), 2)",
+    "tf.add_n([np.ones(2), np.ones(3)])",
+    "tf.where([True], [1, 2], [3, 4])",
+    "tf.one_hot([1], -1)",
+    "tf.slice(np.ones((2, 3)), [1, 1], [2, 1])",
+    "tf.reduce_max(np.ones((2, 3)), 2)",
+    "tf.unstack(np.ones((2, 3)), axis=3)",
+    "tf.sqrt(np.array([4], np.int32))",
+    "tf.maximum(np.ones(2), np.ones(3))",
+    "tf.equal(np.ones(2), np.ones(3))",
+    "tf.one_hot([1.0], 2)",
 ]
 
 
@@ -576,7 +603,7 @@ def outcome(tf: Any, expression: str) -> dict[str, Any]:
             if isinstance(result, _GradientsCall):
                 return _gradients_outcome(tf, graph, result, inputs, feeds, variables)
         except Exception as error:  # every build-time error is part of the outcome
-            return {"error": type(error).__name__}
+            return {"error": type(error).__name__, "message": message_of(error)}
         if isinstance(result, (list, tuple)):
             return {"list": len(result)}
         found: dict[str, Any] = {
@@ -678,8 +705,17 @@ def eager_outcome(tf: Any, expression: str) -> dict[str, Any]:
         result = eval(expression, {"tf": tf, "np": np})
         array = np.asarray(result)
     except Exception as error:
-        return {"error": type(error).__name__}
+        return {"error": type(error).__name__, "message": message_of(error)}
     return {"dtype": array.dtype.name, "shape": list(array.shape), "value": _plain(array)}
+
+
+def message_of(error: BaseException) -> str:
+    """The part of an error's message both implementations word alike: its first
+    line, without the node text TensorFlow's graph builder appends (`` for
+    '{{node ...}}' with input shapes ...``) or its eager op suffix."""
+    text = str(getattr(error, "message", None) or error)
+    text = re.sub(r"^\{\{function_node [^}]*\}\} ", "", text).split("\n")[0]
+    return text.split(" for '{{node ")[0].split(" [Op:")[0].strip()
 
 
 def outcomes(tf: Any) -> dict[str, dict[str, Any]]:

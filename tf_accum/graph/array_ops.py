@@ -28,6 +28,7 @@ from tf_accum.graph.op_building import (
     dtype_of,
     holds_symbolic,
     make_op,
+    shape_error,
 )
 from tf_accum.graph.ops import constant, identity
 from tf_accum.graph.tensor_shape import TensorShape
@@ -38,7 +39,9 @@ Array = np.ndarray[Any, Any]
 _INDEX_TYPES = ("int32", "int64")
 
 
-def _index_input(value: Any, param: str, default: DType = int32) -> Any:
+def _index_input(
+    value: Any, param: str, default: DType = int32, allowed: tuple[str, ...] = _INDEX_TYPES
+) -> Any:
     """An int32/int64 input (Python values become int32, or ``default``).
 
     Raises:
@@ -58,10 +61,10 @@ def _index_input(value: Any, param: str, default: DType = int32) -> Any:
             converted = Converted(array.astype(wanted.numpy_dtype), wanted)
         else:
             converted = convert_input(value, param=param)
-    if dtype_of(converted).name not in _INDEX_TYPES:
+    if dtype_of(converted).name not in allowed:
         raise TypeError(
             f"Value passed to parameter '{param}' has DataType {dtype_of(converted).name} not "
-            "in list of allowed values: int32, int64"
+            f"in list of allowed values: {', '.join(allowed)}"
         )
     return converted
 
@@ -201,7 +204,9 @@ def _reshaped(array: Array, dims: list[int]) -> Array:
     return array.reshape(dims)
 
 
-def _reshape_static(source: TensorShape, dims: list[int] | None, shape_rank: Any) -> TensorShape:
+def _reshape_static(
+    source: TensorShape, dims: list[int] | None, shape_rank: Any, tensors: list[Tensor]
+) -> TensorShape:
     if dims is None:
         return (
             TensorShape([None] * shape_rank) if isinstance(shape_rank, int) else TensorShape(None)
@@ -214,14 +219,17 @@ def _reshape_static(source: TensorShape, dims: list[int] | None, shape_rank: Any
         if total is not None and known and total % known == 0:
             return TensorShape([total // known if d == -1 else d for d in dims])
         if total is not None and known and total % known:
-            raise ValueError(
-                f"Cannot reshape a tensor with {total} elements to shape {dims} ({total} elements)"
+            raise shape_error(
+                f"Cannot reshape a tensor with {total} elements to shape {kernel_text(tuple(dims))} "
+                f"(requires a multiple of {known})",
+                tensors,
             )
         return TensorShape([None if d == -1 else d for d in dims])
     if source.is_fully_defined() and source.num_elements() != int(np.prod(dims)):
-        raise ValueError(
-            f"Cannot reshape a tensor with {source.num_elements()} elements to shape {dims} "
-            f"({int(np.prod(dims))} elements)"
+        raise shape_error(
+            f"Cannot reshape a tensor with {source.num_elements()} elements to shape "
+            f"{kernel_text(tuple(dims))} ({int(np.prod(dims))} elements)",
+            tensors,
         )
     return TensorShape(dims)
 
@@ -249,7 +257,7 @@ def reshape(tensor: Any, shape: Any, name: str | None = None) -> Any:
             name,
             [("tensor", source), ("shape", dims_input)],
             kernel,
-            lambda t: [(t[0].dtype, _reshape_static(t[0].shape, dims, shape_rank))],
+            lambda t: [(t[0].dtype, _reshape_static(t[0].shape, dims, shape_rank, t))],
             {"T": dtype_of(source), "Tshape": dtype_of(dims_input)},
         )
 
@@ -280,17 +288,19 @@ def transpose(a: Any, perm: Any = None, name: str = "transpose", conjugate: bool
         else:
             perm_input = _index_input(perm, "perm")
         known = _known_dims(perm_input)
-        if known is not None and static_in.rank is not None:
-            if len(known) != static_in.rank:
-                raise ValueError(
-                    f"Dimension must be {static_in.rank} but is {len(known)} for '{name}'"
-                )
-            dims = static_in.as_list()
-            static = TensorShape([dims[p] for p in known])
-        elif static_in.rank is not None:
-            static = TensorShape([None] * static_in.rank)
-        else:
-            static = TensorShape(None)
+
+        def infer(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            if known is not None and static_in.rank is not None:
+                if len(known) != static_in.rank:
+                    raise shape_error(
+                        f"Dimension must be {static_in.rank} but is {len(known)}", tensors
+                    )
+                dims = static_in.as_list()
+                return [(tensors[0].dtype, TensorShape([dims[p] for p in known]))]
+            if static_in.rank is not None:
+                return [(tensors[0].dtype, TensorShape([None] * static_in.rank))]
+            return [(tensors[0].dtype, TensorShape(None))]
+
         conj = conjugate and dtype_of(source).is_complex
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
@@ -304,7 +314,7 @@ def transpose(a: Any, perm: Any = None, name: str = "transpose", conjugate: bool
             name,
             [("x", source), ("perm", perm_input)],
             kernel,
-            lambda t: [(t[0].dtype, static)],
+            infer,
             {"T": dtype_of(source), "Tperm": dtype_of(perm_input)},
         )
 
@@ -324,17 +334,19 @@ def expand_dims(input: Any, axis: Any = None, name: str | None = None, dim: Any 
         axis_input = _index_input(axis, "dim")
         known = _known_dims(axis_input)
         static_in = _shape_of(source)
-        static = TensorShape(None)
-        if known is not None and static_in.rank is not None:
+
+        def infer(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            if known is None or static_in.rank is None:
+                return [(tensors[0].dtype, TensorShape(None))]
             where = known[0]
             rank_in = static_in.rank
             if not -rank_in - 1 <= where <= rank_in:
-                raise ValueError(
-                    f"Tried to expand dim index {where} for tensor with {rank_in} dimensions."
+                raise shape_error(
+                    f"dim {where} not in the interval [{-rank_in - 1}, {rank_in}].", tensors
                 )
             where = where % (rank_in + 1)
             dims = static_in.as_list()
-            static = TensorShape(dims[:where] + [1] + dims[where:])
+            return [(tensors[0].dtype, TensorShape(dims[:where] + [1] + dims[where:]))]
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             array = np.asarray(inputs[0])
@@ -353,7 +365,7 @@ def expand_dims(input: Any, axis: Any = None, name: str | None = None, dim: Any 
             name,
             [("input", source), ("dim", axis_input)],
             kernel,
-            lambda t: [(t[0].dtype, static)],
+            infer,
             {"T": dtype_of(source), "Tdim": dtype_of(axis_input)},
         )
 
@@ -377,25 +389,31 @@ def squeeze(
     with build_in([input]):
         source = convert_input(input)
         static_in = _shape_of(source)
-        static = TensorShape(None)
-        if static_in.rank is not None:
+
+        def infer(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            dtype = tensors[0].dtype
+            if static_in.rank is None:
+                return [(dtype, TensorShape(None))]
             dims = static_in.as_list()
             rank_in = len(dims)
             for a in axes:
                 if not -rank_in <= a < rank_in:
-                    raise ValueError(
-                        f"Tried to squeeze dim index {a} for tensor with {rank_in} dimensions."
+                    raise shape_error(
+                        f"Tried to squeeze dim index {a} for tensor with {rank_in} dimensions.",
+                        tensors,
                     )
                 if dims[a] is not None and dims[a] != 1:
-                    raise ValueError(
+                    raise shape_error(
                         f"Can not squeeze dim[{a % rank_in}], expected a dimension of 1, got "
-                        f"{dims[a]}"
+                        f"{dims[a]}",
+                        tensors,
                     )
             chosen = {a % rank_in for a in axes}
             if chosen:
-                static = TensorShape([d for i, d in enumerate(dims) if i not in chosen])
-            elif all(d is not None for d in dims):
-                static = TensorShape([d for d in dims if d != 1])
+                return [(dtype, TensorShape([d for i, d in enumerate(dims) if i not in chosen]))]
+            if all(d is not None for d in dims):
+                return [(dtype, TensorShape([d for d in dims if d != 1]))]
+            return [(dtype, TensorShape(None))]
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             array = np.asarray(inputs[0])
@@ -416,7 +434,7 @@ def squeeze(
             name,
             [("input", source)],
             kernel,
-            lambda t: [(t[0].dtype, static)],
+            infer,
             {"T": dtype_of(source), "squeeze_dims": axes},
         )
 
@@ -461,9 +479,23 @@ def _same_dtype_inputs_as(values: Sequence[Any], dtype: DType, op_type: str) -> 
     return converted
 
 
-def _merged(shapes: Sequence[TensorShape]) -> TensorShape:
+def merged_shapes(shapes: Sequence[TensorShape], tensors: list[Tensor]) -> TensorShape:
+    """The shapes merged into one, or TensorFlow's error naming the first difference."""
     merged = TensorShape(None)
     for one in shapes:
+        if merged.rank is not None and one.rank is not None:
+            if merged.rank != one.rank:
+                raise shape_error(
+                    f"Shapes must be equal rank, but are {merged.rank} and {one.rank}", tensors
+                )
+            for i, (a, b) in enumerate(zip(merged.as_list(), one.as_list(), strict=True)):
+                if a is not None and b is not None and a != b:
+                    raise shape_error(
+                        f"Dimension {i} in both shapes must be equal, but are {a} and {b}. "
+                        f"Shapes are {kernel_text(merged.as_tuple())} and "
+                        f"{kernel_text(one.as_tuple())}.",
+                        tensors,
+                    )
         merged = merged.merge_with(one)
     return merged
 
@@ -476,27 +508,29 @@ def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
     """
     values = list(values)
     if not holds_symbolic(values):
-        array = convert_input(values).array
-        if axis != 0:
-            array = np.moveaxis(array, 0, axis % array.ndim if array.ndim else 0)
-        return constant(array, name=name)
+        try:
+            array = convert_input(values).array
+        except ValueError:
+            array = None  # ragged: the Pack op says why
+        if array is not None:
+            if axis != 0:
+                array = np.moveaxis(array, 0, axis % array.ndim if array.ndim else 0)
+            return constant(array, name=name)
     with build_in(values):
         inputs = _same_dtype_inputs(values, "Pack")
-        try:
-            common = _merged([_shape_of(v) for v in inputs])
-        except ValueError:
+        first = _shape_of(inputs[0])
+        if first.rank is not None and not -first.rank - 1 <= axis <= first.rank:
             raise ValueError(
-                f"Shapes must be equal rank, but are {[str(_shape_of(v)) for v in inputs]}"
-            ) from None
-        static = TensorShape(None)
-        if common.rank is not None:
-            if not -common.rank - 1 <= axis <= common.rank:
-                raise ValueError(
-                    f"Argument `axis` = {axis} not in range [{-common.rank - 1}, {common.rank + 1})"
-                )
+                f"Argument `axis` = {axis} not in range [{-first.rank - 1}, {first.rank + 1})"
+            )
+
+        def infer(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            common = merged_shapes([t.shape for t in tensors], tensors)
+            if common.rank is None:
+                return [(tensors[0].dtype, TensorShape(None))]
             where = axis % (common.rank + 1)
             dims = common.as_list()
-            static = TensorShape(dims[:where] + [len(inputs)] + dims[where:])
+            return [(tensors[0].dtype, TensorShape(dims[:where] + [len(inputs)] + dims[where:]))]
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             parts = [np.asarray(a) for a in arrays]
@@ -516,8 +550,8 @@ def stack(values: Sequence[Any], axis: int = 0, name: str = "stack") -> Any:
             name,
             [(f"values_{i}", v) for i, v in enumerate(inputs)],
             kernel,
-            lambda t: [(t[0].dtype, static)],
-            {"T": dtype_of(inputs[0]), "N": len(inputs), "axis": axis},
+            infer,
+            {"N": len(inputs), "T": dtype_of(inputs[0]), "axis": axis},
         )
 
 
@@ -590,7 +624,7 @@ def concat(values: Any, axis: Any, name: str = "concat") -> Any:
         axis_input = _index_input(axis, "axis")
         known_axis = _known_dims(axis_input)
         shapes = [_shape_of(v) for v in inputs]
-        static = _concat_static(shapes, known_axis[0] if known_axis else None, name)
+        axis_value = known_axis[0] if known_axis else None
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             parts = [np.asarray(a) for a in arrays[:-1]]
@@ -604,16 +638,22 @@ def concat(values: Any, axis: Any, name: str = "concat") -> Any:
                     f", but got {where}",
                 )
             for i, part in enumerate(parts[1:], 1):
-                other = [d for j, d in enumerate(part.shape) if j != where % ndim]
-                first = [d for j, d in enumerate(parts[0].shape) if j != where % ndim]
-                if part.ndim != ndim or other != first:
+                if part.ndim != ndim:
                     raise errors.InvalidArgumentError(
                         None,
                         None,
-                        f"ConcatOp : Dimension {where % ndim} in both shapes must be equal: "
-                        f"shape[0] = {kernel_text(parts[0].shape)} vs. shape[{i}] = "
-                        f"{kernel_text(part.shape)}",
+                        f"ConcatOp : Ranks of all input tensors should match: shape[0] = "
+                        f"{kernel_text(parts[0].shape)} vs. shape[{i}] = {kernel_text(part.shape)}",
                     )
+                for j in range(ndim):
+                    if j != where % ndim and part.shape[j] != parts[0].shape[j]:
+                        raise errors.InvalidArgumentError(
+                            None,
+                            None,
+                            f"ConcatOp : Dimension {j} in both shapes must be equal: shape[0] = "
+                            f"{kernel_text(parts[0].shape)} vs. shape[{i}] = "
+                            f"{kernel_text(part.shape)}",
+                        )
             return (np.concatenate(parts, axis=where % ndim),)
 
         return make_op(
@@ -621,46 +661,52 @@ def concat(values: Any, axis: Any, name: str = "concat") -> Any:
             name,
             [(f"values_{i}", v) for i, v in enumerate(inputs)] + [("axis", axis_input)],
             kernel,
-            lambda t: [(t[0].dtype, static)],
-            {"T": dtype_of(inputs[0]), "N": len(inputs), "Tidx": dtype_of(axis_input)},
+            lambda t: [(t[0].dtype, _concat_static(shapes, axis_value, t))],
+            {"N": len(inputs), "T": dtype_of(inputs[0]), "Tidx": dtype_of(axis_input)},
         )
 
 
-def _concat_static(shapes: list[TensorShape], axis: int | None, name: str) -> TensorShape:
-    ranks = {s.rank for s in shapes if s.rank is not None}
-    if len(ranks) > 1:
-        raise ValueError(
-            f"Shape must be rank {min(ranks)} but is rank {max(ranks)} for '{name}' (op: ConcatV2)"
-        )
+def _concat_static(
+    shapes: list[TensorShape], axis: int | None, tensors: list[Tensor]
+) -> TensorShape:
+    ranks = [s.rank for s in shapes if s.rank is not None]
     if not ranks:
         return TensorShape(None)
-    rank_all = ranks.pop()
+    rank_all = ranks[0]
+    for other in ranks[1:]:
+        if other != rank_all:
+            raise shape_error(f"Shape must be rank {rank_all} but is rank {other}", tensors)
     if axis is None:
         return TensorShape([None] * rank_all)
     if not -rank_all <= axis < rank_all:
-        raise ValueError(
-            f"Shape must be at least rank {axis + 1 if axis >= 0 else -axis} but is rank "
-            f"{rank_all} for '{name}' (op: ConcatV2)"
+        raise shape_error(
+            f"ConcatOp : Expected concatenating dimensions in the range [{-rank_all}, "
+            f"{rank_all}), but got {axis}",
+            tensors,
         )
     where = axis % rank_all
-    dims: list[int | None] = [None] * rank_all
+    first: list[int | None] | None = None
     total: int | None = 0
     for one in shapes:
         if one.rank is None:
             total = None
             continue
-        for i, d in enumerate(one.as_list()):
-            if i == where:
-                total = None if total is None or d is None else total + d
-            elif d is not None:
-                if dims[i] is not None and dims[i] != d:
-                    raise ValueError(
-                        f"Dimension {i} in both shapes must be equal, but are {dims[i]} and {d}. "
-                        f"Shapes are {shapes[0]} and {one}. for '{name}' (op: ConcatV2)"
-                    )
-                dims[i] = d
-    dims[where] = total
-    return TensorShape(dims)
+        dims = one.as_list()
+        size_ = dims.pop(where)
+        total = None if total is None or size_ is None else total + size_
+        if first is None:
+            first = dims
+            continue
+        for i, (a, b) in enumerate(zip(first, dims, strict=True)):
+            if a is not None and b is not None and a != b:
+                raise shape_error(
+                    f"Dimension {i} in both shapes must be equal, but are {a} and {b}. Shapes "
+                    f"are {kernel_text(tuple(first))} and {kernel_text(tuple(dims))}.",
+                    tensors,
+                )
+        first = [a if a is not None else b for a, b in zip(first, dims, strict=True)]
+    assert first is not None
+    return TensorShape(first[:where] + [total] + first[where:])
 
 
 # --- filling, selecting, gathering ---------------------------------------------
@@ -676,10 +722,15 @@ def fill(dims: Any, value: Any, name: str | None = None) -> Any:
     with build_in([dims, value]):
         dims_input = _index_input(dims, "dims")
         source = convert_input(value, param="value")
-        if _shape_of(source).rank not in (None, 0):
-            raise ValueError(f"Shape must be rank 0 but is rank {_shape_of(source).rank}")
         known = _known_dims(dims_input)
         static = TensorShape(known) if known is not None else _unknown_dims(dims_input)
+
+        def infer(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            if tensors[1].shape.rank not in (None, 0):
+                raise shape_error(
+                    f"Shape must be rank 0 but is rank {tensors[1].shape.rank}", tensors
+                )
+            return [(tensors[1].dtype, static)]
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             wanted = [int(d) for d in np.asarray(inputs[0]).reshape(-1)]
@@ -688,6 +739,12 @@ def fill(dims: Any, value: Any, name: str | None = None) -> Any:
                     None, None, f"Dimension {min(wanted)} must be >= 0"
                 )
             scalar = np.asarray(inputs[1])
+            if scalar.ndim:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"value must represent a scalar, got shape {kernel_text(scalar.shape)}",
+                )
             return (np.full(wanted, scalar, dtype=scalar.dtype),)
 
         return make_op(
@@ -695,7 +752,7 @@ def fill(dims: Any, value: Any, name: str | None = None) -> Any:
             name,
             [("dims", dims_input), ("value", source)],
             kernel,
-            lambda t: [(t[1].dtype, static)],
+            infer,
             {"T": dtype_of(source), "index_type": dtype_of(dims_input)},
         )
 
@@ -745,7 +802,7 @@ def gather(
         return resource_gather(params, indices, name=name)
     with build_in([params, indices, axis]):
         source = convert_input(params, param="params")
-        index_input = _index_input(indices, "indices")
+        index_input = _index_input(indices, "indices", allowed=("int16", "int32", "int64"))
         axis_input = _index_input(0 if axis is None else axis, "axis")
         known_axis = _known_dims(axis_input)
         params_shape = _shape_of(source)
@@ -911,12 +968,13 @@ def one_hot(
         given = [dtype_of(convert_input(v)) for v in (on_value, off_value) if v is not None]
         if len(given) == 2 and given[0] != given[1]:
             raise TypeError(
-                f"dtype {given[0].name} of on_value does not match dtype {given[1].name} of "
-                "off_value"
+                f"dtype <dtype: '{given[0].name}'> of on_value does not match dtype "
+                f"<dtype: '{given[1].name}'> of off_value"
             )
         if wanted is not None and given and given[0] != wanted:
             raise TypeError(
-                f"dtype {given[0].name} of on_value does not match dtype parameter {wanted.name}"
+                f"dtype <dtype: '{given[0].name}'> of on_value does not match dtype parameter "
+                f"<dtype: '{wanted.name}'>"
             )
         if wanted is None and given:
             wanted = given[0]
@@ -925,6 +983,13 @@ def one_hot(
         off = convert_input(0 if off_value is None else off_value, wanted, param="off_value")
         index_input = convert_input(indices, param="indices")
         if dtype_of(index_input).name not in ("uint8", "int8", "int32", "int64"):
+            if mode.building_graph() is None:
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Value for attr 'TI' of {dtype_of(index_input).kernel_name} is not in the "
+                    "list of allowed values: uint8, int8, int32, int64",
+                )
             raise TypeError(
                 f"Value passed to parameter 'indices' has DataType {dtype_of(index_input).name} "
                 "not in list of allowed values: uint8, int8, int32, int64"
@@ -937,9 +1002,8 @@ def one_hot(
         if index_shape.rank is not None:
             dims = index_shape.as_list()
             position = len(dims) if where == -1 else where
-            static = TensorShape(
-                dims[:position] + [known_depth[0] if known_depth else None] + dims[position:]
-            )
+            size_known = known_depth[0] if known_depth and known_depth[0] >= 0 else None
+            static = TensorShape(dims[:position] + [size_known] + dims[position:])
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             chosen = np.asarray(inputs[0]).astype(np.int64)
@@ -981,20 +1045,22 @@ def tile(input: Any, multiples: Any, name: str | None = None) -> Any:  # noqa: A
         times = _index_input(multiples, "multiples")
         known = _known_dims(times)
         static_in = _shape_of(source)
-        static = TensorShape(None) if known is None else TensorShape([None] * len(known))
-        if static_in.rank is not None:
-            if known is not None and len(known) != static_in.rank:
-                raise ValueError(
-                    f"Shape must be rank {static_in.rank} but is rank 1 ... multiples has "
-                    f"{len(known)} elements"
-                )
-            dims = static_in.as_list()
-            if known is None:
-                static = TensorShape([None] * len(dims))
-            else:
-                static = TensorShape(
-                    [None if d is None else d * m for d, m in zip(dims, known, strict=False)]
-                )
+
+        def infer(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            static = TensorShape(None) if known is None else TensorShape([None] * len(known))
+            if static_in.rank is not None:
+                if known is not None and len(known) != static_in.rank:
+                    raise shape_error(
+                        f"Shape must be rank {static_in.rank} but is rank {len(known)}", tensors
+                    )
+                dims = static_in.as_list()
+                if known is None:
+                    static = TensorShape([None] * len(dims))
+                else:
+                    static = TensorShape(
+                        [None if d is None else d * m for d, m in zip(dims, known, strict=True)]
+                    )
+            return [(tensors[0].dtype, static)]
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             array = np.asarray(inputs[0])
@@ -1019,7 +1085,7 @@ def tile(input: Any, multiples: Any, name: str | None = None) -> Any:  # noqa: A
             name,
             [("input", source), ("multiples", times)],
             kernel,
-            lambda t: [(t[0].dtype, static)],
+            infer,
             {"T": dtype_of(source), "Tmultiples": dtype_of(times)},
         )
 
@@ -1286,23 +1352,7 @@ def _select(op_type: str, condition: Any, x: Any, y: Any, name: str | None) -> A
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             c, a, b = (np.asarray(v) for v in inputs)
             if op_type == "Select":
-                if c.shape != a.shape and not (c.ndim == 1 and a.ndim >= 1 and len(c) == len(a)):
-                    raise errors.InvalidArgumentError(
-                        None,
-                        None,
-                        "'then' and 'else' must have the same size.  but received: "
-                        f"{kernel_text(a.shape)} vs. {kernel_text(b.shape)}"
-                        if a.shape != b.shape
-                        else f"condition must be a scalar, a vector or of the shape of 'then'"
-                        f" : {kernel_text(c.shape)}",
-                    )
-                if a.shape != b.shape:
-                    raise errors.InvalidArgumentError(
-                        None,
-                        None,
-                        "'then' and 'else' must have the same size.  but received: "
-                        f"{kernel_text(a.shape)} vs. {kernel_text(b.shape)}",
-                    )
+                _check_select(c, a, b)
                 if c.ndim == 1 and a.ndim > 1:
                     c = c.reshape((len(c),) + (1,) * (a.ndim - 1))
             else:
@@ -1332,6 +1382,45 @@ def _select(op_type: str, condition: Any, x: Any, y: Any, name: str | None) -> A
             outputs,
             {"T": dtype_of(left)},
         )
+
+
+def _check_select(c: Array, a: Array, b: Array) -> None:
+    """TensorFlow 1's ``Select`` shapes: a condition of the branches' shape, a
+    scalar, or a vector over their first dimension."""
+    if c.shape == a.shape or c.ndim == 0:
+        if a.shape != b.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                "Inputs to operation Select of type Select must have the same size and shape.  "
+                f"Input 0: {kernel_text(c.shape)} != input 2: {kernel_text(b.shape)}"
+                if c.shape != b.shape
+                else "'then' and 'else' must have the same size.  but received: "
+                f"{kernel_text(a.shape)} vs. {kernel_text(b.shape)}",
+            )
+        return
+    if c.ndim == 1 and a.ndim > 1:
+        if a.shape != b.shape:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                "'then' and 'else' must have the same size.  but received: "
+                f"{kernel_text(a.shape)} vs. {kernel_text(b.shape)}",
+            )
+        if len(c) != a.shape[0]:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Number of batches of 'then' must match size of 'cond', but saw: {a.shape[0]} "
+                f"vs. {len(c)}",
+            )
+        return
+    raise errors.InvalidArgumentError(
+        None,
+        None,
+        "Inputs to operation Select of type Select must have the same size and shape.  "
+        f"Input 0: {kernel_text(c.shape)} != input 1: {kernel_text(a.shape)}",
+    )
 
 
 class _ShapeOnly:

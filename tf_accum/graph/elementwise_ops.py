@@ -459,16 +459,9 @@ def add_n(inputs: Any, name: str | None = None) -> Any:
             return (np.asarray(total, dtype=dtype.numpy_dtype),)
 
         def outputs(tensors: list[Any]) -> list[tuple[DType, TensorShape]]:
-            merged = TensorShape(None)
-            for tensor in tensors:
-                try:
-                    merged = merged.merge_with(tensor.shape)
-                except ValueError:
-                    raise ValueError(
-                        f"Shapes must be equal rank, but are {tensors[0].shape} and "
-                        f"{tensor.shape} for AddN"
-                    ) from None
-            return [(dtype, merged)]
+            from tf_accum.graph.array_ops import merged_shapes
+
+            return [(dtype, merged_shapes([t.shape for t in tensors], tensors))]
 
         return make_op(
             "AddN",

@@ -27,6 +27,7 @@ from tf_accum.graph.op_building import (
     convert_input,
     dtype_of,
     make_op,
+    shape_error,
 )
 from tf_accum.graph.tensor_shape import TensorShape
 
@@ -80,6 +81,12 @@ def numpy_index(
     """
     index: list[Any] = []
     for kind, i, dim in _actions(len(shape), len(begin), masks):
+        if kind in ("index", "slice") and dim >= len(shape):
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Index out of range using input dim {dim}; input has only {len(shape)} dims",
+            )
         if kind == "all":
             index.append(builtins.slice(None))
         elif kind == "new":
@@ -114,6 +121,7 @@ def _static(
     strides: Array | None,
     count: int | None,
     masks: dict[str, int],
+    tensors: list[Any],
 ) -> TensorShape:
     if source.rank is None or count is None:
         return TensorShape(None)
@@ -126,14 +134,22 @@ def _static(
             out.append(1)
         elif kind == "index":
             if dim >= len(dims):
-                raise ValueError(f"Index out of range using input dim {len(dims)}")
+                raise shape_error(
+                    f"Index out of range using input dim {dim}; input has only {len(dims)} dims",
+                    tensors,
+                )
             if begin is not None and dims[dim] is not None:
                 position = int(begin[i])
                 if not -dims[dim] <= position < dims[dim]:  # type: ignore[operator]
-                    raise ValueError(f"slice index {position} of dimension {dim} out of bounds.")
+                    raise shape_error(
+                        f"slice index {position} of dimension {dim} out of bounds.", tensors
+                    )
         else:
             if dim >= len(dims):
-                raise ValueError(f"Index out of range using input dim {len(dims)}")
+                raise shape_error(
+                    f"Index out of range using input dim {dim}; input has only {len(dims)} dims",
+                    tensors,
+                )
             size = dims[dim]
             if size is None or begin is None or end is None or strides is None:
                 out.append(None)
@@ -189,14 +205,18 @@ def strided_slice(
         source_shape = (
             TensorShape(source.array.shape) if isinstance(source, Converted) else source.shape
         )
-        static = _static(
-            source_shape,
-            None if known[0] is None else np.asarray(known[0]).reshape(-1),
-            None if known[1] is None else np.asarray(known[1]).reshape(-1),
-            None if known[2] is None else np.asarray(known[2]).reshape(-1),
-            count,
-            masks,
-        )
+
+        def infer(tensors: list[Any]) -> list[tuple[Any, TensorShape]]:
+            static = _static(
+                source_shape,
+                None if known[0] is None else np.asarray(known[0]).reshape(-1),
+                None if known[1] is None else np.asarray(known[1]).reshape(-1),
+                None if known[2] is None else np.asarray(known[2]).reshape(-1),
+                count,
+                masks,
+                tensors,
+            )
+            return [(tensors[0].dtype, static)]
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             array = np.asarray(inputs[0])
@@ -214,8 +234,8 @@ def strided_slice(
                 ("strides", strides_input),
             ],
             kernel,
-            lambda t: [(t[0].dtype, static)],
-            {"T": dtype_of(source), "Index": dtype_of(begin_input), **masks},
+            infer,
+            {"Index": dtype_of(begin_input), "T": dtype_of(source), **masks},
         )
 
 

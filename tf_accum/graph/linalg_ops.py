@@ -67,10 +67,12 @@ def matmul(
         TypeError: operands of different dtypes, or a dtype MatMul does not take.
         InvalidArgumentError: inner dimensions that differ (when run).
     """
-    if transpose_a and adjoint_a:
-        raise ValueError("Only one of transpose_a and adjoint_a can be True.")
-    if transpose_b and adjoint_b:
-        raise ValueError("Only one of transpose_b and adjoint_b can be True.")
+    for side, transpose, adjoint in (("a", transpose_a, adjoint_a), ("b", transpose_b, adjoint_b)):
+        if transpose and adjoint:
+            raise ValueError(
+                f"Only one of `transpose_{side}` and `adjoint_{side}` can be True. Received "
+                f"`transpose_{side}`={transpose}, `adjoint_{side}`={adjoint}."
+            )
     with build_in([a, b]):
         dtype, (left, right) = op_def_inputs("MatMul", [("a", a), ("b", b)], allowed=False)
         shapes = [_static_of(v) for v in (left, right)]

@@ -11,6 +11,7 @@ avoid run-time shape arithmetic where TensorFlow's do too.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from tf_accum.graph import mode
 from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
 from tf_accum.graph.math_convert import array_as, default_array
 from tf_accum.graph.math_ops import Converted, building_in, eager_value, graph_of, materialize
+from tf_accum.graph.math_shapes import node_text, type_enum
 from tf_accum.graph.ops import as_tensor, dtype_of_array
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.indexed_slices import IndexedSlices
@@ -130,6 +132,38 @@ def constant_value(value: Any) -> Array | None:
     return None
 
 
+# the op whose static shapes are being inferred: (node name, op type, attrs)
+_inferring: contextvars.ContextVar[tuple[str, str, dict[str, Any]] | None] = contextvars.ContextVar(
+    "inferring", default=None
+)
+
+
+def attrs_text(attrs: dict[str, Any]) -> str:
+    """An op's attributes as TensorFlow's node texts print them: sorted, ``T=DT_FLOAT``."""
+    parts = []
+    for key in sorted(attrs):
+        value = attrs[key]
+        if isinstance(value, DType):
+            text = type_enum(value)
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, (list, tuple)):
+            text = "[" + ", ".join(str(v) for v in value) + "]"
+        else:
+            text = str(value)
+        parts.append(f"{key}={text}")
+    return ", ".join(parts)
+
+
+def shape_error(message: str, tensors: Sequence[Tensor]) -> ValueError:
+    """A build-time shape error of the op being inferred, with TensorFlow's node text."""
+    current = _inferring.get()
+    if current is None:
+        return ValueError(message)
+    name, op_type, attrs = current
+    return ValueError(f"{message} for {node_text(name, op_type, attrs_text(attrs), tensors)}")
+
+
 def make_op(
     op_type: str,
     name: str | None,
@@ -152,9 +186,12 @@ def make_op(
         return list(results) if many else results[0]
     with graph.name_scope(name or op_type) as full:
         tensors = [materialize(graph, v, p) for p, v in inputs]
-        op = graph.create_op(
-            op_type, tensors, outputs(tensors), kernel, name=full, attrs=dict(attrs or {})
-        )
+        token = _inferring.set((full[:-1], op_type, dict(attrs or {})))
+        try:
+            specs = outputs(tensors)
+        finally:
+            _inferring.reset(token)
+        op = graph.create_op(op_type, tensors, specs, kernel, name=full, attrs=dict(attrs or {}))
     return list(op.outputs) if many else op.outputs[0]
 
 

@@ -345,8 +345,8 @@ def _arg(
             where = int(np.asarray(known).reshape(-1)[0])
             if not -shape.rank <= where < shape.rank:
                 raise ValueError(
-                    f"Expected dimension in the range [{-shape.rank}, {shape.rank}), but got "
-                    f"{where}"
+                    f"Dimension ({where}) must be in the range [{-shape.rank}, {shape.rank}), "
+                    f"where {shape.rank} is the number of dimensions in the input."
                 )
             dims = shape.as_list()
             del dims[where % shape.rank]
