@@ -118,10 +118,64 @@ def reduce_to(grad: Any, x: Tensor, other: Tensor, position: int) -> Any:
             return grad
         summed = reduce_sum(grad, axes) if axes else grad
         return reshape(summed, x_dims)
-    sx, so = shape(x), shape(other)
-    pair = (sx, so) if position == 0 else (so, sx)
-    axes = broadcast_gradient_args(*pair)[position]
-    return reshape(reduce_sum(grad, axes), sx)
+    known = known_reduction(x_shape, o_shape)
+    if known is not None:
+        # which axes to sum does not depend on the unknown dimensions: no shape ops
+        leading, ones = known
+        summed = reduce_sum(grad, leading) if leading else grad
+        if ones:
+            summed = reduce_sum(summed, [a - len(leading) for a in ones], keepdims=True)
+        return summed
+    return sum_to_shape_of(grad, x)
+
+
+def sum_to_shape_of(grad: Any, x: Tensor, name: str | None = None) -> Any:
+    """``SumToShapeOf``: ``grad`` summed over the axes ``x`` was broadcast along, read
+    when run (what Shape, BroadcastGradientArgs, Sum and Reshape ops would do, in one op)."""
+
+    def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+        value = np.asarray(inputs[0])
+        target = np.shape(inputs[1])
+        axes = static_reduction_axes(list(target), list(value.shape))[0]
+        summed = np.sum(value, axis=tuple(axes), dtype=value.dtype) if axes else value
+        return (np.asarray(summed, dtype=value.dtype).reshape(target),)
+
+    with build_in([grad, x]):
+        source = convert_input(grad)
+        return make_op(
+            "SumToShapeOf",
+            name,
+            [("grad", source), ("x", x)],
+            kernel,
+            lambda t: [(t[0].dtype, x.shape)],
+            {"T": t_of(source)},
+        )
+
+
+def known_reduction(x: TensorShape, other: TensorShape) -> tuple[list[int], list[int]] | None:
+    """The axes of a broadcast result to sum for ``x``, when the static shapes
+    decide them: the leading axes ``x`` lacks, and those where ``x`` has 1 and
+    the result does not; None when an unknown dimension could go either way."""
+    if x.rank is None or other.rank is None:
+        return None
+    rank = max(x.rank, other.rank)
+    x_dims = x.as_list()
+    o_dims = other.as_list()
+    padding = rank - len(x_dims)
+    leading = list(range(padding))
+    ones: list[int] = []
+    for i in range(padding, rank):
+        a = x_dims[i - padding]
+        j = i - (rank - len(o_dims))
+        b = o_dims[j] if j >= 0 else 1
+        if a == 1:
+            if b is None:
+                return None
+            if b != 1:
+                ones.append(i)
+        elif a is None and b != 1:
+            return None
+    return leading, ones
 
 
 def _binary_result(op: Operation, gx: Any, gy: Any) -> list[Any]:
@@ -348,16 +402,26 @@ def _batch_reduced(grad: Any, x: Tensor, other: Tensor, position: int) -> Any:
 
 
 def _kept_shape(op: Operation) -> Any:
-    """The reduction's output shape with the reduced axes kept as 1 (a list when known)."""
+    """The reduction's output shape with the reduced axes kept as 1 (a list when known,
+    with -1 for one unknown dimension)."""
     source, axes = op.inputs
     known = constant_value(axes)
     if source.shape.rank is not None and known is not None:
         rank = source.shape.rank
         chosen = {int(a) % rank for a in np.asarray(known).reshape(-1)} if rank else set()
         dims = source.shape.as_list()
-        if all(d is not None for i, d in enumerate(dims) if i not in chosen):
-            return [1 if i in chosen else d for i, d in enumerate(dims)]
+        kept = [1 if i in chosen else d for i, d in enumerate(dims)]
+        if kept.count(None) <= 1:
+            return [-1 if d is None else d for d in kept]
     return reduced_shape_op(shape(source), axes)
+
+
+def _to_kept(grad: Any, op: Operation) -> Any:
+    """``grad`` of a reduction reshaped to its kept-dimensions shape (as it is when
+    the reduction kept them)."""
+    if op.get_attr("keep_dims") and isinstance(grad, Tensor):
+        return grad
+    return reshape(grad, _kept_shape(op))
 
 
 def reduced_shape_op(input_shape: Any, axes: Any) -> Any:
@@ -390,7 +454,9 @@ def _input_shape(x: Tensor) -> Any:
 
 def _sum_to_input(op: Operation, grad: Any) -> Any:
     source = op.inputs[0]
-    kept = reshape(grad, _kept_shape(op))
+    kept = _to_kept(grad, op)
+    if source.shape.is_fully_defined() and kept.shape.as_list() == source.shape.as_list():
+        return kept
     return broadcast_to(kept, _input_shape(source))
 
 
@@ -420,11 +486,16 @@ def _safe_div(x: Any, y: Any) -> Any:
 
 def _min_or_max_grad(op: Operation, grad: Any) -> list[Any]:
     source, axes = op.inputs
+    if op.get_attr("keep_dims"):
+        y, g = op.outputs[0], grad
+        indicators = cast(equal(y, source), g.dtype)
+        selected = reduce_sum(indicators, axes, keepdims=True)
+        return [indicators / selected * g, None]
     kept = _kept_shape(op)
     y = reshape(op.outputs[0], kept)
     g = reshape(grad, kept)
     indicators = cast(equal(y, source), g.dtype)
-    selected = reshape(reduce_sum(indicators, axes), kept)
+    selected = reduce_sum(indicators, axes, keepdims=True)
     return [indicators / selected * g, None]
 
 
@@ -535,6 +606,7 @@ for _type in (
     "LogicalNot",
     "BroadcastGradientArgs",
     "ReducedShape",
+    "SumToShapeOf",
     "Cumprod",
     "SqrtGrad",
     "RsqrtGrad",
