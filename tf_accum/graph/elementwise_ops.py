@@ -18,15 +18,12 @@ from tf_accum import errors
 from tf_accum.dtypes import DType
 from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
-from tf_accum.graph.math_kernels import ALLOWED, BINARY, elementwise
+from tf_accum.graph.math_kernels import ALLOWED, elementwise
 from tf_accum.graph.math_ops import (
     build_binary,
     check_allowed,
     eager_value,
     op_def_inputs,
-)
-from tf_accum.graph.math_ops import (
-    truediv as _truediv,
 )
 from tf_accum.graph.math_shapes import broadcast_shape
 from tf_accum.graph.op_building import (
@@ -40,24 +37,6 @@ from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.shapes import kernel_text
 
 Array = np.ndarray[Any, Any]
-
-_FLOATS = ("bfloat16", "float16", "float32", "float64")
-_COMPLEX = ("complex64", "complex128")
-_SIGNED = ("int8", "int16", "int32", "int64")
-_REAL_NUMBERS = ("float32", "float64", "int32", "uint8", "int16", "int8", "int64", "bfloat16",
-                 "uint16", "float16", "uint32", "uint64")  # fmt: skip
-for _name in ("Sqrt", "Rsqrt", "Exp", "Log", "Log1p"):
-    ALLOWED[_name] = (*_FLOATS, *_COMPLEX)
-ALLOWED["Sign"] = ALLOWED["Reciprocal"] = (*_FLOATS, *_SIGNED, *_COMPLEX)
-ALLOWED["Maximum"] = ALLOWED["Minimum"] = (*_FLOATS, "int8", "uint8", "int16", "uint16",
-                                           "int32", "uint32", "int64", "uint64")  # fmt: skip
-for _name in ("Less", "LessEqual", "Greater", "GreaterEqual"):
-    ALLOWED[_name] = _REAL_NUMBERS
-ALLOWED["AddN"] = ("float32", "float64", "int32", "uint8", "int16", "int8", "complex64", "int64",
-                   "qint8", "quint8", "qint32", "bfloat16", "qint16", "quint16", "uint16",
-                   "complex128", "float16", "uint32", "uint64", "variant")  # fmt: skip
-for _name in ("SqrtGrad", "RsqrtGrad", "ReciprocalGrad"):
-    ALLOWED[_name] = (*_FLOATS, *_COMPLEX)
 
 
 def _rsqrt(x: Array) -> Any:
@@ -186,14 +165,6 @@ def unary_grad(op_type: str, y: Any, dy: Any, name: str | None = None) -> Any:
 # --- binary --------------------------------------------------------------------
 
 
-def _maximum(a: Array, b: Array) -> Any:
-    return np.maximum(a, b)  # NaN wins, as in TensorFlow
-
-
-BINARY["Maximum"] = _maximum
-BINARY["Minimum"] = np.minimum
-
-
 def _binary(op_type: str, x: Any, y: Any, name: str | None, scope: str) -> Any:
     with build_in([x, y]):
         _, inputs = op_def_inputs(op_type, [("x", x), ("y", y)])
@@ -269,10 +240,6 @@ def _build_binary_fn(
         lambda t: [(out, broadcast_shape(name, op_type, t[0], t[1]))],
         {"T": dtype_of(inputs[0])},
     )
-
-
-def true_divide(x: Any, y: Any, name: str | None = None) -> Any:
-    return _truediv(x, y)
 
 
 # --- comparisons and logic -----------------------------------------------------

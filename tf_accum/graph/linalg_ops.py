@@ -15,7 +15,6 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.dtypes import DType
-from tf_accum.graph.math_kernels import ALLOWED
 from tf_accum.graph.math_ops import op_def_inputs
 from tf_accum.graph.math_shapes import node_text, type_enum
 from tf_accum.graph.op_building import build_in, make_op
@@ -23,12 +22,6 @@ from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.shapes import kernel_text
 
 Array = np.ndarray[Any, Any]
-
-ALLOWED["MatMul"] = ("bfloat16", "float16", "float32", "float64", "int32", "int64", "uint8",
-                     "uint16", "uint32", "uint64", "complex64", "complex128")  # fmt: skip
-ALLOWED["BatchMatMulV2"] = ("bfloat16", "float16", "float32", "float64", "int16", "int32",
-                            "int64", "uint8", "uint16", "uint32", "uint64", "complex64",
-                            "complex128")  # fmt: skip
 
 
 def _oriented(array: Array, transpose: bool, adjoint: bool) -> Array:

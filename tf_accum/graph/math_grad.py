@@ -35,7 +35,7 @@ from tf_accum.graph.elementwise_ops import (
     sign,
     unary_grad,
 )
-from tf_accum.graph.fill_ops import ones_like, zeros, zeros_like
+from tf_accum.graph.fill_ops import ones_like, zeros_like
 from tf_accum.graph.gradient_registry import RegisterGradient, no_gradient
 from tf_accum.graph.graph import Operation, Tensor
 from tf_accum.graph.linalg_ops import matmul
@@ -614,4 +614,4 @@ for _type in (
 ):
     no_gradient(_type)
 
-__all__ = ["broadcast_gradient_args", "cumprod", "reduce_to", "static_reduction_axes", "zeros"]
+__all__ = ["broadcast_gradient_args", "cumprod", "reduce_to", "static_reduction_axes"]

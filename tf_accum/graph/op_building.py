@@ -19,7 +19,7 @@ import numpy as np
 
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.graph import mode
-from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
+from tf_accum.graph.graph import Tensor, is_symbolic
 from tf_accum.graph.math_convert import array_as, default_array
 from tf_accum.graph.math_ops import Converted, building_in, eager_value, graph_of, materialize
 from tf_accum.graph.math_shapes import node_text, type_enum
@@ -210,11 +210,3 @@ def _flat(values: Any) -> list[Any]:
         else:
             found.append(value)
     return found
-
-
-def operation_of(value: Any) -> Operation:
-    return as_tensor(value).op
-
-
-def graph_being_built() -> Graph | None:
-    return mode.building_graph()
