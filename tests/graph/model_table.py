@@ -461,6 +461,28 @@ def _gradients() -> list[str]:
         "np.ones((3, 4))))), 'inputs')",
         "G(tf.reduce_sum(tf.matmul(U('float32', np.ones((2, 2, 3))), U('float32', "
         "np.ones((1, 3, 4))))), 'inputs')",
+        "G(tf.reduce_sum(tf.gather(tf.gather(P('float32', [[1.0, 2.0], [3.0, 4.0], [5.0, "
+        "6.0]]), [2, 1]), [1, 1, 0])), 'inputs')",
+        "G(tf.reduce_sum(tf.gather(V('float32', [[1.0, 2.0], [3.0, 4.0]]), [1]) * 2.0), "
+        "['inputs', V('float32', [7.0])], unconnected_gradients='zero')",
+        "G([P('float32', [1.0, 2.0]) * 2.0, P('float32', [3.0]) * 3.0], 'inputs', "
+        "grad_ys=[None, C('float32', [5.0])])",
+        "G(tf.reduce_sum(tf.where_v2(P('float32', [[1.0], [-1.0]]) > 0.0, P('float32', [1.0, "
+        "2.0, 3.0]), P('float32', 5.0))), 'inputs')",
+        "G(tf.reduce_sum(tf.one_hot(C('int32', [1, 0]), 3) * P('float32', [1.0, 2.0, 3.0])), "
+        "'inputs')",
+        "G(tf.reduce_sum(tf.gather(P('float32', [1.0, 2.0, 3.0]), P('int32', [2, 2]))), "
+        "[P('int32', [0])])",
+        "G(tf.reduce_sum(tf.maximum(tf.matmul(P('float32', [[1.0, 2.0]]), P('float32', [[1.0, "
+        "-1.0], [2.0, 0.5]])), 0.0) ** 2), 'inputs')",
+        "G(tf.reduce_sum(tf.stack([P('float32', [1.0, 2.0]), P('float32', [3.0, 4.0])]) * "
+        "C('float32', [[1.0], [2.0]])), 'inputs')",
+        "G(tf.reduce_sum(tf.concat([P('float32', [[1.0]]), U('float32', [[2.0, 3.0]])], 1) ** "
+        "2), 'inputs')",
+        "G(tf.reduce_sum(P('float32', [[1.0, 2.0], [3.0, 4.0]])[:, ::-1] * C('float32', "
+        "[[1.0, 2.0]])), 'inputs')",
+        "G(tf.reduce_sum(U('float32', [[1.0, 2.0], [3.0, 4.0]])[1:, None, 1] * 3.0), 'inputs')",
+        "G(tf.reduce_sum(tf.squeeze(tf.expand_dims(P('float32', [1.0, 2.0]), 0)) ** 3), 'inputs')",
         # a complex y needs its grad_ys
         "G(tf.reduce_sum(C('complex64', [1.0]) * 2.0), 'inputs')",
     ]
