@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 RECORD = Path(__file__).with_name("model_tensorflow.json")
-FLOATS = ("float16", "float32", "float64")
+FLOATS = ("float16", "float32", "float64", "bfloat16")
 INTS = ("int32", "int64")
 
 M23 = "[[1.5, -2.0, 0.5], [3.0, 0.25, -1.0]]"
@@ -483,6 +483,10 @@ def _gradients() -> list[str]:
         "[[1.0, 2.0]])), 'inputs')",
         "G(tf.reduce_sum(U('float32', [[1.0, 2.0], [3.0, 4.0]])[1:, None, 1] * 3.0), 'inputs')",
         "G(tf.reduce_sum(tf.squeeze(tf.expand_dims(P('float32', [1.0, 2.0]), 0)) ** 3), 'inputs')",
+        "G(tf.reduce_sum(tf.matmul(P('bfloat16', [[1.0, 2.0]]), P('bfloat16', [[3.0], [4.0]])) "
+        "* P('bfloat16', [[0.5]])), 'inputs')",
+        "G(tf.reduce_mean(tf.exp(P('bfloat16', [1.0, 2.0])) + tf.sqrt(P('bfloat16', [4.0, "
+        "9.0]))), 'inputs')",
         # a complex y needs its grad_ys
         "G(tf.reduce_sum(C('complex64', [1.0]) * 2.0), 'inputs')",
     ]
