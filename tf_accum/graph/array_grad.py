@@ -157,6 +157,16 @@ def _concat_grad(op: Operation, grad: Any) -> list[Any]:
     return [*(slice(grad, o, s) for o, s in zip(offsets, shapes, strict=False)), None]
 
 
+@RegisterGradient("Split")
+def _split_grad(op: Operation, *grads: Any) -> list[Any]:
+    return [None, concat(list(grads), op.inputs[0])]
+
+
+@RegisterGradient("SplitV")
+def _split_v_grad(op: Operation, *grads: Any) -> list[Any]:
+    return [concat(list(grads), op.inputs[2]), None, None]
+
+
 @RegisterGradient("Slice")
 def _slice_grad(op: Operation, grad: Any) -> list[Any]:
     source, begin, _ = op.inputs

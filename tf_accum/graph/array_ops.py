@@ -1431,3 +1431,154 @@ class _ShapeOnly:
         self.dtype = dtype
         self.op = like.op
         self.value_index = like.value_index
+
+
+# --- splitting -----------------------------------------------------------------
+
+
+def split(
+    value: Any,
+    num_or_size_splits: Any,
+    axis: Any = 0,
+    num: int | None = None,
+    name: str = "split",
+) -> list[Any]:
+    """``value`` cut along ``axis`` into ``num_or_size_splits`` equal pieces (an int:
+    ``Split``) or pieces of the given sizes (a list, one size may be -1: ``SplitV``).
+
+    Raises:
+        ValueError: a length the pieces cannot divide, or sizes that do not add up
+            (when known).
+        InvalidArgumentError: the same, found when run.
+    """
+    with build_in([value, axis]):
+        source = convert_input(value, param="value")
+        axis_input = _index_input(axis, "axis")
+        known_axis = _known_dims(axis_input)
+        static_in = _shape_of(source)
+        if isinstance(num_or_size_splits, (int, np.integer)) and not isinstance(
+            num_or_size_splits, bool
+        ):
+            return _split_even(
+                source, axis_input, known_axis, static_in, int(num_or_size_splits), name
+            )
+        sizes_input = _index_input(num_or_size_splits, "size_splits")
+        sizes = _known_dims(sizes_input)
+        sizes_shape = _shape_of(sizes_input)
+        static_count = sizes_shape.as_list()[0] if sizes_shape.rank == 1 else None
+        count = len(sizes) if sizes is not None else num if num is not None else static_count
+        if count is None:
+            raise ValueError(f"Cannot infer argument `num` from shape {_shape_of(sizes_input)}")
+        pieces = count
+
+        def infer(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            dtype = tensors[0].dtype
+            if static_in.rank is None or known_axis is None or sizes is None:
+                rank_ = static_in.rank
+                return [(dtype, TensorShape(None if rank_ is None else [None] * rank_))] * pieces
+            where = known_axis[0] % static_in.rank
+            dims = static_in.as_list()
+            total = dims[where]
+            resolved = list(sizes)
+            if resolved.count(-1) == 1 and total is not None:
+                resolved[resolved.index(-1)] = total - (sum(resolved) + 1)
+            if total is not None and -1 not in resolved and sum(resolved) != total:
+                raise shape_error(
+                    f"can't split axis of size {total} into pieces of size "
+                    f"{kernel_text(tuple(sizes))}",
+                    tensors,
+                )
+            return [
+                (dtype, TensorShape(dims[:where] + [None if s == -1 else s] + dims[where + 1 :]))
+                for s in resolved
+            ]
+
+        def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+            array = np.asarray(inputs[0])
+            wanted = [int(s) for s in np.asarray(inputs[1]).reshape(-1)]
+            where = int(np.asarray(inputs[2]).reshape(-1)[0])
+            if not -array.ndim <= where < max(array.ndim, 1):
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"-input rank(-{array.ndim}) <= split_dim < input rank ({array.ndim}), but "
+                    f"got {where}",
+                )
+            where %= array.ndim
+            if wanted.count(-1) == 1:
+                wanted[wanted.index(-1)] = array.shape[where] - (sum(wanted) + 1)
+            if sum(wanted) != array.shape[where] or any(s < 0 for s in wanted):
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    "Determined shape must either match input shape along split_dim exactly if "
+                    "fully specified, or be less than the size of the input along split_dim if "
+                    f"not fully specified.  Got: {sum(wanted)}",
+                )
+            cuts = np.cumsum(wanted)[:-1]
+            return tuple(np.split(array, cuts, axis=where))
+
+        return make_op(  # type: ignore[no-any-return]
+            "SplitV",
+            name,
+            [("value", source), ("size_splits", sizes_input), ("split_dim", axis_input)],
+            kernel,
+            infer,
+            {"T": dtype_of(source), "Tlen": dtype_of(sizes_input), "num_split": pieces},
+            many=True,
+        )
+
+
+def _split_even(
+    source: Any,
+    axis_input: Any,
+    known_axis: list[int] | None,
+    static_in: TensorShape,
+    count: int,
+    name: str,
+) -> list[Any]:
+    def infer(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+        dtype = tensors[1].dtype
+        if static_in.rank is None or known_axis is None:
+            rank_ = static_in.rank
+            return [(dtype, TensorShape(None if rank_ is None else [None] * rank_))] * count
+        where = known_axis[0] % static_in.rank
+        dims = static_in.as_list()
+        total = dims[where]
+        if total is not None and total % count:
+            raise shape_error(
+                f"Dimension size must be evenly divisible by {count} but is {total}", tensors
+            )
+        piece = None if total is None else total // count
+        return [(dtype, TensorShape(dims[:where] + [piece] + dims[where + 1 :]))] * count
+
+    def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+        where = int(np.asarray(inputs[0]).reshape(-1)[0])
+        array = np.asarray(inputs[1])
+        if not -array.ndim <= where < max(array.ndim, 1):
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"-input rank(-{array.ndim}) <= split_dim < input rank ({array.ndim}), but got "
+                f"{where}",
+            )
+        where %= array.ndim
+        if array.shape[where] % count:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Number of ways to split should evenly divide the split dimension, but got "
+                f"split_dim {where} (size = {array.shape[where]}) and num_split {count}",
+            )
+        return tuple(np.split(array, count, axis=where))
+
+    found: list[Any] = make_op(
+        "Split",
+        name,
+        [("split_dim", axis_input), ("value", source)],
+        kernel,
+        infer,
+        {"T": dtype_of(source), "num_split": count},
+        many=True,
+    )
+    return found

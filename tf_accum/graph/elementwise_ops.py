@@ -90,6 +90,9 @@ UNARY: dict[str, Callable[[Array], Any]] = {
     "Log1p": np.log1p,
     "Sign": _sign,
     "Reciprocal": _reciprocal,
+    "Floor": np.floor,
+    "Ceil": np.ceil,
+    "Round": np.round,  # half to even, as TensorFlow's
 }
 
 
@@ -137,6 +140,29 @@ def sign(x: Any, name: str | None = None) -> Any:
 def reciprocal(x: Any, name: str | None = None) -> Any:
     """``1 / x`` of each element (integer division for integers)."""
     return _unary("Reciprocal", x, name)
+
+
+def floor(x: Any, name: str | None = None) -> Any:
+    """The largest integer not above each element (floats only)."""
+    return _unary("Floor", x, name)
+
+
+def ceil(x: Any, name: str | None = None) -> Any:
+    """The smallest integer not below each element (floats only)."""
+    return _unary("Ceil", x, name)
+
+
+def round(x: Any, name: str | None = None) -> Any:  # noqa: A001 - TensorFlow's name
+    """Each element rounded to the nearest integer, halves to even (integers as they are)."""
+    with build_in([x]):
+        source = convert_input(x, param="x")
+        if dtype_of(source).is_integer:
+            if isinstance(source, Converted):
+                from tf_accum.graph.ops import constant
+
+                return constant(source.array, dtype=source.dtype)
+            return source
+    return _unary("Round", x, name)
 
 
 def unary_grad(op_type: str, y: Any, dy: Any, name: str | None = None) -> Any:

@@ -595,6 +595,11 @@ def cumprod(x: Any, exclusive: bool = False, reverse: bool = False, name: str | 
 for _type in (
     "ArgMax",
     "ArgMin",
+    "Floor",
+    "Ceil",
+    "Any",
+    "All",
+    "Round",
     "Equal",
     "NotEqual",
     "Less",

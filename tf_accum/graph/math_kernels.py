@@ -56,6 +56,8 @@ for _name in ("Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "SqrtGrad", "RsqrtGrad", "
 ALLOWED["Sign"] = ALLOWED["Reciprocal"] = (*_REAL, *_SIGNED, *_COMPLEX)
 ALLOWED["Maximum"] = ALLOWED["Minimum"] = (*_REAL, "int8", "uint8", "int16", "uint16", "int32",
                                            "uint32", "int64", "uint64")  # fmt: skip
+ALLOWED["Floor"] = ALLOWED["Ceil"] = _REAL
+ALLOWED["Round"] = (*_REAL, *_SIGNED)
 for _name in ("Less", "LessEqual", "Greater", "GreaterEqual"):
     ALLOWED[_name] = _REAL_NUMBERS
 ALLOWED["AddN"] = (*ALLOWED["Sum"], "variant")

@@ -309,6 +309,26 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
     return op.outputs[0]
 
 
+def to_float(x: Any, name: str = "ToFloat") -> Any:
+    """``cast(x, float32)`` (TensorFlow 1's shorthand)."""
+    return cast(x, "float32", name=name)
+
+
+def to_double(x: Any, name: str = "ToDouble") -> Any:
+    """``cast(x, float64)``."""
+    return cast(x, "float64", name=name)
+
+
+def to_int32(x: Any, name: str = "ToInt32") -> Any:
+    """``cast(x, int32)``."""
+    return cast(x, "int32", name=name)
+
+
+def to_int64(x: Any, name: str = "ToInt64") -> Any:
+    """``cast(x, int64)``."""
+    return cast(x, "int64", name=name)
+
+
 def cast_value(array: Array, dtype: DType) -> Array:
     if array.dtype.kind in "USO":
         raise errors.UnimplementedError(

@@ -16,6 +16,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.dtypes import DType, int32, int64
+from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.math_convert import default_array
@@ -107,6 +108,48 @@ def reduce_prod(
     return _reduce("Prod", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
 
+def reduce_any(
+    input_tensor: Any,
+    axis: Any = None,
+    keepdims: Any = None,
+    name: str | None = None,
+    reduction_indices: Any = None,
+    keep_dims: Any = None,
+) -> Any:
+    """Whether any of ``input_tensor``'s bools over ``axis`` holds (False for none).
+    Arguments as :func:`reduce_sum`.
+
+    Raises:
+        TypeError: an input that is not bool.
+    """
+    return _reduce("Any", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_all(
+    input_tensor: Any,
+    axis: Any = None,
+    keepdims: Any = None,
+    name: str | None = None,
+    reduction_indices: Any = None,
+    keep_dims: Any = None,
+) -> Any:
+    """Whether all of ``input_tensor``'s bools over ``axis`` hold (True for none);
+    as :func:`reduce_any`."""
+    return _reduce("All", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def _bool_input(op_type: str, value: Any) -> Any:
+    from tf_accum.graph.op_building import convert_input, dtype_of
+
+    converted = convert_input(value, None if is_symbolic(value) else bool_, param="input")
+    if dtype_of(converted) != bool_:
+        raise TypeError(
+            f"Input 'input' of '{op_type}' Op has type {dtype_of(converted).name} that does not "
+            "match expected type of bool."
+        )
+    return converted
+
+
 def _reduce(
     op_type: str,
     source: Any,
@@ -124,8 +167,12 @@ def _reduce(
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with building_in(graph_of([source, axis])):
         source = _packed(source)
-        dtype, (value,) = op_def_inputs(op_type, [("input", source)], allowed=False)
-        check_allowed(op_type, "input", dtype)
+        if op_type in ("Any", "All"):
+            value = _bool_input(op_type, source)
+            dtype = bool_
+        else:
+            dtype, (value,) = op_def_inputs(op_type, [("input", source)], allowed=False)
+            check_allowed(op_type, "input", dtype)
         axis_value = _axis_input(axis)
         kernel = _kernel(op_type, dtype, keep, False)
         graph = mode.building_graph()
@@ -209,6 +256,10 @@ def _kernel(op_type: str, dtype: DType, keep: bool, every_axis: bool) -> Any:
                 result = _mean(array, axes, keep)
             elif op_type == "Prod":
                 result = np.prod(array, axis=axes, dtype=array.dtype, keepdims=keep)
+            elif op_type == "Any":
+                result = np.any(array, axis=axes, keepdims=keep)
+            elif op_type == "All":
+                result = np.all(array, axis=axes, keepdims=keep)
             else:
                 result = _extreme(array, axes, keep, op_type == "Max")
         return (np.asarray(result, dtype=dtype.numpy_dtype),)

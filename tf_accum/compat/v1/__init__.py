@@ -36,6 +36,7 @@ from tf_accum.graph.array_ops import (
     shape_n,
     size,
     slice,
+    split,
     squeeze,
     stack,
     stop_gradient,
@@ -63,9 +64,11 @@ from tf_accum.graph.collections import (
 from tf_accum.graph.devices import DeviceSpec, device
 from tf_accum.graph.elementwise_ops import (
     add_n,
+    ceil,
     div,
     equal,
     exp,
+    floor,
     floordiv,
     floormod,
     greater,
@@ -84,6 +87,7 @@ from tf_accum.graph.elementwise_ops import (
     pow,  # noqa: A004 - TensorFlow's name
     realdiv,
     reciprocal,
+    round,  # noqa: A004 - TensorFlow's name
     rsqrt,
     sign,
     sqrt,
@@ -121,11 +125,17 @@ from tf_accum.graph.ops import (
     no_op,
     placeholder,
     placeholder_with_default,
+    to_double,
+    to_float,
+    to_int32,
+    to_int64,
 )
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
 from tf_accum.graph.reduce_ops import (
     argmax,
     argmin,
+    reduce_all,
+    reduce_any,
     reduce_max,
     reduce_mean,
     reduce_min,
@@ -261,6 +271,15 @@ __all__ = [
     "reduce_max",
     "reduce_min",
     "reduce_prod",
+    "reduce_any",
+    "reduce_all",
+    "floor",
+    "ceil",
+    "round",
+    "to_float",
+    "to_double",
+    "to_int32",
+    "to_int64",
     "argmax",
     "argmin",
     # array ops
@@ -280,6 +299,7 @@ __all__ = [
     "gather",
     "tile",
     "slice",
+    "split",
     "strided_slice",
     "newaxis",
     "where",
