@@ -342,6 +342,8 @@ def _arrays() -> list[str]:
         "tf.to_int32(P('float32', [1.5, -2.5]))",
         "tf.to_int64(P('float32', [1.5, -2.5]))",
         "tf.to_double(P('float32', [1.5, -2.5])) * 2.0",
+        "tf.convert_to_tensor([P('float32', 1.0), 2.0, P('float32', 3.0)])",
+        f"tf.identity([{x}, {x}])",
         # empty and 0-d tensors
         f"tf.concat([P('float32', np.zeros((0, 3))), {x}], 0)",
         "tf.expand_dims(P('float32', 2.0), 0)",

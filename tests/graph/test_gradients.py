@@ -192,3 +192,17 @@ def test_complex_valued_ops_are_refused_not_differentiated_wrongly(graph: tf.Gra
     y = z * tf.constant([1 + 2j, 3j], tf.complex64)
     with pytest.raises(NotImplementedError, match=r"complex-valued ops \(op 'mul'"):
         tf.gradients(y, z, grad_ys=tf.constant([1 + 0j, 1 + 0j], tf.complex64))
+
+
+def test_a_sparse_gradient_converts_to_its_dense_tensor(graph: tf.Graph) -> None:
+    params = tf.placeholder(tf.float32, [3, 2])
+    (rows,) = tf.gradients(tf.reduce_sum(tf.gather(params, [2, 2, 0])), params)
+    assert isinstance(rows, IndexedSlices)
+    dense = tf.convert_to_tensor(rows)
+    assert dense.op.type == "UnsortedSegmentSum" and dense.shape.as_list() == [3, 2]
+    doubled = tf.multiply(rows, 2.0)  # an op on it makes it dense too, as in TensorFlow
+    with tf.Session() as sess:
+        feed = {params: np.ones((3, 2), np.float32)}
+        assert sess.run(dense, feed).tolist() == [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]
+        assert sess.run(tf.identity(rows), feed).tolist() == [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]
+        assert sess.run(doubled, feed).tolist() == [[2.0, 2.0], [0.0, 0.0], [4.0, 4.0]]
