@@ -3,7 +3,7 @@
 A case is an expression over ``tf`` (``tf_accum.compat.v1`` or
 ``tensorflow.compat.v1``), ``np`` and these builders of inputs:
 ``C(dtype, values)`` a constant, ``P(dtype, values)`` a placeholder of the
-values' shape, ``U(dtype, values)`` a placeholder of unknown shape (both fed
+values' shape (or of ``shape=``), ``U(dtype, values)`` a placeholder of unknown shape (both fed
 the values), ``V(dtype, values)`` an initialized variable; and
 ``G(ys, xs, **arguments)``, a call of ``tf.gradients`` whose result is the
 outcome. The expression is built in a fresh Graph. Its outcome is the
@@ -506,6 +506,10 @@ def _gradients() -> list[str]:
         "[[1.0, 2.0]])), 'inputs')",
         "G(tf.reduce_sum(U('float32', [[1.0, 2.0], [3.0, 4.0]])[1:, None, 1] * 3.0), 'inputs')",
         "G(tf.reduce_sum(tf.squeeze(tf.expand_dims(P('float32', [1.0, 2.0]), 0)) ** 3), 'inputs')",
+        "G(tf.reduce_sum(tf.gather(P('float32', np.arange(12.0).reshape(2, 3, 2), "
+        "shape=[None, 3, None]), [[2, 2], [0, 1]], axis=1) ** 2), 'inputs')",
+        "G(tf.reduce_sum(tf.gather(P('float32', np.arange(12.0).reshape(2, 3, 2), "
+        "shape=[2, None, 2]), [2, 2, 0], axis=1) * 3.0), 'inputs')",
         "G(tf.reduce_sum(tf.matmul(P('bfloat16', [[1.0, 2.0]]), P('bfloat16', [[3.0], [4.0]])) "
         "* P('bfloat16', [[0.5]])), 'inputs')",
         "G(tf.reduce_mean(tf.exp(P('bfloat16', [1.0, 2.0])) + tf.sqrt(P('bfloat16', [4.0, "
@@ -625,9 +629,10 @@ def outcome(tf: Any, expression: str) -> dict[str, Any]:
             inputs.append(made)
             return made
 
-        def make_placeholder(dtype: str, values: Any, known: bool = True) -> Any:
+        def make_placeholder(dtype: str, values: Any, known: bool = True, shape: Any = None) -> Any:
             array = array_of(dtype, values)
-            made = tf.placeholder(tf.as_dtype(dtype), shape=array.shape if known else None)
+            static = shape if shape is not None else array.shape if known else None
+            made = tf.placeholder(tf.as_dtype(dtype), shape=static)
             feeds[made] = array
             inputs.append(made)
             return made

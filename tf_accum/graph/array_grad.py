@@ -302,15 +302,13 @@ def _gather_grad(op: Operation, grad: Any) -> list[Any]:
     )
     moved = transpose(grad, order)
     params_dims = params.shape.as_list()
-    outer_inner = params_dims[:where] + params_dims[where + 1 :]
-    flat = reshape(moved, [-1, *[d if d is not None else -1 for d in outer_inner]])
-    flat_indices = reshape(indices, [-1])
     rows: Any = (
         params_dims[where]
         if params_dims[where] is not None
         else strided_slice(shape(params), [where], [where + 1], [1], shrink_axis_mask=1)
     )
-    summed = unsorted_segment_sum(flat, flat_indices, rows)
+    # the rows of each index add up where the index repeats
+    summed = unsorted_segment_sum(moved, indices, rows)
     back = list(range(1, where + 1)) + [0] + list(range(where + 1, rank))
     return [transpose(summed, back), None, None]
 
