@@ -206,3 +206,23 @@ def test_a_sparse_gradient_converts_to_its_dense_tensor(graph: tf.Graph) -> None
         assert sess.run(dense, feed).tolist() == [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]
         assert sess.run(tf.identity(rows), feed).tolist() == [[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]
         assert sess.run(doubled, feed).tolist() == [[2.0, 2.0], [0.0, 0.0], [4.0, 4.0]]
+
+
+def test_gradient_override_map_swaps_an_ops_gradient(graph: tf.Graph) -> None:
+    name = f"StraightThrough{uuid.uuid4().hex}"
+
+    @tf.RegisterGradient(name)
+    def _straight_through(op: Any, grad: Any) -> Any:
+        return grad
+
+    x = tf.placeholder(tf.float32, [3])
+    with graph.gradient_override_map({"Sign": name}):
+        passed = tf.sign(x)
+    plain = tf.sign(x)
+    assert passed.op.get_attr("_gradient_op_type") == name
+    (through,) = tf.gradients(tf.reduce_sum(passed * 2.0), x)
+    (zero,) = tf.gradients(tf.reduce_sum(plain * 2.0), x)
+    with tf.Session() as sess:
+        feed = {x: [-1.0, 0.5, 2.0]}
+        assert sess.run(through, feed).tolist() == [2.0, 2.0, 2.0]
+        assert sess.run(zero, feed).tolist() == [0.0, 0.0, 0.0]
