@@ -311,6 +311,8 @@ def _arrays() -> list[str]:
         f"tf.where_v2(C('bool', [True, False, True]), {x}, P('float32', 0.0))",
         f"tf.where_v2(P('float32', [1.0, -1.0, 2.0]) > 0.0, {x}, P('float32', [[9.0], [8.0]]))",
         f"tf.where({x} > 0.0, {x}, P('float32', [1.0, 2.0, 3.0]))",
+        "tf.where_v2(C('bool', [True, False]), P('float32', [1.0, 2.0, 3.0]), 0.0)",
+        "tf.where_v2(U('bool', [True, False]), P('float32', [[1.0], [2.0]]), 0.0)",
         f"tf.stop_gradient({x}) * {x}",
         f"tf.identity({x}) * 2.0",
         "tf.broadcast_to(P('float32', [1.0, 2.0, 3.0]), [2, 3])",

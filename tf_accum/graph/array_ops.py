@@ -1324,7 +1324,6 @@ def _where_indices(condition: Any, name: str | None) -> Any:
 
 def _select(op_type: str, condition: Any, x: Any, y: Any, name: str | None) -> Any:
     from tf_accum.graph.math_ops import op_def_inputs
-    from tf_accum.graph.math_shapes import broadcast_shape
 
     with build_in([condition, x, y]):
         cond = (
@@ -1347,7 +1346,6 @@ def _select(op_type: str, condition: Any, x: Any, y: Any, name: str | None) -> A
             static = shapes[1].merge_with(shapes[2])
         else:
             static = TensorShape(None)
-        graph = mode.building_graph()
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
             c, a, b = (np.asarray(v) for v in inputs)
@@ -1369,10 +1367,7 @@ def _select(op_type: str, condition: Any, x: Any, y: Any, name: str | None) -> A
         def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
             if op_type == "Select":
                 return [(tensors[1].dtype, static)]
-            node = graph.unique_name("", mark_as_used=False) if graph else ""
-            middle = broadcast_shape(node, op_type, tensors[1], tensors[2])
-            fake: Any = _ShapeOnly(middle, tensors[1].dtype, tensors[1])
-            return [(tensors[1].dtype, broadcast_shape(node, op_type, tensors[0], fake))]
+            return [(tensors[1].dtype, _broadcast_all([t.shape for t in tensors], tensors))]
 
         return make_op(
             op_type,
@@ -1423,14 +1418,31 @@ def _check_select(c: Array, a: Array, b: Array) -> None:
     )
 
 
-class _ShapeOnly:
-    """A stand-in carrying a static shape, for shape inference over three inputs."""
+def _broadcast_all(shapes: list[TensorShape], tensors: list[Tensor]) -> TensorShape:
+    """The static shape of several shapes broadcast together (unknown dimensions kept
+    unknown unless another dimension above 1 decides them).
 
-    def __init__(self, shape_: TensorShape, dtype: DType, like: Tensor) -> None:
-        self.shape = shape_
-        self.dtype = dtype
-        self.op = like.op
-        self.value_index = like.value_index
+    Raises:
+        ValueError: two known dimensions differ and neither is 1.
+    """
+    if any(s.rank is None for s in shapes):
+        return TensorShape(None)
+    rank_ = max(s.rank or 0 for s in shapes)
+    ones: list[int | None] = [1] * rank_
+    padded = [ones[: rank_ - len(s.as_list())] + s.as_list() for s in shapes]
+    dims: list[int | None] = []
+    for column in zip(*padded, strict=True):
+        big = {d for d in column if d is not None and d != 1}
+        if len(big) > 1:
+            a, b = sorted(big)[:2]
+            raise shape_error(f"Dimensions must be equal, but are {a} and {b}", tensors)
+        if big:
+            dims.append(big.pop())
+        elif any(d is None for d in column):
+            dims.append(None)
+        else:
+            dims.append(1)
+    return TensorShape(dims)
 
 
 # --- splitting -----------------------------------------------------------------

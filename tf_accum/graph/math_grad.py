@@ -40,7 +40,7 @@ from tf_accum.graph.gradient_registry import RegisterGradient, no_gradient
 from tf_accum.graph.graph import Operation, Tensor
 from tf_accum.graph.linalg_ops import matmul
 from tf_accum.graph.math_ops import multiply
-from tf_accum.graph.op_building import build_in, constant_value, convert_input, make_op
+from tf_accum.graph.op_building import build_in, constant_value, convert_input, dtype_of, make_op
 from tf_accum.graph.ops import cast, constant
 from tf_accum.graph.reduce_ops import reduce_sum
 from tf_accum.graph.tensor_shape import TensorShape
@@ -93,14 +93,10 @@ def broadcast_gradient_args(s0: Any, s1: Any, name: str | None = None) -> list[A
             [("s0", first), ("s1", second)],
             kernel,
             lambda t: [(t[0].dtype, TensorShape([None]))] * 2,
-            {"T": t_of(first)},
+            {"T": dtype_of(first)},
             many=True,
         )
         return result
-
-
-def t_of(value: Any) -> Any:
-    return value.dtype
 
 
 def reduce_to(grad: Any, x: Tensor, other: Tensor, position: int) -> Any:
@@ -148,7 +144,7 @@ def sum_to_shape_of(grad: Any, x: Tensor, name: str | None = None) -> Any:
             [("grad", source), ("x", x)],
             kernel,
             lambda t: [(t[0].dtype, x.shape)],
-            {"T": t_of(source)},
+            {"T": dtype_of(source)},
         )
 
 
