@@ -345,6 +345,12 @@ def _arrays() -> list[str]:
         "tf.to_int64(P('float32', [1.5, -2.5]))",
         "tf.to_double(P('float32', [1.5, -2.5])) * 2.0",
         "tf.convert_to_tensor([P('float32', 1.0), 2.0, P('float32', 3.0)])",
+        f"tf.linalg.transpose({x})",
+        f"tf.linalg.transpose({cube}) * 2.0",
+        "tf.linalg.transpose(U('float32', np.arange(24.0).reshape(2, 3, 4)))",
+        "tf.linalg.transpose(P('float32', [1.0, 2.0]))",
+        f"tf.linalg.matmul({x}, {x}, transpose_b=True)",
+        "tf.math.log(P('float32', [1.0, 2.0])) + tf.math.reduce_sum(P('float32', [3.0]))",
         f"tf.identity([{x}, {x}])",
         # empty and 0-d tensors
         f"tf.concat([P('float32', np.zeros((0, 3))), {x}], 0)",

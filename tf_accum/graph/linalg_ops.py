@@ -170,3 +170,28 @@ def _product_shape(
                 f"'{name}' ({op_type})."
             )
     return TensorShape([*batch, rows, cols])
+
+
+def matrix_transpose(a: Any, name: str = "matrix_transpose", conjugate: bool = False) -> Any:
+    """``a`` with its last two dimensions swapped (conjugated too with ``conjugate``).
+
+    Raises:
+        ValueError: a rank below 2 (when known).
+    """
+    from tf_accum.graph.array_ops import concat, range_, rank, transpose
+    from tf_accum.graph.op_building import build_in, convert_input
+
+    with build_in([a]):
+        source = convert_input(a, param="a")
+        static = _static_of(source)
+        if static.rank is not None:
+            if static.rank < 2:
+                raise ValueError(
+                    f"Argument `a` should be a (batch) matrix with rank >= 2.  Received `a` = "
+                    f"{a} with shape: {static}"
+                )
+            perm: Any = [*range(static.rank - 2), static.rank - 1, static.rank - 2]
+        else:
+            count = rank(source)
+            perm = concat([range_(count - 2), [count - 1, count - 2]], 0)
+        return transpose(source, perm, name=name, conjugate=conjugate)

@@ -15,7 +15,7 @@ saying so.
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
-from tf_accum.compat.v1 import sparse, train
+from tf_accum.compat.v1 import linalg, math, sparse, train
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
@@ -161,6 +161,8 @@ __all__ = [
     "SparseConditionalAccumulator",
     "sparse",
     "train",
+    "math",
+    "linalg",
     "errors",
     "dtypes",
     "IndexedSlices",
