@@ -13,7 +13,9 @@ gradients (``tf.gradients``) with respect to every float input, in the order
 the inputs were made. A gradient is None, a dense value, or an IndexedSlices'
 indices, values and dense shape.
 
-``EAGER_CASES`` are expressions over numpy values, acting at once.
+``EAGER_CASES`` are expressions over numpy values, acting at once; ``PROGRAMS``
+are small training programs (a network and an embedding regression, a few
+steps of gradient descent), whose losses are their outcome.
 TensorFlow's outcomes are recorded in ``model_tensorflow.json`` by
 ``python -m tests.graph.model_table --record``; without ``--record`` the
 module compares a live TensorFlow with that record and exits 1 on a difference.
@@ -620,6 +622,67 @@ EAGER_CASES = [
 ]
 
 
+def _mlp_program(tf: Any) -> list[float]:
+    """Five gradient-descent steps of a 4-8-3 network with a softmax cross entropy,
+    written with the math ops and ``tf.gradients``: the losses."""
+    rng = np.random.default_rng(3)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.placeholder(tf.float32, [None, 4])
+        labels = tf.placeholder(tf.int32, [None])
+        w1 = tf.Variable(rng.normal(0, 0.5, (4, 8)).astype(np.float32))
+        b1 = tf.Variable(np.zeros(8, np.float32))
+        w2 = tf.Variable(rng.normal(0, 0.5, (8, 3)).astype(np.float32))
+        b2 = tf.Variable(np.zeros(3, np.float32))
+        hidden = tf.maximum(tf.matmul(x, w1) + b1, 0.0)
+        logits = tf.matmul(hidden, w2) + b2
+        shifted = logits - tf.reduce_max(logits, axis=1, keepdims=True)
+        log_probs = shifted - tf.log(tf.reduce_sum(tf.exp(shifted), axis=1, keepdims=True))
+        loss = -tf.reduce_mean(tf.reduce_sum(tf.one_hot(labels, 3) * log_probs, axis=1))
+        weights = [w1, b1, w2, b2]
+        grads = tf.gradients(loss, weights)
+        step = tf.group(*[w.assign_sub(0.5 * g) for w, g in zip(weights, grads, strict=True)])
+        feed = {x: rng.normal(size=(16, 4)).astype(np.float32), labels: rng.integers(0, 3, 16)}
+        losses = []
+        with tf.Session(graph=graph) as session:
+            session.run(tf.global_variables_initializer())
+            for _ in range(5):
+                losses.append(float(session.run(loss, feed)))
+                session.run(step, feed)
+    return losses
+
+
+def _embedding_program(tf: Any) -> list[float]:
+    """Five steps of a regression on embedding rows gathered from a variable, its
+    sparse gradient applied with ``scatter_sub``: the losses."""
+    rng = np.random.default_rng(5)
+    graph = tf.Graph()
+    with graph.as_default():
+        ids = tf.placeholder(tf.int32, [None])
+        target = tf.placeholder(tf.float32, [None])
+        table = tf.Variable(rng.normal(0, 1.0, (10, 4)).astype(np.float32))
+        w = tf.Variable(rng.normal(0, 1.0, (4, 1)).astype(np.float32))
+        rows = tf.gather(table, ids)
+        guess = tf.squeeze(tf.matmul(rows, w), axis=1)
+        loss = tf.reduce_mean(tf.square(guess - target))
+        g_table, g_w = tf.gradients(loss, [table, w])
+        step = tf.group(
+            tf.scatter_sub(table, g_table.indices, 0.1 * g_table.values),
+            w.assign_sub(0.1 * g_w),
+        )
+        feed = {ids: rng.integers(0, 10, 12), target: rng.normal(size=12).astype(np.float32)}
+        losses = []
+        with tf.Session(graph=graph) as session:
+            session.run(tf.global_variables_initializer())
+            for _ in range(5):
+                losses.append(float(session.run(loss, feed)))
+                session.run(step, feed)
+    return losses
+
+
+PROGRAMS = {"mlp": _mlp_program, "embedding": _embedding_program}
+
+
 def outcome(tf: Any, expression: str) -> dict[str, Any]:
     """What building and running ``expression`` gives, with the gradients."""
     graph = tf.Graph()
@@ -789,7 +852,11 @@ def message_of(error: BaseException) -> str:
 def outcomes(tf: Any) -> dict[str, dict[str, Any]]:
     """Every case's outcome: the graph table, and the eager one."""
     graph = {case: outcome(tf, case) for case in CASES}
-    return {"graph": graph, "eager": {case: eager_outcome(tf, case) for case in EAGER_CASES}}
+    return {
+        "graph": graph,
+        "eager": {case: eager_outcome(tf, case) for case in EAGER_CASES},
+        "programs": {name: program(tf) for name, program in PROGRAMS.items()},
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -885,6 +952,11 @@ def main() -> int:
         for table in ("graph", "eager")
         for case, outcome_ in found[table].items()
         if not same_outcome(recorded[table].get(case, {}), outcome_)
+    ]
+    differ += [
+        f"program: {name}"
+        for name, losses in found["programs"].items()
+        if not np.allclose(losses, recorded["programs"].get(name, []), rtol=1e-5)
     ]
     for line in differ:
         print(f"TensorFlow today differs from the record: {line}", file=sys.stderr)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests.graph.model_table import CASES, RECORD, outcome, same_outcome
+from tests.graph.model_table import CASES, PROGRAMS, RECORD, outcome, same_outcome
 from tf_accum.indexed_slices import IndexedSlices
 
 RECORDED: dict[str, dict[str, Any]] = json.loads(RECORD.read_text())
@@ -34,6 +34,15 @@ NUMERIC_CASES = [
 def test_gradients_are_tensorflows(case: str) -> None:
     found = outcome(tf, case)
     assert same_outcome(RECORDED["graph"][case], found), (RECORDED["graph"][case], found)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_a_training_program_follows_tensorflows_losses(name: str) -> None:
+    assert set(RECORDED["programs"]) == set(PROGRAMS)
+    losses = PROGRAMS[name](tf)
+    expected = RECORDED["programs"][name]
+    assert len(losses) == len(expected) == 5 and expected[-1] < expected[0] / 2
+    np.testing.assert_allclose(losses, expected, rtol=1e-5)
 
 
 def test_the_numeric_check_covers_the_float64_ops() -> None:
