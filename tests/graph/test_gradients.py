@@ -235,3 +235,15 @@ def test_gradient_override_map_swaps_an_ops_gradient(graph: tf.Graph) -> None:
         feed = {x: [-1.0, 0.5, 2.0]}
         assert sess.run(through, feed).tolist() == [2.0, 2.0, 2.0]
         assert sess.run(zero, feed).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_value_an_assignment_returns_is_a_read_of_the_variable(graph: tf.Graph) -> None:
+    v = tf.Variable([1.0, 2.0])
+    delta = tf.placeholder(tf.float32, [2])
+    g_v, g_delta = tf.gradients(v.assign_add(delta) * 3.0, [v, delta])
+    assert g_delta is None  # as TensorFlow: the delta reaches the read only through the update
+    (g_assigned,) = tf.gradients(v.assign(delta) * 2.0, v)
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        assert sess.run(g_v, {delta: [1.0, 1.0]}).tolist() == [3.0, 3.0]
+        assert sess.run(g_assigned, {delta: [1.0, 1.0]}).tolist() == [2.0, 2.0]

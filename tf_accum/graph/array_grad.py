@@ -61,6 +61,17 @@ def _identity_grad(op: Operation, grad: Any) -> Any:
 
 
 RegisterGradient("ReadVariableOp")(_identity_grad)
+
+
+@RegisterGradient("AssignVariableOp")
+def _assign_grad(op: Operation, grad: Any) -> list[Any]:
+    """An assignment's output is a read of the variable after it: the gradient
+    goes to the variable, none to the assigned value (as TensorFlow's read does)."""
+    return [grad, None]
+
+
+RegisterGradient("AssignAddVariableOp")(_assign_grad)
+RegisterGradient("AssignSubVariableOp")(_assign_grad)
 RegisterGradient("PlaceholderWithDefault")(_identity_grad)
 
 
