@@ -104,6 +104,12 @@ def test_gradients_are_refused_eagerly() -> None:
     assert tf.executing_eagerly()
     with pytest.raises(RuntimeError, match="tf.gradients is not supported when eager"):
         tf.gradients(np.ones(2), np.ones(2))
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.placeholder(tf.float32, [2])
+        y = x * 2.0
+    with pytest.raises(RuntimeError, match="Use tf.GradientTape instead"):
+        tf.gradients(y, x)  # a graph's tensors, but called outside it
 
 
 def test_backward_ops_are_named_under_gradients(graph: tf.Graph) -> None:

@@ -114,7 +114,7 @@ def gradients(
         TypeError: a ``grad_y`` of the wrong kind of dtype.
         LookupError: an op between ``xs`` and ``ys`` has no registered gradient.
     """
-    if mode.building_graph() is None and not any(is_symbolic(y) for y in _as_list(ys)):
+    if mode.building_graph() is None:  # even for a graph's tensors, as TensorFlow 2
         raise RuntimeError(
             "tf.gradients is not supported when eager execution is enabled. Use "
             "tf.GradientTape instead."
