@@ -28,6 +28,7 @@ from typing import Any
 
 import tf_accum.graph.array_grad  # noqa: F401 - registers the array ops' gradients
 import tf_accum.graph.math_grad  # noqa: F401 - registers the math ops' gradients
+import tf_accum.graph.padding_grad  # noqa: F401 - registers pad, reverse and cumsum's
 from tf_accum.dtypes import DType, int64
 from tf_accum.graph import mode
 from tf_accum.graph.gradient_registry import get_gradient_function

@@ -125,11 +125,28 @@ def constant_value(value: Any) -> Array | None:
         return np.asarray(source_shape.num_elements(), tensor.dtype.numpy_dtype)
     if op.type == "Rank" and source_shape is not None and source_shape.rank is not None:
         return np.asarray(source_shape.rank, np.int32)
-    if op.type == "Pack":
+    if op.type in _FOLDABLE and len(op.outputs) == 1 and not op.control_inputs:
+        # as TensorFlow's shape inference: a small op of known inputs is evaluated
         parts = [constant_value(t) for t in op.inputs]
-        if all(p is not None for p in parts):
-            return np.stack([p for p in parts if p is not None], axis=int(op.get_attr("axis")))
+        if all(p is not None and np.size(p) <= _FOLD_LIMIT for p in parts):
+            try:
+                folded: Array = np.asarray(op.kernel(None, parts)[0])  # type: ignore[arg-type]
+            except Exception:  # the op fails when run: nothing is known now
+                return None
+            return folded
     return None
+
+
+# pure ops (no state, one output) whose value the shapes of later ops may need, and
+# whose output is no larger than their inputs (so not Fill or Range)
+_FOLDABLE = frozenset(
+    {
+        "Pack", "ConcatV2", "Reshape", "StridedSlice", "ExpandDims", "Squeeze",
+        "Identity", "Cast", "AddV2", "Sub", "Mul", "FloorDiv", "FloorMod", "Neg", "Maximum",
+        "Minimum", "Max", "Min", "Sum", "Prod", "Shape", "Size", "Rank",
+    }
+)  # fmt: skip
+_FOLD_LIMIT = 1000
 
 
 # the op whose static shapes are being inferred: (node name, op type, attrs)

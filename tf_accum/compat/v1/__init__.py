@@ -130,6 +130,7 @@ from tf_accum.graph.ops import (
     to_int32,
     to_int64,
 )
+from tf_accum.graph.padding_ops import boolean_mask, cumsum, pad, reverse, sequence_mask
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
 from tf_accum.graph.reduce_ops import (
     argmax,
@@ -302,6 +303,11 @@ __all__ = [
     "tile",
     "slice",
     "split",
+    "pad",
+    "reverse",
+    "cumsum",
+    "boolean_mask",
+    "sequence_mask",
     "strided_slice",
     "newaxis",
     "where",
