@@ -221,6 +221,7 @@ class _BuildState(threading.local):
         self.scope = ""
         self.control: list[list[Operation] | None] = []
         self.devices: list[Any] = []  # see tf_accum.graph.devices
+        self.gradient_overrides: dict[str, str] = {}
 
 
 class Graph:
@@ -308,6 +309,9 @@ class Graph:
                     f"Tensor {tensor.name} must be from the same graph as the op being built "
                     f"({op_type})."
                 )
+        override = self._build.gradient_overrides.get(op_type)
+        if override is not None:
+            attrs = {**(attrs or {}), "_gradient_op_type": override}
         controls = list(control_inputs)
         for group in self._build.control:
             if group is None:
@@ -343,6 +347,24 @@ class Graph:
             yield scope
         finally:
             self._build.scope = previous
+
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map: dict[str, str]) -> Iterator[None]:
+        """Ops of the given types built inside take their gradient from the function
+        registered under the mapped name (``{"Identity": "MyIdentityGrad"}``).
+
+        Raises:
+            TypeError: a key or value that is not a string.
+        """
+        for key, value in op_type_map.items():
+            if not (isinstance(key, str) and isinstance(value, str)):
+                raise TypeError("op_type_map must be a dictionary mapping strings to strings")
+        previous = self._build.gradient_overrides
+        self._build.gradient_overrides = {**previous, **op_type_map}
+        try:
+            yield
+        finally:
+            self._build.gradient_overrides = previous
 
     def device(self, device_name_or_function: Any) -> Any:
         """Place the ops built inside (see ``tf_accum.graph.devices.device``)."""

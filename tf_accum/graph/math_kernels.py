@@ -42,8 +42,28 @@ ALLOWED: dict[str, tuple[str, ...]] = {
             "complex128", "float16", "uint32", "uint64"),
 }  # fmt: skip
 ALLOWED["RealDiv"] = ALLOWED["FloorDiv"] = ALLOWED["Mul"]
-ALLOWED["Mean"] = ALLOWED["Sum"]
+ALLOWED["Mean"] = ALLOWED["Prod"] = ALLOWED["Sum"]
+ALLOWED["Max"] = ALLOWED["Min"] = (
+    "float32", "float64", "int32", "uint8", "int16", "int8", "int64", "bfloat16", "uint16",
+    "float16", "uint32", "uint64", "qint8", "quint8", "qint32", "qint16", "quint16",
+)  # fmt: skip
+ALLOWED["ArgMax"] = ALLOWED["ArgMin"] = (*ALLOWED["Max"], "bool")
 ALLOWED["ComplexAbs"] = _COMPLEX
+_REAL_NUMBERS = ("float32", "float64", "int32", "uint8", "int16", "int8", "int64", "bfloat16",
+                 "uint16", "float16", "uint32", "uint64")  # fmt: skip
+for _name in ("Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "SqrtGrad", "RsqrtGrad", "ReciprocalGrad"):
+    ALLOWED[_name] = (*_REAL, *_COMPLEX)
+ALLOWED["Sign"] = ALLOWED["Reciprocal"] = (*_REAL, *_SIGNED, *_COMPLEX)
+ALLOWED["Maximum"] = ALLOWED["Minimum"] = (*_REAL, "int8", "uint8", "int16", "uint16", "int32",
+                                           "uint32", "int64", "uint64")  # fmt: skip
+ALLOWED["Floor"] = ALLOWED["Ceil"] = _REAL
+ALLOWED["Round"] = (*_REAL, *_SIGNED)
+for _name in ("Less", "LessEqual", "Greater", "GreaterEqual"):
+    ALLOWED[_name] = _REAL_NUMBERS
+ALLOWED["AddN"] = (*ALLOWED["Sum"], "variant")
+ALLOWED["MatMul"] = (*_REAL, "int32", "int64", "uint8", "uint16", "uint32", "uint64", *_COMPLEX)
+ALLOWED["BatchMatMulV2"] = (*_REAL, "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                            "uint64", *_COMPLEX)  # fmt: skip
 # `/` of integers divides in floating point: small integers in float32, others in float64.
 TRUEDIV_FLOAT = {"int8": float32, "uint8": float32, "int16": float32, "uint16": float32,
                   "int32": float64, "uint32": float64, "int64": float64, "uint64": float64}  # fmt: skip
@@ -137,4 +157,6 @@ BINARY: dict[str, ArrayFn] = {
     "FloorDiv": _floordiv,
     "FloorMod": _floormod,
     "Pow": _pow,
+    "Maximum": np.maximum,  # NaN wins, as in TensorFlow
+    "Minimum": np.minimum,
 }

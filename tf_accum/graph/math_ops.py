@@ -35,7 +35,14 @@ from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.math_convert import array_as, default_array
 from tf_accum.graph.math_kernels import ALLOWED, BINARY, TRUEDIV_FLOAT, elementwise, string_add
 from tf_accum.graph.math_shapes import broadcast_shape
-from tf_accum.graph.ops import as_tensor, cast, cast_value, constant, dtype_of_array
+from tf_accum.graph.ops import (
+    as_tensor,
+    cast,
+    cast_value,
+    constant,
+    dtype_of_array,
+    packed_or_dense,
+)
 
 Array = np.ndarray[Any, Any]
 
@@ -100,6 +107,7 @@ def op_def_inputs(
     first = ""
     converted: list[Any] = []
     for param, value in pairs:
+        value = packed_or_dense(value)
         if isinstance(value, Converted) or is_symbolic(value):
             have = _dtype_of(value)
             if dtype is None:
@@ -358,6 +366,7 @@ def add(x: Any, y: Any, name: str | None = None) -> Any:
         InvalidArgumentError: the dtypes differ, in eager mode.
         ValueError: None, or static shapes that do not broadcast.
     """
+    x, y = packed_or_dense(x), packed_or_dense(y)
     with building_in(graph_of([x, y])):
         if not is_symbolic(x):
             if mode.building_graph() is None and x is None:

@@ -77,3 +77,75 @@ class TensorOperators:
         from tf_accum.graph.math_ops import unary
 
         return unary("Abs", self, None)
+
+    def __getitem__(self, key: Any) -> Any:
+        """``t[i]``, ``t[:, 1:3]``, ``t[..., ::2, None]``: a StridedSlice op."""
+        from tf_accum.graph.indexing import getitem
+
+        return getitem(self, key)
+
+    def __iter__(self) -> Any:
+        """The tensors along the first dimension, when its length is known."""
+        dims = self.shape.as_list() if self.shape.rank else None  # type: ignore[attr-defined]
+        if not dims or dims[0] is None:
+            raise TypeError(
+                "Tensor objects are only iterable when eager execution is enabled or the "
+                "first dimension's length is known. To iterate over this tensor use tf.map_fn "
+                "or tf.unstack."
+            )
+        return (self[i] for i in range(dims[0]))
+
+    def __matmul__(self, other: Any) -> Any:
+        from tf_accum.graph.linalg_ops import matmul
+
+        return matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        from tf_accum.graph.linalg_ops import matmul
+
+        return matmul(other, self)
+
+    def __lt__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import less
+
+        return less(self, other)
+
+    def __le__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import less_equal
+
+        return less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import greater
+
+        return greater(self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import greater_equal
+
+        return greater_equal(self, other)
+
+    def __and__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import logical_and
+
+        return logical_and(self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import logical_and
+
+        return logical_and(other, self)
+
+    def __or__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import logical_or
+
+        return logical_or(self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import logical_or
+
+        return logical_or(other, self)
+
+    def __invert__(self) -> Any:
+        from tf_accum.graph.elementwise_ops import logical_not
+
+        return logical_not(self)

@@ -18,6 +18,7 @@ from tf_accum.dtypes import DType, as_dtype, from_numpy, string
 from tf_accum.graph import mode
 from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
 from tf_accum.graph.tensor_shape import TensorShape, as_shape
+from tf_accum.indexed_slices import IndexedSlices
 from tf_accum.shapes import kernel_text
 
 Array = np.ndarray[Any, Any]
@@ -127,6 +128,7 @@ def convert_to_tensor(
         ValueError: a Tensor of another dtype than ``dtype``.
         TypeError: values that do not convert.
     """
+    value = packed_or_dense(value)
     if is_symbolic(value):
         tensor = as_tensor(value)
         if dtype is not None and as_dtype(dtype) != tensor.dtype:
@@ -151,8 +153,21 @@ def as_tensor(value: Any) -> Tensor:
     return element
 
 
+def packed_or_dense(value: Any) -> Any:
+    """A list holding tensors packed into one, an IndexedSlices of tensors made
+    dense, as TensorFlow's conversion does; anything else as it is."""
+    if isinstance(value, (list, tuple)):
+        from tf_accum.graph.op_building import convert_input, holds_symbolic
+
+        if isinstance(value, IndexedSlices) or holds_symbolic(value):
+            return convert_input(value)
+    return value
+
+
 def graph_input(graph: Graph, value: Any, dtype: Any = None, name: str | None = None) -> Tensor:
-    """``value`` as an input of an op of ``graph``: a Tensor as it is, else a constant."""
+    """``value`` as an input of an op of ``graph``: a Tensor as it is, else a constant
+    (a list holding tensors packed, an IndexedSlices made dense)."""
+    value = packed_or_dense(value)
     if is_symbolic(value):
         return as_tensor(value)
     return _const_op(graph, infer_array(value, dtype), name)
@@ -307,6 +322,26 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
         attrs={"SrcT": source.dtype, "DstT": wanted},
     )
     return op.outputs[0]
+
+
+def to_float(x: Any, name: str = "ToFloat") -> Any:
+    """``cast(x, float32)`` (TensorFlow 1's shorthand)."""
+    return cast(x, "float32", name=name)
+
+
+def to_double(x: Any, name: str = "ToDouble") -> Any:
+    """``cast(x, float64)``."""
+    return cast(x, "float64", name=name)
+
+
+def to_int32(x: Any, name: str = "ToInt32") -> Any:
+    """``cast(x, int32)``."""
+    return cast(x, "int32", name=name)
+
+
+def to_int64(x: Any, name: str = "ToInt64") -> Any:
+    """``cast(x, int64)``."""
+    return cast(x, "int64", name=name)
 
 
 def cast_value(array: Array, dtype: DType) -> Array:

@@ -1,8 +1,10 @@
-"""``reduce_sum`` and ``reduce_mean``, with TensorFlow's dtypes, shapes and errors.
+"""``reduce_sum``, ``reduce_mean``, ``reduce_max``, ``reduce_min``, ``reduce_prod``,
+``argmax`` and ``argmin``, with TensorFlow's dtypes, shapes and errors.
 
-Sums stay in the input's dtype (integers wrap, as TensorFlow's do); an
-integer mean is truncated toward zero, and the mean of no elements is NaN for
-floats and 0 for integers.
+Sums and products stay in the input's dtype (integers wrap, as TensorFlow's
+do); an integer mean is truncated toward zero, and the mean of no elements is
+NaN for floats and 0 for integers. The maximum of no elements is the dtype's
+lowest value (-inf for floats), the minimum its highest, the product 1.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.dtypes import DType, int32, int64
+from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.math_convert import default_array
@@ -68,6 +71,85 @@ def reduce_mean(
     return _reduce("Mean", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
 
 
+def reduce_max(
+    input_tensor: Any,
+    axis: Any = None,
+    keepdims: Any = None,
+    name: str | None = None,
+    reduction_indices: Any = None,
+    keep_dims: Any = None,
+) -> Any:
+    """The largest of ``input_tensor``'s elements over ``axis`` (NaN if any is NaN).
+    Arguments and errors as :func:`reduce_sum`."""
+    return _reduce("Max", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_min(
+    input_tensor: Any,
+    axis: Any = None,
+    keepdims: Any = None,
+    name: str | None = None,
+    reduction_indices: Any = None,
+    keep_dims: Any = None,
+) -> Any:
+    """The smallest of ``input_tensor``'s elements over ``axis``; as :func:`reduce_max`."""
+    return _reduce("Min", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_prod(
+    input_tensor: Any,
+    axis: Any = None,
+    keepdims: Any = None,
+    name: str | None = None,
+    reduction_indices: Any = None,
+    keep_dims: Any = None,
+) -> Any:
+    """The product of ``input_tensor``'s elements over ``axis``; as :func:`reduce_sum`."""
+    return _reduce("Prod", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_any(
+    input_tensor: Any,
+    axis: Any = None,
+    keepdims: Any = None,
+    name: str | None = None,
+    reduction_indices: Any = None,
+    keep_dims: Any = None,
+) -> Any:
+    """Whether any of ``input_tensor``'s bools over ``axis`` holds (False for none).
+    Arguments as :func:`reduce_sum`.
+
+    Raises:
+        TypeError: an input that is not bool.
+    """
+    return _reduce("Any", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_all(
+    input_tensor: Any,
+    axis: Any = None,
+    keepdims: Any = None,
+    name: str | None = None,
+    reduction_indices: Any = None,
+    keep_dims: Any = None,
+) -> Any:
+    """Whether all of ``input_tensor``'s bools over ``axis`` hold (True for none);
+    as :func:`reduce_any`."""
+    return _reduce("All", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def _bool_input(op_type: str, value: Any) -> Any:
+    from tf_accum.graph.op_building import convert_input, dtype_of
+
+    converted = convert_input(value, None if is_symbolic(value) else bool_, param="input")
+    if dtype_of(converted) != bool_:
+        raise TypeError(
+            f"Input 'input' of '{op_type}' Op has type {dtype_of(converted).name} that does not "
+            "match expected type of bool."
+        )
+    return converted
+
+
 def _reduce(
     op_type: str,
     source: Any,
@@ -84,15 +166,27 @@ def _reduce(
     axis = axis if axis is not None else reduction_indices
     keep = bool(keepdims if keepdims is not None else keep_dims)
     with building_in(graph_of([source, axis])):
-        dtype, (value,) = op_def_inputs(op_type, [("input", source)], allowed=False)
-        check_allowed(op_type, "input", dtype)
+        source = _packed(source)
+        if op_type in ("Any", "All"):
+            value = _bool_input(op_type, source)
+            dtype = bool_
+        else:
+            dtype, (value,) = op_def_inputs(op_type, [("input", source)], allowed=False)
+            check_allowed(op_type, "input", dtype)
         axis_value = _axis_input(axis)
-        kernel = _kernel(op_type, dtype, keep, axis is None)
+        kernel = _kernel(op_type, dtype, keep, False)
         graph = mode.building_graph()
         if graph is None:
-            return kernel(None, [eager_value(value), eager_value(axis_value)])[0]
+            array = eager_value(value)
+            if axis is None:
+                every = np.arange(np.ndim(array), dtype=np.int32)
+                return kernel(None, [array, every])[0]
+            return kernel(None, [array, eager_value(axis_value)])[0]
         with graph.name_scope(name or op_type) as full:
             tensor = materialize(graph, value, "input")
+            if axis is None:
+                # every axis, as TensorFlow spells it: a constant range, or one made when run
+                axis_value = _every_axis(tensor)
             axes_tensor = materialize(graph, axis_value, "reduction_indices")
             rank = tensor.shape.rank
             axes: list[int] | None = None
@@ -101,7 +195,8 @@ def _reduce(
             elif isinstance(axis_value, Converted):
                 axes = [int(a) for a in np.asarray(axis_value.array).reshape(-1)]
             if axis is None and rank is None:
-                shape = TensorShape(None)
+                # every axis of an unknown rank: a scalar, unless the axes are kept
+                shape = TensorShape(None) if keep else TensorShape([])
             else:
                 shape = reduced_shape(full[:-1], op_type, tensor, axes_tensor, axes, keep)
             op = graph.create_op(
@@ -113,6 +208,14 @@ def _reduce(
                 attrs={"T": dtype, "Tidx": _dtype_of_axis(axis_value), "keep_dims": keep},
             )
         return op.outputs[0]
+
+
+def _every_axis(tensor: Any) -> Any:
+    if tensor.shape.rank is not None:
+        return Converted(np.arange(tensor.shape.rank, dtype=np.int32), int32)
+    from tf_accum.graph.array_ops import range_, rank
+
+    return range_(0, rank(tensor), 1)
 
 
 def _axis_input(axis: Any) -> Any:
@@ -149,8 +252,16 @@ def _kernel(op_type: str, dtype: DType, keep: bool, every_axis: bool) -> Any:
         with np.errstate(all="ignore"):
             if op_type == "Sum":
                 result = np.sum(array, axis=axes, dtype=array.dtype, keepdims=keep)
-            else:
+            elif op_type == "Mean":
                 result = _mean(array, axes, keep)
+            elif op_type == "Prod":
+                result = np.prod(array, axis=axes, dtype=array.dtype, keepdims=keep)
+            elif op_type == "Any":
+                result = np.any(array, axis=axes, keepdims=keep)
+            elif op_type == "All":
+                result = np.all(array, axis=axes, keepdims=keep)
+            else:
+                result = _extreme(array, axes, keep, op_type == "Max")
         return (np.asarray(result, dtype=dtype.numpy_dtype),)
 
     return kernel
@@ -190,3 +301,113 @@ def _mean(array: Array, axes: tuple[int, ...], keep: bool) -> Any:
         return np.where(wide < 0, -quotient, quotient)
     total = np.sum(array, axis=axes, dtype=array.dtype, keepdims=keep)
     return np.true_divide(total, np.asarray(count, dtype=array.dtype))
+
+
+def _packed(value: Any) -> Any:
+    """A list holding tensors, packed into one as TensorFlow's conversion does."""
+    if isinstance(value, (list, tuple)):
+        from tf_accum.graph.op_building import holds_symbolic
+
+        if holds_symbolic(value):
+            from tf_accum.graph.array_ops import stack
+
+            return stack(list(value), name="packed")
+    return value
+
+
+def _extreme(array: Array, axes: tuple[int, ...], keep: bool, largest: bool) -> Any:
+    if array.dtype.kind == "f" or str(array.dtype) == "bfloat16":
+        start = -np.inf if largest else np.inf
+    elif array.dtype.kind == "b":
+        start = not largest
+    else:
+        info = np.iinfo(array.dtype)
+        start = info.min if largest else info.max
+    reduce: Any = np.maximum if largest else np.minimum
+    return reduce.reduce(array, axis=axes, keepdims=keep, initial=start)
+
+
+def argmax(
+    input: Any,  # noqa: A002
+    axis: Any = None,
+    name: str | None = None,
+    dimension: Any = None,
+    output_type: Any = int64,
+) -> Any:
+    """The index of the largest element along ``axis`` (default 0), as ``output_type``
+    (int64); the first one on ties.
+
+    Raises:
+        ValueError: both ``axis`` and ``dimension``.
+        InvalidArgumentError: an empty dimension (when run).
+    """
+    return _arg("ArgMax", input, axis, name, dimension, output_type)
+
+
+def argmin(
+    input: Any,  # noqa: A002
+    axis: Any = None,
+    name: str | None = None,
+    dimension: Any = None,
+    output_type: Any = int64,
+) -> Any:
+    """The index of the smallest element along ``axis`` (default 0); as :func:`argmax`."""
+    return _arg("ArgMin", input, axis, name, dimension, output_type)
+
+
+def _arg(
+    op_type: str, source: Any, axis: Any, name: str | None, dimension: Any, output_type: Any
+) -> Any:
+    from tf_accum.dtypes import as_dtype
+    from tf_accum.graph.op_building import constant_value, make_op
+
+    if axis is not None and dimension is not None:
+        raise ValueError("Cannot specify both 'axis' and 'dimension'.")
+    axis = 0 if axis is None and dimension is None else axis if axis is not None else dimension
+    out = as_dtype(output_type)
+    with building_in(graph_of([source, axis])):
+        source = _packed(source)
+        dtype, (value,) = op_def_inputs("ArgMax", [("input", source)], allowed=False)
+        check_allowed("ArgMax", "input", dtype)
+        axis_value = _axis_input(axis)
+        known = constant_value(axis_value)
+
+        def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+            array = np.asarray(inputs[0])
+            where = int(np.asarray(inputs[1]).reshape(-1)[0])
+            if not -array.ndim <= where < max(array.ndim, 1):
+                raise errors.InvalidArgumentError(
+                    None,
+                    None,
+                    f"Expected dimension in the range [{-array.ndim}, {array.ndim}), but got "
+                    f"{where}",
+                )
+            if array.shape[where] == 0:
+                raise errors.InvalidArgumentError(
+                    None, None, "Reduction axis 0 is empty in shape " + str(list(array.shape))
+                )
+            pick = np.argmax if op_type == "ArgMax" else np.argmin
+            return (np.asarray(pick(array, axis=where), dtype=out.numpy_dtype),)
+
+        def outputs(tensors: list[Any]) -> list[tuple[DType, TensorShape]]:
+            shape = tensors[0].shape
+            if shape.rank is None or known is None:
+                return [(out, TensorShape(None))]
+            where = int(np.asarray(known).reshape(-1)[0])
+            if not -shape.rank <= where < shape.rank:
+                raise ValueError(
+                    f"Dimension ({where}) must be in the range [{-shape.rank}, {shape.rank}), "
+                    f"where {shape.rank} is the number of dimensions in the input."
+                )
+            dims = shape.as_list()
+            del dims[where % shape.rank]
+            return [(out, TensorShape(dims))]
+
+        return make_op(
+            op_type,
+            name,
+            [("input", value), ("dimension", axis_value)],
+            kernel,
+            outputs,
+            {"T": dtype, "Tidx": _dtype_of_axis(axis_value), "output_type": out},
+        )
