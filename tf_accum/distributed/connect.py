@@ -7,11 +7,13 @@ without Ray installed only these calls fail (with a message saying so).
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import secrets
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +30,15 @@ CONNECT_TIMEOUT = 10.0
 ATTACH_TIMEOUT = 60.0
 
 _LOOPBACK_NAMES = ("localhost", "local")
+
+# Ray's client proxy starts a server process for each new ``ray://`` client. On a
+# loaded machine that start sometimes fails inside the proxy (the process ends
+# early, or the proxy checks it after it has gone) and the proxy says so at once;
+# a new client gets a new server, so attaching again is the remedy.
+PROXY_START_TRIES = 3
+_PROXY_START_FAILURES = ("Starting Ray client server failed", "in start_specific_server")
+
+logger = logging.getLogger("tf_accum")
 
 
 class _Fork:
@@ -207,6 +218,36 @@ def _init_within(ray: Any, address: str, options: dict[str, Any], timeout: float
         raise outcome[0]
 
 
+def proxy_start_failed(exc: BaseException) -> bool:
+    """Whether ``ray.init`` failed because Ray's client proxy could not start this
+    client's server (worth another try: the next client gets another server)."""
+    text = str(exc)
+    return "Initialization failure from server" in text and any(
+        failure in text for failure in _PROXY_START_FAILURES
+    )
+
+
+def _init_retrying(ray: Any, address: str, options: dict[str, Any], timeout: float) -> None:
+    if address == "local":
+        ray.init(address=address, **options)
+        return
+    deadline = time.monotonic() + timeout
+    for attempt in range(1, PROXY_START_TRIES + 1):
+        try:
+            _init_within(ray, address, options, max(deadline - time.monotonic(), 0.0))
+            return
+        except ConnectionError as exc:
+            if attempt == PROXY_START_TRIES or not proxy_start_failed(exc):
+                raise
+            logger.info(
+                "Ray's client proxy at %s could not start a server for this process; "
+                "attaching again (try %d of %d)",
+                address,
+                attempt + 1,
+                PROXY_START_TRIES,
+            )
+
+
 def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
     refuse_after_fork()
     _prepare_environment(address)
@@ -225,10 +266,7 @@ def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
     options: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
     options.update(init_options)
     try:
-        if address == "local":
-            ray.init(address=address, **options)
-        else:
-            _init_within(ray, address, options, timeout)
+        _init_retrying(ray, address, options, timeout)
     except (
         ray.exceptions.RayError,
         ConnectionError,
