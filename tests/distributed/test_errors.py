@@ -107,10 +107,11 @@ def addresses(ray_cluster: Cluster, client_address: str) -> dict[str, str]:
 
 
 def _env(cluster: Cluster, home: Path, **settings: str) -> dict[str, str]:
+    """No Ray setting but ``settings`` (none of what this process's attach set either)."""
     env = cluster.env(HOME=str(home), **settings)
-    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "TF_ACCUM_RAY_ADDRESS"):
-        if name not in settings:
-            env.pop(name, None)
+    for name in list(env):
+        if (name.startswith("RAY_") or name == "TF_ACCUM_RAY_ADDRESS") and name not in settings:
+            del env[name]
     return env
 
 
