@@ -225,8 +225,9 @@ def _check_reachable(address: str, timeout: float) -> None:
         raise errors.UnavailableError(
             None,
             None,
-            f"No Ray cluster answers at {address!r} ({exc}). Start one with "
-            "`ray start --head` (see the README), or pass 'local' to start one in this process.",
+            f"No Ray cluster answers at {address!r} ({exc}). Start one with `ray start --head` "
+            "(the README's 'Across processes' section shows a loopback-only one, with its "
+            "token), or pass 'local' to start one in this process.",
         ) from None
 
 
