@@ -126,6 +126,9 @@ STARTS = {
         f"server = tf.train.Server({_spec()!r}, job_name='ps', task_index=0)",
         first="import ray\n",
     ),
+    "connect, RAY_AUTH_MODE=token and no token": _timed(
+        "import tf_accum as tfa\ntfa.distributed.connect('local')"
+    ),
     "TF_ACCUM_RAY_ADDRESS=local": _timed(
         "import tf_accum as tfa\n"
         "tfa.raw_ops.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[1])"
@@ -136,6 +139,8 @@ STARTS = {
 @pytest.mark.parametrize("way", list(STARTS))
 def test_a_cluster_started_in_the_process_is_private_and_quiet(way: str, tmp_path: Path) -> None:
     settings = {"TF_ACCUM_RAY_ADDRESS": "local"} if "TF_ACCUM" in way else {}
+    if "RAY_AUTH_MODE" in way:
+        settings["RAY_AUTH_MODE"] = "token"
     report, stderr = _run(STARTS[way], clean_env(tmp_path, **settings))
     assert len(report["listening"]) >= 2, report  # at least the GCS and the raylet
     assert set(report["listening"]) <= LOOPBACK, report

@@ -15,7 +15,6 @@ import socket
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
@@ -178,7 +177,7 @@ def _prepare_environment(address: str) -> None:
         # loopback node address, and Ray takes a loopback address for another
         # interface's; with it, everything stays on 127.0.0.1.
         _choose(*_LOOPBACK_ONLY)
-    if address == "local" and not _token_configured():
+    if address == "local" and _needs_a_token():
         # Ray's default writes a token file into the home directory; a cluster
         # of this process gets a fresh token kept in the environment instead,
         # which processes started from here inherit to join it.
@@ -206,11 +205,11 @@ def _reload_ray_config() -> None:
     raylet.AuthenticationTokenLoader.instance().reset_cache()
 
 
-def _token_configured() -> bool:
-    names = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-    return (
-        any(name in os.environ for name in names) or (Path.home() / ".ray" / "auth_token").exists()
-    )
+def _needs_a_token() -> bool:
+    """Whether a cluster started here would have Ray make a token (and write it under
+    the home directory): token mode, by default or asked for, and no token to be found."""
+    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
+    return mode in ("", "token") and auth.find_token() is None
 
 
 def _check_reachable(address: str, timeout: float) -> None:
