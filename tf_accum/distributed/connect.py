@@ -183,7 +183,9 @@ def _prepare_environment(address: str) -> None:
         # which processes started from here inherit to join it.
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-        _reload_ray_config()
+    # A Ray imported earlier read its authentication settings then: it reads the
+    # ones in force now (the processes it starts get these, and they must agree)
+    _reload_ray_config()
 
 
 def _choose(variable: str, constant: str, value: str, reading: bool) -> None:
