@@ -200,7 +200,7 @@ def _choose(variable: str, constant: str, value: str, reading: bool) -> None:
 
 def _reload_ray_config() -> None:
     """Make an imported Ray read its authentication settings from the environment again."""
-    if "ray" not in sys.modules:
+    if sys.modules.get("ray") is None:  # not imported (or blocked: not installed)
         return
     raylet: Any = importlib.import_module("ray._raylet")  # as Ray does when it sets the mode
     raylet.Config.initialize("")
