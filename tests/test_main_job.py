@@ -182,6 +182,34 @@ def test_figure_panels_plot_the_records(tmp_path) -> None:
     assert wait_ax.get_xlabel() == "step"
 
 
+@pytest.mark.parametrize(
+    ("kind", "description"),
+    [
+        ("threads", "a model"),
+        (
+            "processes (TF1 cluster on Ray)",
+            "embedding table [1000, 16], gradients through a SparseConditionalAccumulator "
+            "(TF1 cluster: 1 ps task, one process per task)",
+        ),
+    ],
+)
+def test_the_figure_title_is_whole_within_the_figure(tmp_path, kind, description) -> None:
+    from tf_accum.examples.figure import save_figure
+
+    records = [StepRecord(step=1, loss=4.0, accepted=2, stale=1, wait_s=0.004)]
+    result = RunResult(3, 2, description, 8.0, records, 3, 0.1, worker_kind=kind)
+    fig = save_figure(result, tmp_path / "f.png")
+    title = fig.get_suptitle()
+    # every word is there (wrapped, not cut), and the text lies inside the figure
+    expected = (
+        f"Synchronous replicas: 3 worker {kind}; each step the chief takes the gradients "
+        f"of at least 2 ({description})"
+    )
+    assert title.split() == expected.split()
+    extent = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+    assert fig.bbox.x0 <= extent.x0 and extent.x1 <= fig.bbox.x1, (extent, fig.bbox)
+
+
 def test_same_seed_same_losses_when_every_worker_is_waited_for() -> None:
     # with replicas_to_aggregate == workers == 2 every step takes one gradient
     # from each worker, and a sum of two floats does not depend on their order

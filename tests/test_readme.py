@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_main_job_processes import processes_marked
+from tf_accum import errors
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -170,3 +171,19 @@ def test_every_snippet_of_the_manual_runs(page: str, code: str) -> None:
     assert done.returncode == 0, f"{page}: {done.stderr[-3000:]}"
     assert done.stdout.splitlines() == expected_lines(code)
     assert not left, f"{page}: processes the snippet started are still running: {left}"
+
+
+def test_the_readme_shows_the_cluster_the_connect_error_points_to() -> None:
+    connect = importlib.import_module("tf_accum.distributed.connect")
+    with pytest.raises(errors.UnavailableError) as caught:
+        connect._check_reachable("127.0.0.1:9", 1.0)  # nothing listens on the discard port
+    assert "the README's 'Across processes' section" in caught.value.message
+    section = README.split("## Across processes")[1].split("\n## ")[0]
+    shell = re.findall(r"^    (.*)$", section, re.M)
+    assert any("RAY_AUTH_TOKEN=" in line for line in shell), section
+    assert any(
+        line.startswith("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head")
+        and "--node-ip-address 127.0.0.1" in line
+        for line in shell
+    ), section
+    assert any(line.startswith("TF_ACCUM_RAY_ADDRESS=127.0.0.1:") for line in shell), section

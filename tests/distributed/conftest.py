@@ -2,7 +2,9 @@
 
 Everything the cluster starts is ended at teardown by pid (Ray's agents may
 ignore SIGTERM), never by name; the token lives in the environment, not in
-the home directory.
+the home directory. The session exports only the cluster's token, as a user
+would: what keeps the cluster private and quiet is tf_accum's doing
+(tests/distributed/test_ways_in.py starts processes from an empty environment).
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ from tf_accum.resources import ResourceTable, set_table
 OBJECT_STORE_BYTES = 256 * 2**20
 PROCESS_WAIT = 60.0  # seconds; generous, reached only when something is broken
 ROOT = Path(__file__).resolve().parents[2]
-# Ray reads these from the environment; the processes the tests start inherit them.
-ENVIRONMENT = {
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "RAY_AUTH_MODE": "token",
-}
+# The cluster's token, as its user sets it; the processes the tests start inherit it.
+ENVIRONMENT = {"RAY_AUTH_MODE": "token"}
+# What tf_accum sets for Ray when it attaches (restored after the session).
+SET_BY_TF_ACCUM = (
+    "RAY_USAGE_STATS_ENABLED",
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
+    "RAY_DISABLE_FAILURE_SIGNAL_HANDLER",
+)
 
 
 @dataclass
@@ -58,10 +62,10 @@ def kill_pids(pids: set[int]) -> None:
 
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Cluster]:
-    saved = {name: os.environ.get(name) for name in [*ENVIRONMENT, "RAY_AUTH_TOKEN"]}
-    # Before Ray is imported: it reads them once.
+    names = [*ENVIRONMENT, "RAY_AUTH_TOKEN", *SET_BY_TF_ACCUM]
+    saved = {name: os.environ.get(name) for name in names}
     os.environ.update(ENVIRONMENT, RAY_AUTH_TOKEN=secrets.token_hex(32))
-    import ray
+    import ray  # first, as a program may: tf_accum's settings still apply
 
     from tf_accum.distributed import table_for_address
 

@@ -3,7 +3,9 @@ refusal that needs no cluster."""
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 import time
 
 import pytest
@@ -65,3 +67,27 @@ def test_only_a_ray_client_address_gets_the_short_grace_period(clean):
     clean.setenv("RAY_CLIENT_RECONNECT_GRACE_PERIOD", "20")  # the user's choice stays
     auth.prepare_client("ray://127.0.0.1:10001")
     assert os.environ["RAY_CLIENT_RECONNECT_GRACE_PERIOD"] == "20"
+
+
+def test_the_ray_extra_installs_what_the_token_check_imports() -> None:
+    """The check calls the cluster with grpcio: the `ray` extra must bring it (Ray's
+    own requirements do not), or every check would quietly pass."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from tests.test_readme import EXTRAS
+
+    (ray,) = [name for name in EXTRAS["ray"] if name.startswith("ray")]
+    assert ray.startswith("ray[client]"), EXTRAS["ray"]
+    try:
+        requirements = requires("ray") or []
+    except PackageNotFoundError:
+        pytest.skip("Ray is not installed")
+    assert any(r.startswith("grpcio") and 'extra == "client"' in r for r in requirements)
+
+
+def test_without_grpcio_the_check_says_it_cannot_check(clean, caplog):
+    clean.setitem(sys.modules, "grpc", None)  # as if not installed: importing fails
+    with caplog.at_level(logging.WARNING, logger="tf_accum"):
+        assert auth._refused("127.0.0.1:9", "token", 0.1) is False
+    assert "grpcio is not installed" in caplog.text
+    assert "tf-accum[ray]" in caplog.text

@@ -9,11 +9,14 @@ the cluster accepts it; anything but a refusal lets Ray attach as usual.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from tf_accum import errors
+
+logger = logging.getLogger("tf_accum")
 
 # Seconds the token check waits for the cluster's answer.
 CHECK_TIMEOUT = 3.0
@@ -102,8 +105,14 @@ def check_token(address: str, timeout: float = CHECK_TIMEOUT) -> None:
 def _refused(address: str, token: str | None, timeout: float) -> bool:
     """Whether one authenticated call to ``address`` is refused for its token."""
     try:
-        grpc: Any = importlib.import_module("grpc")  # installed with Ray
+        grpc: Any = importlib.import_module("grpc")  # the `ray` extra installs it
     except ImportError:
+        logger.warning(
+            "tf_accum cannot check this process's Ray token before attaching to %r: grpcio "
+            "is not installed (pip install 'tf-accum[ray]' installs it); a refused token "
+            "shows as Ray's own error, after its retries",
+            address,
+        )
         return False
     if address.startswith("ray://"):
         target, method = address[len("ray://") :], _CLIENT_METHOD

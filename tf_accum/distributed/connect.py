@@ -6,13 +6,15 @@ without Ray installed only these calls fail (with a message saying so).
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
+import logging
 import os
 import secrets
 import socket
 import sys
 import threading
-from pathlib import Path
+import time
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
@@ -28,6 +30,15 @@ CONNECT_TIMEOUT = 10.0
 ATTACH_TIMEOUT = 60.0
 
 _LOOPBACK_NAMES = ("localhost", "local")
+
+# Ray's client proxy starts a server process for each new ``ray://`` client. On a
+# loaded machine that start sometimes fails inside the proxy (the process ends
+# early, or the proxy checks it after it has gone) and the proxy says so at once;
+# a new client gets a new server, so attaching again is the remedy.
+PROXY_START_TRIES = 3
+_PROXY_START_FAILURES = ("Starting Ray client server failed", "in start_specific_server")
+
+logger = logging.getLogger("tf_accum")
 
 
 class _Fork:
@@ -137,32 +148,70 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def _prepare_environment(address: str) -> None:
-    """Settings Ray reads from the environment, set before it is imported.
+# Ray's settings read from the environment that tf_accum chooses unless the user
+# set them, and the constant of ray._private.ray_constants holding Ray's
+# reading of each (Ray reads them once, when it is imported).
+_LOOPBACK_ONLY = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "ENABLE_RAY_CLUSTER", "0", False)
+_NO_FAILURE_DUMP = (
+    "RAY_DISABLE_FAILURE_SIGNAL_HANDLER",
+    "RAY_DISABLE_FAILURE_SIGNAL_HANDLER",
+    "1",
+    True,
+)
 
-    Processes Ray starts inherit them (so do the ones the caller starts).
+
+def _prepare_environment(address: str) -> None:
+    """Settings Ray reads from the environment, set before it attaches.
+
+    Processes Ray starts inherit them (so do the ones the caller starts). When
+    the program imported Ray first, Ray's readings are brought in line.
     """
     # No usage statistics leave the machine, unless the user asked for them.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray's handler of fatal signals in this process (SIGTERM among them)
+    # prints a native stack dump: a process asked to stop ends quietly instead.
+    _choose(*_NO_FAILURE_DUMP)
     auth.prepare_client(address)
     if is_loopback(address):
         # Without this, Ray's servers listen on every interface even for a
-        # loopback node address; with it, on 127.0.0.1 only.
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    if address == "local" and "ray" not in sys.modules and not _token_configured():
+        # loopback node address, and Ray takes a loopback address for another
+        # interface's; with it, everything stays on 127.0.0.1.
+        _choose(*_LOOPBACK_ONLY)
+    if address == "local" and _needs_a_token():
         # Ray's default writes a token file into the home directory; a cluster
         # of this process gets a fresh token kept in the environment instead,
-        # which processes started from here inherit to join it. (Ray reads the
-        # mode when it is imported: once imported, its own default applies.)
+        # which processes started from here inherit to join it.
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    # A Ray imported earlier read its authentication settings then: it reads the
+    # ones in force now (the processes it starts get these, and they must agree)
+    _reload_ray_config()
 
 
-def _token_configured() -> bool:
-    names = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-    return (
-        any(name in os.environ for name in names) or (Path.home() / ".ray" / "auth_token").exists()
-    )
+def _choose(variable: str, constant: str, value: str, reading: bool) -> None:
+    """Set ``variable`` to ``value`` unless the user set it, and Ray's reading with it."""
+    if variable in os.environ:
+        return
+    os.environ[variable] = value
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        setattr(constants, constant, reading)
+
+
+def _reload_ray_config() -> None:
+    """Make an imported Ray read its authentication settings from the environment again."""
+    if sys.modules.get("ray") is None:  # not imported (or blocked: not installed)
+        return
+    raylet: Any = importlib.import_module("ray._raylet")  # as Ray does when it sets the mode
+    raylet.Config.initialize("")
+    raylet.AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _needs_a_token() -> bool:
+    """Whether a cluster started here would have Ray make a token (and write it under
+    the home directory): token mode, by default or asked for, and no token to be found."""
+    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
+    return mode in ("", "token") and auth.find_token() is None
 
 
 def _check_reachable(address: str, timeout: float) -> None:
@@ -177,26 +226,61 @@ def _check_reachable(address: str, timeout: float) -> None:
         raise errors.UnavailableError(
             None,
             None,
-            f"No Ray cluster answers at {address!r} ({exc}). Start one with "
-            "`ray start --head` (see the README), or pass 'local' to start one in this process.",
+            f"No Ray cluster answers at {address!r} ({exc}). Start one with `ray start --head` "
+            "(the README's 'Across processes' section shows a loopback-only one, with its "
+            "token), or pass 'local' to start one in this process.",
         ) from None
 
 
+class _DropSigtermNotice(logging.Filter):
+    """Drops Ray's notice that it set no SIGTERM handler: attaching from a thread of its
+    own, tf_accum leaves SIGTERM as the program has it, on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+# Never set: the thread that attached this process waits on it for ever.
+_never = threading.Event()
+
+
 def _init_within(ray: Any, address: str, options: dict[str, Any], timeout: float) -> None:
-    """``ray.init`` with a deadline: an address that accepts connections but where no
-    cluster answers (not Ray, or a hung head) makes Ray retry for minutes."""
+    """``ray.init`` with a deadline, in a thread of its own that then stays.
+
+    An address that accepts connections but where no cluster answers (not Ray,
+    or a hung head) makes Ray retry for minutes. ``ray.init`` in the main thread
+    would replace the program's SIGTERM handling with Ray's. And the processes
+    of a cluster Ray starts end when the thread that started them ends (Linux
+    ties a child's fate to the parent thread), so that thread stays, idle,
+    until the process exits.
+    """
     outcome: list[BaseException] = []
+    done = threading.Event()
 
     def attach() -> None:
         try:
             ray.init(address=address, **options)
         except BaseException as exc:  # handed to the caller
             outcome.append(exc)
+            return
+        finally:
+            done.set()
+        _never.wait()
 
-    thread = threading.Thread(target=attach, name="tf_accum-ray-attach", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
+    ray_logger = logging.getLogger("ray._private.worker")
+    notice = _DropSigtermNotice()
+    ray_logger.addFilter(notice)
+    try:
+        thread = threading.Thread(target=attach, name="tf_accum-ray-attach", daemon=True)
+        thread.start()
+        done.wait(timeout)
+    finally:
+        ray_logger.removeFilter(notice)
+    if not done.is_set():
+        if address == "local":
+            raise errors.UnavailableError(
+                None, None, f"Ray did not start a cluster in this process within {timeout:g} s"
+            )
         raise errors.UnavailableError(
             None,
             None,
@@ -207,46 +291,105 @@ def _init_within(ray: Any, address: str, options: dict[str, Any], timeout: float
         raise outcome[0]
 
 
+def proxy_start_failed(exc: BaseException) -> bool:
+    """Whether ``ray.init`` failed because Ray's client proxy could not start this
+    client's server (worth another try: the next client gets another server)."""
+    text = str(exc)
+    return "Initialization failure from server" in text and any(
+        failure in text for failure in _PROXY_START_FAILURES
+    )
+
+
+def _init_retrying(ray: Any, address: str, options: dict[str, Any], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for attempt in range(1, PROXY_START_TRIES + 1):
+        remaining = timeout if attempt == 1 else max(deadline - time.monotonic(), 0.0)
+        try:
+            _init_within(ray, address, options, remaining)
+            return
+        except ConnectionError as exc:
+            if attempt == PROXY_START_TRIES or not proxy_start_failed(exc):
+                raise
+            logger.info(
+                "Ray's client proxy at %s could not start a server for this process; "
+                "attaching again (try %d of %d)",
+                address,
+                attempt + 1,
+                PROXY_START_TRIES,
+            )
+
+
+def _ray_attached() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and bool(ray.is_initialized())
+
+
+# Held while this process attaches, so that threads racing to attach make one
+# ``ray.init`` between them (the others find Ray attached).
+_attach_lock = threading.RLock()
+
+
+def attach_as_configured(who: str) -> None:
+    """Attach this process to Ray unless it is: to ``TF_ACCUM_RAY_ADDRESS``, else to
+    a new one-machine cluster in this process (with a warning naming ``who``).
+
+    Raises as ``connect`` does.
+    """
+    from tf_accum.resources.current import RAY_ADDRESS_VARIABLE
+
+    with _attach_lock:
+        if _ray_attached():
+            return
+        address = os.environ.get(RAY_ADDRESS_VARIABLE)
+        if not address:
+            logger.warning(
+                "%s: no Ray cluster attached and %s is not set; starting a one-machine "
+                "cluster in this process, which other processes cannot reach",
+                who,
+                RAY_ADDRESS_VARIABLE,
+            )
+            address = "local"
+        _attach(address, {}, ATTACH_TIMEOUT)
+
+
 def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
     refuse_after_fork()
-    _prepare_environment(address)
-    try:
-        import ray
-    except ImportError:
-        raise errors.FailedPreconditionError(
-            None,
-            None,
-            "Distributed accumulators need Ray: pip install 'tf-accum[ray]'",
-        ) from None
-    if ray.is_initialized():
-        return
-    _check_reachable(address, min(timeout, CONNECT_TIMEOUT))
-    auth.check_token(address, min(timeout, auth.CHECK_TIMEOUT))
-    options: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
-    options.update(init_options)
-    try:
-        if address == "local":
-            ray.init(address=address, **options)
-        else:
-            _init_within(ray, address, options, timeout)
-    except (
-        ray.exceptions.RayError,
-        ConnectionError,
-        RuntimeError,
-        TimeoutError,
-        ValueError,
-    ) as exc:
-        if _refused_token(exc):
-            raise errors.UnauthenticatedError(
+    with _attach_lock:
+        if _ray_attached():
+            return
+        _prepare_environment(address)
+        try:
+            import ray
+        except ImportError:
+            raise errors.FailedPreconditionError(
                 None,
                 None,
-                f"The Ray cluster at {address!r} refused this process's token; run it with "
-                "RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN or in the file "
-                "RAY_AUTH_TOKEN_PATH names",
+                "Distributed accumulators need Ray: pip install 'tf-accum[ray]'",
             ) from None
-        raise errors.UnavailableError(
-            None, None, f"Could not attach to the Ray cluster at {address!r}: {exc}"
-        ) from None
+        _check_reachable(address, min(timeout, CONNECT_TIMEOUT))
+        auth.check_token(address, min(timeout, auth.CHECK_TIMEOUT))
+        options: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
+        options.update(init_options)
+        try:
+            _init_retrying(ray, address, options, timeout)
+        except (
+            ray.exceptions.RayError,
+            ConnectionError,
+            RuntimeError,
+            TimeoutError,
+            ValueError,
+        ) as exc:
+            if _refused_token(exc):
+                raise errors.UnauthenticatedError(
+                    None,
+                    None,
+                    f"The Ray cluster at {address!r} refused this process's token; run it "
+                    "with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN or in "
+                    "the file RAY_AUTH_TOKEN_PATH names",
+                ) from None
+            raise errors.UnavailableError(
+                None, None, f"Could not attach to the Ray cluster at {address!r}: {exc}"
+            ) from None
 
 
 def _refused_token(exc: BaseException) -> bool:

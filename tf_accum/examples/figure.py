@@ -9,12 +9,14 @@ can read back exactly what each panel shows.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from tf_accum.examples.records import RunResult
 
 PANELS_KEY = "tf_accum:panels"
+TITLE_MARGIN = 0.03  # of the figure's width, kept clear on each side of the title
 
 
 def panel_data(run: RunResult) -> dict[str, list[float]]:
@@ -42,9 +44,11 @@ def save_figure(run: RunResult, path: str | Path) -> Any:
     fig = Figure(figsize=(9, 9), layout="constrained")
     FigureCanvasAgg(fig)
     loss_ax, count_ax, wait_ax = fig.subplots(3, 1, sharex=True)
-    fig.suptitle(
+    _title(
+        fig,
         f"Synchronous replicas: {run.workers} worker {run.worker_kind}; each step the chief takes "
-        f"the gradients of at least {run.replicas_to_aggregate}\n({run.model_description})"
+        f"the gradients of at least {run.replicas_to_aggregate}",
+        f"({run.model_description})",
     )
 
     loss_ax.plot([0, *steps], [run.initial_loss, *data["loss"]], color="tab:blue", label="loss")
@@ -83,3 +87,15 @@ def save_figure(run: RunResult, path: str | Path) -> Any:
 
     fig.savefig(path, format="png", dpi=100, metadata={PANELS_KEY: json.dumps(data)})
     return fig
+
+
+def _title(fig: Any, *lines: str) -> None:
+    """The figure's title, its lines wrapped as narrow as needed to fit the figure's width
+    (a centred line wider than the figure loses both ends)."""
+    renderer = fig.canvas.get_renderer()
+    margin = TITLE_MARGIN * fig.bbox.width
+    for width in range(max(map(len, lines)), 19, -4):
+        title = fig.suptitle("\n".join(textwrap.fill(line, width) for line in lines))
+        extent = title.get_window_extent(renderer)
+        if extent.x0 >= fig.bbox.x0 + margin and extent.x1 <= fig.bbox.x1 - margin:
+            return

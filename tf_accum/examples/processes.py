@@ -124,8 +124,7 @@ def cluster(address: str, quiet: bool = False) -> Iterator[str]:
     try:
         connect(address, **options)
         if in_main:
-            # SIGTERM ends the job through the cleanup below, as Ctrl-C does (set
-            # after Ray's start-up, which installs a handler that aborts the process)
+            # SIGTERM ends the job through the cleanup below, as Ctrl-C does
             signal.signal(signal.SIGTERM, _exit_on_signal)
         import ray
 

@@ -23,7 +23,6 @@ cluster and every other process, and ends each one by pid on every path.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import subprocess
@@ -81,6 +80,11 @@ class Graph:
                 values = tf.placeholder(tf.float32, shape=[None, initial.shape[1]], name="values")
                 self.apply = accumulator.apply_grad(indices, values, local_step=self.local_step)
                 self.gradient = (indices, values)
+            # every gradient a worker sends, counted in the same run (one request
+            # to the ps task): sent = taken + dropped as stale + waiting
+            self.sent = tf.Variable(np.int64(0), name="gradients_sent")
+            self.count_sent = self.sent.assign_add(1)
+            self.waiting = accumulator.num_accumulated()
             self.take = accumulator.take_grad(required)
             self.new_weights = tf.placeholder(tf.float32, shape=initial.shape, name="new_weights")
             one = np.float32(1)
@@ -130,7 +134,7 @@ def run_task(settings: dict[str, Any]) -> dict[str, Any]:
                 return {"applied": applied}
             gradient = model.gradient(params, index, step)
             simulate_compute(settings["seed"], index, step, settings["compute_ms"])
-            sess.run(g.apply, g.feed(gradient, step))
+            sess.run([g.apply, g.count_sent], g.feed(gradient, step))
             applied[step] = applied.get(step, 0) + 1
 
 
@@ -176,6 +180,7 @@ def _chief(config: JobConfig, progress: Progress, address: str) -> RunResult:
         sess.run(g.init)
         sess.run(g.give_tokens)
         options = tf.RunOptions(timeout_in_ms=int(1000 * config.take_timeout))
+        accepted = stale = 0
         for _ in range(config.steps):
             before = time.perf_counter()
             try:
@@ -188,19 +193,18 @@ def _chief(config: JobConfig, progress: Progress, address: str) -> RunResult:
             params = sess.run(g.weights)
             model.update(params, total, count)
             sess.run(g.update, {g.new_weights: params})  # weights, step and tokens: one request
-            # stale gradients are only known once the workers report (below)
-            records.append(StepRecord(len(records) + 1, model.loss(params), count, 0, waited))
+            accepted += count
+            # read together (one request): what was sent and neither taken nor
+            # waiting for the next take was dropped as stale
+            sent, waiting = sess.run([g.sent, g.waiting])
+            dropped = int(sent) - accepted - int(waiting)
+            records.append(
+                StepRecord(len(records) + 1, model.loss(params), count, dropped - stale, waited)
+            )
+            stale = dropped
             progress.update(records[-1])
-        by_step: dict[int, int] = {}
-        for process in started_tasks[1:]:
-            for step, count in _outcome(process)["applied"].items():
-                by_step[int(step)] = by_step.get(int(step), 0) + count
-        applied = sum(by_step.values())
-        # a gradient computed at step s is taken by the take that makes step s + 1,
-        # or it arrives after that take and is dropped as stale
-        records = [
-            dataclasses.replace(r, stale=by_step.get(r.step - 1, 0) - r.accepted) for r in records
-        ]
+        # what the workers sent after the last read: the summary's "after the last take"
+        applied = sum(sum(_outcome(p)["applied"].values()) for p in started_tasks[1:])
     finally:
         progress.close()
         for process in started_tasks:

@@ -140,6 +140,9 @@ class ClusterSpec:
         return f"ClusterSpec({dict(sorted(self.as_dict().items()))!r})"
 
 
+# Seconds between join()'s checks of whether the job is over.
+JOIN_CHECK_INTERVAL = 0.5
+
 # Servers of this process by target: a Session(target) finds its cluster here.
 _servers: dict[str, Server] = {}
 _servers_lock = threading.Lock()
@@ -242,13 +245,28 @@ class Server:
             self._runtime.serve(self._job_name, self._task_index)
 
     def join(self) -> None:
-        """Block while this task serves (a ps process's last call): until ``stop()``.
+        """Block while this task serves (a ps process's last call), until the job is over.
 
-        The task's state lives in its host on the Ray cluster; this only keeps
-        the process alive, as TensorFlow's ``join`` does.
+        For a ps task the job is over when its host ends (the job's state is
+        gone: the host was killed, or the Ray cluster stopped); for any task,
+        when ``stop()`` is called. A SIGTERM ends the process as it ends any
+        Python program (tf_accum installs no signal handler), and Ctrl-C
+        raises KeyboardInterrupt here. The task's state lives in its host on
+        the Ray cluster; this only keeps the process alive, as TensorFlow's
+        ``join`` does.
         """
-        while not self._stopped.wait(3600.0):
-            pass
+        host_ended = self._host_ended if self._job_name == "ps" else (lambda: False)
+        while not self._stopped.wait(JOIN_CHECK_INTERVAL):
+            if host_ended():
+                return
+
+    def _host_ended(self) -> bool:
+        import ray
+
+        # The host answers this process's life-token call only when it ends.
+        life = self._runtime.host(self._job_name, self._task_index).life
+        ready, _ = ray.wait(life, timeout=0)
+        return bool(ready)
 
     def stop(self) -> None:
         """Let ``join()`` return (TensorFlow's servers cannot be stopped; this is for tests)."""

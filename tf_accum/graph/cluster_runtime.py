@@ -3,9 +3,7 @@ and where each op runs (see tf_accum.graph.remote_run for how runs use it)."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -103,25 +101,9 @@ class ClusterRuntime:
 
     def attach(self) -> None:
         """Attach this process to Ray (see ``Server``)."""
-        from tf_accum.distributed.connect import attach
-        from tf_accum.resources.current import RAY_ADDRESS_VARIABLE
+        from tf_accum.distributed.connect import attach_as_configured
 
-        import_ray_done = False
-        with contextlib.suppress(ImportError):
-            import ray
-
-            import_ray_done = ray.is_initialized()
-        if import_ray_done:
-            return
-        address = os.environ.get(RAY_ADDRESS_VARIABLE)
-        if not address:
-            logger.warning(
-                "tf.train.Server: no Ray cluster attached and %s is not set; starting a "
-                "one-machine cluster in this process, which other processes cannot reach",
-                RAY_ADDRESS_VARIABLE,
-            )
-            address = "local"
-        attach(address)
+        attach_as_configured("tf.train.Server")
 
     def _group(self, job: str) -> Any:
         from tf_accum.distributed.placement import HostGroup
