@@ -150,7 +150,17 @@ def test_the_manual_lists_exactly_the_names_of_tf_accum_compat_v1() -> None:
     while re.search(r"\([^()]*\)", text):  # methods are in brackets
         text = re.sub(r"\([^()]*\)", "", text)
     listed = set(re.findall(r"`([A-Za-z_][\w.]*)`", text))
-    namespaces = {"train", "sparse", "nn", "losses", "random", "initializers", "summary", "math", "linalg"}
+    namespaces = {
+        "train",
+        "sparse",
+        "nn",
+        "losses",
+        "random",
+        "initializers",
+        "summary",
+        "math",
+        "linalg",
+    }
     exported = set(tf_accum_v1.__all__) - namespaces
     for namespace in namespaces:
         module = getattr(tf_accum_v1, namespace)

@@ -16,13 +16,22 @@ name raises an AttributeError saying so.
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
-from tf_accum.compat.v1 import initializers, linalg, losses, math, nn, random, sparse, summary, train
+from tf_accum.compat.v1 import (
+    initializers,
+    linalg,
+    losses,
+    math,
+    nn,
+    random,
+    sparse,
+    summary,
+    train,
+)
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
 from tf_accum.dtypes import __all__ as _dtype_names
-from tf_accum.graph.clip_ops import clip_by_global_norm, clip_by_norm, clip_by_value, global_norm
 from tf_accum.graph.array_ops import (
     broadcast_to,
     concat,
@@ -50,6 +59,7 @@ from tf_accum.graph.array_ops import (
     where_v2,
 )
 from tf_accum.graph.array_ops import range_ as range  # noqa: A004 - TensorFlow's name
+from tf_accum.graph.clip_ops import clip_by_global_norm, clip_by_norm, clip_by_value, global_norm
 from tf_accum.graph.collections import (
     GraphKeys,
     add_to_collection,
@@ -148,7 +158,6 @@ from tf_accum.graph.padding_ops import boolean_mask, cumsum, pad, reverse, seque
 from tf_accum.graph.protos import ConfigProto, GPUOptions, GraphOptions, RunMetadata, RunOptions
 from tf_accum.graph.random_ops import random_normal, random_uniform, truncated_normal
 from tf_accum.graph.random_seed import set_random_seed
-from tf_accum.graph.reduce_ops import reduce_mean, reduce_sum
 from tf_accum.graph.reduce_ops import (
     argmax,
     argmin,
