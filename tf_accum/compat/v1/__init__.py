@@ -13,13 +13,15 @@ autodiff, optimizers) stays with TensorFlow: only the names listed in
 saying so.
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
-from tf_accum.compat.v1 import sparse, train
+from tf_accum.compat.v1 import logging, sparse, train
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
+from tf_accum.compat.v1.v2_behavior import disable_v2_behavior, enable_v2_behavior
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
 from tf_accum.dtypes import __all__ as _dtype_names
 from tf_accum.graph.collections import (
@@ -71,6 +73,15 @@ from tf_accum.graph.variables import (
     assign_sub,
 )
 from tf_accum.indexed_slices import IndexedSlices
+
+# TensorFlow 1's older names
+initialize_all_variables = global_variables_initializer
+initialize_local_variables = local_variables_initializer
+
+# Modules that need absl-py (the tf1 extra): imported when first used.
+_ON_FIRST_USE = {"app": "tf_accum.compat.v1.app", "flags": "tf_accum.compat.v1.flags"}
+if TYPE_CHECKING:
+    from tf_accum.compat.v1 import app, flags
 
 __all__ = [
     "ConditionalAccumulatorBase",
@@ -147,6 +158,14 @@ __all__ = [
     # placement on a TF1 cluster
     "device",
     "DeviceSpec",
+    # what TF1 programs use around their training loop
+    "app",
+    "flags",
+    "logging",
+    "disable_v2_behavior",
+    "enable_v2_behavior",
+    "initialize_all_variables",
+    "initialize_local_variables",
     *_dtype_names,
 ]
 
@@ -156,6 +175,8 @@ if not TYPE_CHECKING:  # type checkers keep reporting unknown names as errors
     def __getattr__(name: str) -> object:
         # A TF1 program using a name we lack learns what graph mode covers, not just
         # that it failed.
+        if name in _ON_FIRST_USE:
+            return importlib.import_module(_ON_FIRST_USE[name])
         if name.startswith("__"):
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         raise AttributeError(
