@@ -17,9 +17,10 @@ import importlib
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
-from tf_accum.compat.v1 import logging, sparse, train
+from tf_accum.compat.v1 import logging, queue, sparse, train
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
+from tf_accum.compat.v1.queues import FIFOQueue, QueueBase
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
 from tf_accum.compat.v1.v2_behavior import disable_v2_behavior, enable_v2_behavior
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
@@ -166,6 +167,10 @@ __all__ = [
     "enable_v2_behavior",
     "initialize_all_variables",
     "initialize_local_variables",
+    # queues
+    "FIFOQueue",
+    "QueueBase",
+    "queue",
     *_dtype_names,
 ]
 

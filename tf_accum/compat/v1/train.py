@@ -1,5 +1,6 @@
 """``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators, and its cluster."""
 
+from tf_accum.compat.v1 import queue_runner
 from tf_accum.graph.cluster import ClusterSpec, Server
 from tf_accum.graph.coordinator import Coordinator
 from tf_accum.graph.global_step import (
@@ -8,6 +9,7 @@ from tf_accum.graph.global_step import (
     get_or_create_global_step,
     global_step,
 )
+from tf_accum.graph.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
 from tf_accum.graph.replica import replica_device_setter
 
 __all__ = [
@@ -19,4 +21,8 @@ __all__ = [
     "ClusterSpec",
     "Server",
     "replica_device_setter",
+    "QueueRunner",
+    "add_queue_runner",
+    "start_queue_runners",
+    "queue_runner",
 ]
