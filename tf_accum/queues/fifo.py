@@ -21,6 +21,7 @@ added.
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import threading
 import time
@@ -40,6 +41,11 @@ Element = tuple[Array, ...]
 
 # How TensorFlow names the queues' resource type in its messages.
 _TYPE_NAME = "N10tensorflow14QueueInterfaceE"
+
+# A wait says what it waits for after this long, then again after twice as long, ...
+REPORT_AFTER = 60.0  # seconds
+
+_log = logging.getLogger("tf_accum")
 
 
 def missing_queue_error(label: str) -> errors.NotFoundError:
@@ -294,17 +300,23 @@ class FIFOQueue:
                 if key is None:
                     assert cancellation.error is not None
                     self._withdraw(attempt, cancellation.error)
+            start = time.monotonic()
             deadline = None
             if timeout is not None and not math.isinf(timeout):
-                deadline = time.monotonic() + timeout
+                deadline = start + timeout
+            report = start + REPORT_AFTER
             while not attempt.done:
-                wait = threading.TIMEOUT_MAX
+                wait = max(0.0, report - time.monotonic())
                 if deadline is not None:
                     wait = min(wait, max(0.0, deadline - time.monotonic()))
                 if attempt.wakeup.acquire(True, wait):
                     break
-                if deadline is not None and time.monotonic() >= deadline:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
                     self._withdraw(attempt, _deadline_error())
+                elif now >= report:
+                    self._report(attempt, now - start)
+                    report = now + (now - start)
         finally:
             if cancellation is not None and key is not None:
                 cancellation.unregister(key)
@@ -313,6 +325,22 @@ class FIFOQueue:
                 self._withdraw(attempt, _cancelled_error(attempt.kind))
         if attempt.error is not None:
             raise _copy(attempt.error)
+
+    def _report(self, attempt: _Attempt, waited: float) -> None:
+        """Log what a long wait waits for (read under the lock, logged outside it)."""
+        with self._lock:
+            if attempt.kind == "dequeue":
+                what = f"a dequeue of {attempt.n} element(s) ({len(attempt.taken)} taken so far)"
+            elif attempt.kind == "close":
+                what = "a close (behind the enqueues waiting before it)"
+            else:
+                what = f"an enqueue ({len(attempt.elements)} element(s) still to add)"
+            state = (
+                f"it holds {len(self._items)} element(s), capacity {self.spec.capacity}, "
+                f"{'closed' if self._closed else 'open'}; {len(self._enqueuers)} enqueue(s) "
+                f"and {len(self._dequeuers)} dequeue(s) wait"
+            )
+        _log.warning("FIFOQueue '%s': %s has waited %.0f s; %s", self.name, what, waited, state)
 
     def _withdraw(self, attempt: _Attempt, error: errors.OpError) -> None:
         """Take ``attempt`` out of its line unless it completed already; a
@@ -330,7 +358,7 @@ class FIFOQueue:
             self._finish_locked(attempt, error)
             self._flush_locked()
 
-    def num_waiting(self) -> tuple[int, int]:
+    def waiting(self) -> tuple[int, int]:
         """The enqueue (and close) attempts and the dequeue attempts waiting now."""
         with self._lock:
             return len(self._enqueuers), len(self._dequeuers)
