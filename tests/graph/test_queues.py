@@ -530,3 +530,14 @@ def test_many_threads_move_every_element_once() -> None:
     for c in consumers:
         c.result()
     assert sorted(received) == sorted(i for k in range(4) for i in range(100 * k, 100 * k + 50))
+
+
+@pytest.mark.usefixtures("graph")
+def test_a_queue_on_another_task_of_a_cluster_is_refused_clearly() -> None:
+    from tf_accum.graph.host_steps import write_steps
+
+    with tf.device("/job:ps/task:0"):
+        q = tf.FIFOQueue(2, tf.int32, shapes=[[]])
+    for op in (q.queue_ref.op, q.enqueue(1), q.dequeue().op):
+        with pytest.raises(errors.UnimplementedError, match="not on a ps task yet"):
+            write_steps([op], {}, {}, [])
