@@ -346,6 +346,28 @@ def test_ctrl_c_withdraws_a_waiting_dequeue() -> None:
     assert waiting(h) == (0, 0) and labels(h) == [1]
 
 
+@pytest.mark.usefixtures("graph")
+def test_ctrl_c_withdraws_a_dequeue_a_session_runs() -> None:
+    q = tf.FIFOQueue(3, tf.int32, shapes=[[]])
+    fill = q.enqueue(1)
+    take_two = q.dequeue_many(2)
+    with tf.Session() as sess:
+        sess.run(fill)
+        handle = sess.run(q.queue_ref)
+
+        def interrupt() -> None:
+            wait_until(lambda: waiting(handle, sess.table) == (0, 1))
+            os.kill(os.getpid(), signal.SIGINT)
+
+        sender = threading.Thread(target=interrupt, daemon=True)
+        sender.start()
+        with pytest.raises(KeyboardInterrupt):
+            sess.run(take_two, options=BOUNDED)
+        sender.join(WAIT)
+        assert waiting(handle, sess.table) == (0, 0)
+        assert sess.run(q.size()) == 1
+
+
 def test_a_long_wait_says_what_it_waits_for(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
