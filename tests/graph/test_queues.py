@@ -563,3 +563,8 @@ def test_a_queue_on_another_task_of_a_cluster_is_refused_clearly() -> None:
     for op in (q.queue_ref.op, q.enqueue(1), q.dequeue().op):
         with pytest.raises(errors.UnimplementedError, match="not on a ps task yet"):
             write_steps([op], {}, {}, [])
+
+
+def test_accumulator_stats_refuses_a_queue() -> None:
+    with pytest.raises(errors.InvalidArgumentError, match="needs an accumulator"):
+        tfa.accumulator_stats(queue_handle())
