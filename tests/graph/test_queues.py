@@ -27,6 +27,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import BOUNDED
 from tests.helpers import WAIT, Background, wait_until
 from tf_accum import errors
+from tf_accum.dtypes import string_ref
 from tf_accum.queues import fifo
 from tf_accum.resources import current_table
 
@@ -568,3 +569,25 @@ def test_a_queue_on_another_task_of_a_cluster_is_refused_clearly() -> None:
 def test_accumulator_stats_refuses_a_queue() -> None:
     with pytest.raises(errors.InvalidArgumentError, match="needs an accumulator"):
         tfa.accumulator_stats(queue_handle())
+
+
+@pytest.mark.usefixtures("graph")
+def test_a_token_queue_as_sync_replicas_programs_build_it() -> None:
+    # unbounded, dtype from the global step's base_dtype, shapes=() for one
+    # scalar component, a dtype given by its enum number
+    step = tf.train.get_or_create_global_step()
+    tokens = tf.FIFOQueue(-1, step.dtype.base_dtype, shapes=(), shared_name="sync_token_q")
+    dummy = tf.FIFOQueue(1, 3, shapes=(), shared_name="dummy_queue")
+    assert (tokens.shapes, tokens.dtypes, dummy.dtypes) == (
+        [tf.TensorShape([])],
+        [tf.int64],
+        [tf.int32],
+    )
+    with tf.control_dependencies([step.assign_add(1)]):
+        put = tokens.enqueue_many((tf.zeros([3], tf.int64),))
+    take = tokens.dequeue()
+    with tf.Session() as sess:
+        sess.run(step.initializer)
+        sess.run(put)
+        assert (sess.run(tokens.size()), sess.run(take), sess.run(step)) == (3, 0, 1)
+    assert string_ref.base_dtype == tf.string and tf.int64.base_dtype == tf.int64
