@@ -113,3 +113,21 @@ def test_the_graph_def_lists_every_node_in_order(graph: tf.Graph) -> None:
         ("b", b.op.type, ["a", "a"]),
     ]
     assert nodes[1].attr["T"].type == 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "text"),
+    [
+        (None, "shape { unknown_rank: true }"),
+        (tf.TensorShape([1, 5, 2, 8]), "shape { dim { size: 1 } dim { size: 5 } dim { size: 2 } "),
+    ],
+)
+def test_what_tensorflows_sparse_accumulator_kernel_tests_compare(shape: Any, text: str) -> None:
+    # the constructor checks of TensorFlow's own sparse accumulator tests
+    q = tf.SparseConditionalAccumulator(tf.float32, name="Q", shape=shape)
+    shape_text = text if shape is None else text + "dim { size: 8 } }"
+    assert_proto_equals(
+        "name: 'Q' op: 'SparseConditionalAccumulator'"
+        f" attr {{ key: 'shape' value {{ {shape_text} }} }}" + _ACCUMULATOR_ATTRS,
+        q.accumulator_ref.op.node_def,
+    )
