@@ -33,6 +33,8 @@ RAW_OPS = [
     "SparseApplyAdadelta", "ResourceApplyAdadelta", "ResourceSparseApplyAdadelta", "ApplyFtrl",
     "SparseApplyFtrl", "ResourceApplyFtrl", "ResourceSparseApplyFtrl", "ApplyFtrlV2",
     "SparseApplyFtrlV2", "ResourceApplyFtrlV2", "ResourceSparseApplyFtrlV2",
+    "FIFOQueueV2", "QueueEnqueueV2", "QueueEnqueueManyV2", "QueueDequeueV2",
+    "QueueDequeueManyV2", "QueueDequeueUpToV2", "QueueSizeV2", "QueueCloseV2", "QueueIsClosedV2",
 ]  # fmt: skip
 CLASSES = {
     "ConditionalAccumulatorBase": ["__init__", "num_accumulated", "set_global_step"],
@@ -41,6 +43,8 @@ CLASSES = {
     "SparseConditionalAccumulator": ["__init__", "apply_grad", "apply_indexed_slices_grad",
                                      "take_grad", "take_indexed_slices_grad", "num_accumulated",
                                      "set_global_step"],
+    "FIFOQueue": ["__init__", "enqueue", "enqueue_many", "dequeue", "dequeue_many",
+                  "dequeue_up_to", "size", "close", "is_closed"],
 }  # fmt: skip
 # Our documented keyword-only additions (docs/departures.md T2): name -> default.
 ADDITIONS = {
@@ -50,6 +54,21 @@ ADDITIONS = {
     "ConditionalAccumulator.take_grad": {"timeout": None},
     "SparseConditionalAccumulator.take_grad": {"timeout": None},
     "SparseConditionalAccumulator.take_indexed_slices_grad": {"timeout": None},
+    # docs/departures.md T28: the queue ops that can wait
+    **{
+        f"raw_ops.{op}": {"timeout": None}
+        for op in (
+            "QueueEnqueueV2",
+            "QueueEnqueueManyV2",
+            "QueueDequeueV2",
+            "QueueDequeueManyV2",
+            "QueueDequeueUpToV2",
+            "QueueCloseV2",
+        )
+    },
+    "FIFOQueue.dequeue": {"timeout": None},
+    "FIFOQueue.dequeue_many": {"timeout": None},
+    "FIFOQueue.dequeue_up_to": {"timeout": None},
 }
 
 

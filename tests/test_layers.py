@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
         "tf_accum.context_blocks",
         "tf_accum.scipy_export",
     ),
-    ("tf_accum.accumulators",),
+    ("tf_accum.accumulators", "tf_accum.queues"),
     ("tf_accum.resources",),
     ("tf_accum.raw_ops", "tf_accum.indexed_slices", "tf_accum.tensor_conversion"),
     ("tf_accum.distributed",),

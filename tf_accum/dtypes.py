@@ -67,6 +67,12 @@ class DType:
         raise TypeError(f"{self.name} has no numpy equivalent")
 
     @property
+    def base_dtype(self) -> DType:
+        """The non-reference type: itself, or ``string`` for ``string_ref`` (TF1
+        code writes ``variable.dtype.base_dtype``)."""
+        return string if self.name == "string_ref" else self
+
+    @property
     def is_floating(self) -> builtins.bool:
         return self.name == "bfloat16" or (
             self._numpy_dtype is not None and self._numpy_dtype.kind == "f"

@@ -106,14 +106,35 @@ def test_global_step_functions() -> None:
         assert tf.train.global_step(sess, step.read_value()) == 3
 
 
+def test_a_variable_called_global_step_is_found_by_name() -> None:
+    # a TF1 program's own step: TensorFlow 2.21 after disable_v2_behavior()
+    # (reference variables) returns it; tf_accum returns the variable
+    # (docs/departures.md T27: TensorFlow's resource variables are refused)
+    step = tf.Variable(0, name="global_step", trainable=False)
+    assert tf.train.get_global_step() is step
+    assert tf.train.get_or_create_global_step() is step
+    with pytest.raises(ValueError, match=r'^"global_step" already exists\.$'):
+        tf.train.create_global_step()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(step.assign_add(2))
+        assert tf.train.global_step(sess, tf.train.get_global_step()) == 2
+
+
 def test_a_global_step_found_by_name_must_be_an_integer_scalar() -> None:
-    # TensorFlow 2.21 finds the tensor global_step:0, a resource variable's
-    # handle, and refuses it (resource is no integer type)
-    tf.Variable(0, name="global_step", trainable=False)
+    # as TensorFlow 2.21 with reference variables: float32 and a vector refused
+    tf.Variable(0.0, name="global_step", trainable=False)
     with pytest.raises(TypeError, match=r'^Existing "global_step" does not have integer type: '):
         tf.train.get_global_step()
     with pytest.raises(TypeError, match="does not have integer type"):
         tf.train.create_global_step()
+    with tf.Graph().as_default():
+        tf.Variable([0, 1], name="global_step")
+        with pytest.raises(TypeError, match=r'^Existing "global_step" is not scalar: \(2,\)$'):
+            tf.train.get_global_step()
+    with tf.Graph().as_default():
+        constant = tf.constant(3, name="global_step")
+        assert tf.train.get_global_step() is constant
 
 
 def test_several_global_steps_log_an_error(caplog: pytest.LogCaptureFixture) -> None:

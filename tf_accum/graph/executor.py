@@ -40,9 +40,20 @@ if TYPE_CHECKING:
 
 JOIN_WAIT = 30.0  # seconds for a cancelled take's thread to return; only reached if broken
 TAKE_THREADS = 8  # threads a run's takes share (TensorFlow's inter-op pool is about as large)
-# ops that can let a waiting take return: they add gradients or destroy an accumulator
+# ops that can let a waiting take return: they add gradients or destroy an accumulator;
+# and the queue ops, each of which can let a waiting enqueue or dequeue go on
 _SERVING_SUFFIX = "ApplyGradient"
-_SERVING_TYPES = frozenset({"DestroyResourceOp"})
+_SERVING_TYPES = frozenset(
+    {
+        "DestroyResourceOp",
+        "QueueEnqueueV2",
+        "QueueEnqueueManyV2",
+        "QueueDequeueV2",
+        "QueueDequeueManyV2",
+        "QueueDequeueUpToV2",
+        "QueueCloseV2",
+    }
+)
 
 
 def deadline_error() -> errors.DeadlineExceededError:

@@ -1,7 +1,9 @@
 """The global step: the int64 scalar variable a TF1 training loop counts its steps in.
 
 It is the graph's ``GLOBAL_STEP`` collection's only item, or else the tensor
-called ``global_step:0``, as in TensorFlow.
+called ``global_step:0``, as in TensorFlow. A TF1 program's own
+``tf.Variable(0, name="global_step", trainable=False)`` is found by that name
+and returned (docs/departures.md T27).
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ def get_global_step(graph: Graph | None = None) -> Any:
     ``global_step:0`` if there is one; None if neither, or (logged as an
     error) if the collection holds several.
 
+    A variable called ``global_step`` outside the collection is found by
+    its tensor ``global_step:0`` (its handle): the variable is returned, as
+    TensorFlow returns a TF1 program's variable (a reference variable there).
+
     Raises:
-        TypeError: what was found is not an integer scalar. A variable named
-            ``global_step`` that is not in the collection is found by its
-            tensor ``global_step:0``, its handle (dtype resource), so this is
-            raised for it, as TensorFlow does for resource variables.
+        TypeError: what was found is not an integer scalar (a float variable
+            called ``global_step``, a vector).
     """
     graph = graph or mode.get_default_graph()
     found = graph.get_collection(GLOBAL_STEP)
@@ -44,8 +48,20 @@ def get_global_step(graph: Graph | None = None) -> Any:
             step = graph.get_tensor_by_name("global_step:0")
         except KeyError:
             return None
+        step = _variable_of(graph, step)
     _check_global_step(step)
     return step
+
+
+def _variable_of(graph: Graph, tensor: Tensor) -> Variable | Tensor:
+    """The variable whose handle ``tensor`` is, or ``tensor`` itself."""
+    if tensor.op.type != "VarHandleOp":
+        return tensor
+    for key in graph.get_all_collection_keys():
+        for item in graph.get_collection(key):
+            if isinstance(item, Variable) and item.op is tensor.op:
+                return item
+    return tensor
 
 
 def _check_global_step(step: Any) -> None:

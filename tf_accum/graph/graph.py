@@ -109,6 +109,14 @@ class Operation:
             raise ValueError(f"Operation '{self._name}' has no attr named '{name}'.")
         return self._attrs[name]
 
+    @property
+    def node_def(self) -> Any:
+        """This op as TensorFlow's NodeDef protocol buffer (name, op, inputs with
+        ``^`` control inputs, device, attributes); needs protobuf."""
+        from tf_accum.graph.node_def import node_def
+
+        return node_def(self)
+
     def run(self, feed_dict: Any = None, session: Any = None) -> None:
         """Run this op in ``session`` (default: the default session).
 
@@ -396,6 +404,13 @@ class Graph:
     def get_operations(self) -> list[Operation]:
         with self._lock:
             return list(self._ops.values())
+
+    def as_graph_def(self, from_version: Any = None, add_shapes: bool = False) -> Any:
+        """The graph as TensorFlow's GraphDef protocol buffer: every op's
+        ``node_def``, in the order they were made; needs protobuf."""
+        from tf_accum.graph.node_def import graph_def
+
+        return graph_def(self)
 
     def get_operation_by_name(self, name: str) -> Operation:
         """The op called ``name``.

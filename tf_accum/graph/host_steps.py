@@ -48,6 +48,10 @@ VARIABLE_METHODS = {
 }
 
 
+# The queue ops: they run only in the session's own process (see write_steps).
+QUEUE_TYPES = frozenset(name for name in NODE_SPECS if "Queue" in name)
+
+
 class RawStep:
     """A RAW step, decoded: its kernel, and which inputs are the handle and the count."""
 
@@ -193,6 +197,15 @@ def write_steps(
         if op.type in TRAINING_OPS:
             steps.append(_training_step(op, attrs, index, values, computed, slots))
             continue
+        if op.type in QUEUE_TYPES:
+            raise errors.UnimplementedError(
+                None,
+                None,
+                f"{op.type} op {op.name!r} is placed on another task of the cluster "
+                f"({op.device}): tf_accum keeps a queue in the process whose session runs "
+                "it, not on a ps task yet; place the queue and its ops on the worker "
+                "(with tf.device)",
+            )
         spec = NODE_SPECS[op.type]
         if spec.constructor:
             steps.append((MAKE, op.type, op.name, attrs))

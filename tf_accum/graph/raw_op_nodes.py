@@ -26,12 +26,19 @@ from tf_accum.raw_ops._convert import truncated_integers
 from tf_accum.raw_ops._keyword_only import NOT_BUILT, set_graph_builder, snake_case
 from tf_accum.raw_ops._timeout import check_timeout
 from tf_accum.raw_ops.constructors import accumulator_dtype, string_attr
-from tf_accum.raw_ops.op_table import HANDLE, OPS, VALUES, OpSignature
+from tf_accum.raw_ops.op_table import (
+    COMPONENT_TYPES,
+    COMPONENTS,
+    HANDLE,
+    OPS,
+    VALUES,
+    OpSignature,
+)
 from tf_accum.raw_ops.training import TRAINING_OPS
 
 # Inputs whose kernel check is "must be a scalar": a known static rank other
 # than 0 is refused when the node is built, as TensorFlow's shape functions do.
-_SCALAR_INPUTS = ("local_step", "new_global_step", "num_required")
+_SCALAR_INPUTS = ("local_step", "new_global_step", "num_required", "n")
 _HANDLE_DTYPES = (resource, string_ref)
 
 
@@ -74,13 +81,25 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
         # string attributes of the wrong type are refused when built, as TensorFlow's builder does
         for key in ("container", "shared_name"):
             attrs[key] = string_attr(attrs.get(key), key)
+    if COMPONENT_TYPES in attrs:
+        attrs[COMPONENT_TYPES] = _dtype_list(attrs[COMPONENT_TYPES])
     if spec.blocking:
         # a bad timeout is a Python argument error: refused when built, as eagerly
         attrs["timeout"] = check_timeout(attrs.get("timeout"))
     op_name = graph.unique_name(kwargs.get("name") or op_type)
-    inputs = [_input(graph, op_type, op_name, arg, kind, kwargs[arg]) for arg, kind in spec.inputs]
+    inputs = [
+        _input(graph, op_type, op_name, arg, kind, kwargs[arg])
+        for arg, kind in spec.inputs
+        if kind != COMPONENTS
+    ]
     _check_scalars(op_type, op_name, spec, inputs)
-    outputs = [(_output_dtype(spec, kind, attrs), TensorShape(None)) for kind in spec.outputs]
+    for arg, kind in spec.inputs:
+        if kind == COMPONENTS:  # always the last input
+            inputs += _component_inputs(graph, op_name, kwargs[arg])
+    if spec.outputs == (COMPONENT_TYPES,):
+        outputs = [(dtype, TensorShape(None)) for dtype in attrs[COMPONENT_TYPES]]
+    else:
+        outputs = [(_output_dtype(spec, kind, attrs), TensorShape(None)) for kind in spec.outputs]
     if spec.constructor or spec.scalar_output:
         outputs = [(outputs[0][0], TensorShape([]))]
     kernel = _constructor_kernel(func, attrs) if spec.constructor else _kernel(func, spec, attrs)
@@ -93,6 +112,8 @@ def build(graph: Graph, op_type: str, func: Callable[..., Any], kwargs: dict[str
         attrs=attrs,
         blocking=spec.blocking,
     )
+    if spec.outputs == (COMPONENT_TYPES,):
+        return list(op.outputs)
     if not op.outputs:
         return op
     if len(op.outputs) == 3:
@@ -120,6 +141,19 @@ def check_arguments(op_type: str, func: Callable[..., Any], kwargs: dict[str, An
         )
         noun = "argument" if len(missing) == 1 else "arguments"
         raise TypeError(f"{function}() missing {len(missing)} required positional {noun}: {listed}")
+
+
+def _dtype_list(value: Any) -> tuple[DType, ...]:
+    """A list(type) attribute (a single dtype is a list of one)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(as_dtype(t) for t in value)
+    return (as_dtype(value),)
+
+
+def _component_inputs(graph: Graph, op_name: str, value: Any) -> list[Tensor]:
+    """A list input: each value a tensor of its own dtype."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    return [graph_input(graph, v, name=f"{op_name}/component_{i}/") for i, v in enumerate(values)]
 
 
 def _output_dtype(spec: OpSignature, kind: str, attrs: dict[str, Any]) -> DType:
@@ -201,7 +235,8 @@ def _handle_constant(graph: Graph, value: Any, name: str) -> Tensor:
 
 
 def _check_scalars(op_type: str, op_name: str, spec: OpSignature, inputs: Sequence[Tensor]) -> None:
-    for (arg, _), tensor in zip(spec.inputs, inputs, strict=True):
+    single = [(arg, kind) for arg, kind in spec.inputs if kind != COMPONENTS]
+    for (arg, _), tensor in zip(single, inputs, strict=True):
         rank = tensor.shape.rank
         if arg in _SCALAR_INPUTS and rank is not None and rank != 0:
             shapes = ", ".join(_shape_text(t.shape) for t in inputs)
@@ -228,13 +263,16 @@ def _constructor_kernel(func: Callable[..., Any], attrs: dict[str, Any]) -> Any:
 
 
 def _kernel(func: Callable[..., Any], spec: OpSignature, attrs: dict[str, Any]) -> Any:
-    names = [arg for arg, _ in spec.inputs]
+    names = [arg for arg, kind in spec.inputs if kind != COMPONENTS]
+    listed = next((arg for arg, kind in spec.inputs if kind == COMPONENTS), None)
     fixed = dict(attrs)
     takes = spec.blocking
-    single = len(spec.outputs) == 1
+    single = len(spec.outputs) == 1 and spec.outputs != (COMPONENT_TYPES,)
 
     def kernel(context: RunContext, inputs: list[Any]) -> Sequence[Any]:
-        arguments = dict(zip(names, inputs, strict=True))
+        arguments = dict(zip(names, inputs, strict=False))
+        if listed is not None:
+            arguments[listed] = inputs[len(names) :]
         arguments.update(fixed)
         if takes:
             arguments["timeout"] = context.remaining(fixed.get("timeout"))

@@ -43,6 +43,15 @@ from tf_accum.raw_ops.dense import (
     ResourceAccumulatorTakeGradient as ResourceAccumulatorTakeGradient,
 )
 from tf_accum.raw_ops.op_table import OPS
+from tf_accum.raw_ops.queues import FIFOQueueV2 as FIFOQueueV2
+from tf_accum.raw_ops.queues import QueueCloseV2 as QueueCloseV2
+from tf_accum.raw_ops.queues import QueueDequeueManyV2 as QueueDequeueManyV2
+from tf_accum.raw_ops.queues import QueueDequeueUpToV2 as QueueDequeueUpToV2
+from tf_accum.raw_ops.queues import QueueDequeueV2 as QueueDequeueV2
+from tf_accum.raw_ops.queues import QueueEnqueueManyV2 as QueueEnqueueManyV2
+from tf_accum.raw_ops.queues import QueueEnqueueV2 as QueueEnqueueV2
+from tf_accum.raw_ops.queues import QueueIsClosedV2 as QueueIsClosedV2
+from tf_accum.raw_ops.queues import QueueSizeV2 as QueueSizeV2
 from tf_accum.raw_ops.sparse import (
     SparseAccumulatorApplyGradient as SparseAccumulatorApplyGradient,
 )

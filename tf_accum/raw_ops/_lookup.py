@@ -6,6 +6,7 @@ from typing import Any
 
 from tf_accum import errors
 from tf_accum.accumulators.protocol import Accumulator
+from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.dtypes import as_dtype
 from tf_accum.raw_ops._convert import handle_of
 from tf_accum.resources import current_table
@@ -23,6 +24,13 @@ def accumulator(handle: Any, op_name: str, kind: str | None = None) -> Accumulat
         InvalidArgumentError: the accumulator is of the other kind.
     """
     found = current_table().lookup(handle_of(handle))
+    if not isinstance(found.spec, AccumulatorSpec):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"{op_name} needs an accumulator, but handle {handle} refers to "
+            f"{found.spec.describe()} ({found.label})",
+        )
     if kind is not None and found.spec.kind != kind:
         other = "SparseAccumulator" if found.spec.kind == "sparse" else "Accumulator"
         raise errors.InvalidArgumentError(

@@ -156,9 +156,10 @@ def accumulator_stats(handle: Any) -> dict[str, int | None]:
 
     Raises:
         NotFoundError: the handle was destroyed.
+        InvalidArgumentError: the handle is a queue's.
         TypeError: not an integer handle.
     """
-    stats: dict[str, int | None] = current_table().lookup(handle_of(handle)).stats()
+    stats: dict[str, int | None] = _lookup.accumulator(handle, "accumulator_stats").stats()
     return stats
 
 

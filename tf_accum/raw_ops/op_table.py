@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 HANDLE = "handle"
 VALUES = "T"  # the gradient's own dtype, inferred from the value
+COMPONENTS = "Tcomponents"  # an input: a list of values, each of its own dtype (the last input)
+COMPONENT_TYPES = "component_types"  # the outputs: one per dtype of that attribute
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,23 @@ def _handle_ops(prefix: str) -> dict[str, OpSignature]:
     }
 
 
+def _queue_ops() -> dict[str, OpSignature]:
+    h = ((HANDLE, HANDLE),)
+    enqueue = OpSignature((*h, ("components", COMPONENTS)), (), blocking=True)
+    many = OpSignature((*h, ("n", "int32")), (COMPONENT_TYPES,), blocking=True)
+    return {
+        "FIFOQueueV2": OpSignature((), ("resource",), constructor=True),
+        "QueueEnqueueV2": enqueue,
+        "QueueEnqueueManyV2": enqueue,
+        "QueueDequeueV2": OpSignature(h, (COMPONENT_TYPES,), blocking=True),
+        "QueueDequeueManyV2": many,
+        "QueueDequeueUpToV2": many,
+        "QueueSizeV2": OpSignature(h, ("int32",), scalar_output=True),
+        "QueueCloseV2": OpSignature(h, (), blocking=True),
+        "QueueIsClosedV2": OpSignature(h, ("bool",), scalar_output=True),
+    }
+
+
 OPS: dict[str, OpSignature] = {
     "ConditionalAccumulator": OpSignature((), ("string_ref",), constructor=True),
     "ResourceConditionalAccumulator": OpSignature((), ("resource",), constructor=True),
@@ -58,4 +77,5 @@ OPS: dict[str, OpSignature] = {
         ((HANDLE, HANDLE), ("num_required", "int32")), ("int64", "dtype", "int64"), blocking=True
     ),
     "DestroyResourceOp": OpSignature((("resource", HANDLE),), ()),
+    **_queue_ops(),
 }

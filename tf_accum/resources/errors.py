@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
 from tf_accum.accumulators.missing import missing_resource_error
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_CONTAINER",
     "missing_resource_error",
+    "shared_queue_conflict",
     "shared_spec_conflict",
     "unknown_handle_label",
 ]
@@ -36,3 +37,27 @@ def shared_spec_conflict(
         f"{requested.describe()}. An accumulator shared by name must be created with the "
         "same kind, dtype, shape and reduction_type.",
     )
+
+
+def shared_queue_conflict(name: str, found: Any, requested: Any) -> errors.InvalidArgumentError:
+    """The error for a queue's shared name already used with other attributes,
+    or by an accumulator (TensorFlow's words for the attribute that differs)."""
+    if getattr(found, "kind", None) != requested.kind or not hasattr(found, "capacity"):
+        text = f"Shared resource '{name}' is {found.describe()}, not {requested.describe()}"
+    elif found.component_types != requested.component_types:
+        text = (
+            f"Shared queue '{name}' has component types "
+            f"{', '.join(t.kernel_name for t in found.component_types)} but requested component "
+            f"types were {', '.join(t.kernel_name for t in requested.component_types)}"
+        )
+    elif found.capacity != requested.capacity:
+        text = (
+            f"Shared queue '{name}' has capacity {found.capacity} but requested capacity was "
+            f"{requested.capacity}"
+        )
+    else:
+        text = (
+            f"Shared queue '{name}' has component shapes {found.describe()} but requested "
+            f"{requested.describe()}"
+        )
+    return errors.InvalidArgumentError(None, None, text)

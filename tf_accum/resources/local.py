@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from tf_accum.accumulators.base import AccumulatorBase
@@ -14,6 +15,7 @@ from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.resources.errors import (
     DEFAULT_CONTAINER,
     missing_resource_error,
+    shared_queue_conflict,
     shared_spec_conflict,
 )
 from tf_accum.resources.table import REMEMBERED_DESTROYED, HandleTable
@@ -93,6 +95,36 @@ class LocalResourceTable(HandleTable[AccumulatorBase[Any]]):
                 name = private_name(private_name_base)
             handle = next_handle()
             self._live[handle] = new_accumulator(spec, f"{container}/{name}")
+            if shared_name:
+                self._by_name[(container, shared_name)] = handle
+                self._shared_key[handle] = (container, shared_name)
+            return handle
+
+    def create_queue(
+        self,
+        container: str,
+        shared_name: str,
+        private_name_base: str,
+        spec: Any,
+        make: Callable[[str], Any],
+    ) -> int:
+        container = container or DEFAULT_CONTAINER
+        if self._doomed:
+            self._reap()
+        with self._lock:
+            if shared_name:
+                existing = self._by_name.get((container, shared_name))
+                if existing is not None:
+                    found = self._live[existing]
+                    if found.spec != spec:
+                        raise shared_queue_conflict(shared_name, found.spec, spec)
+                    return existing
+                name = shared_name
+            else:
+                name = private_name(private_name_base)
+            handle = next_handle()
+            # a queue is held as the accumulators are: a spec, a label, close() to destroy
+            self._live[handle] = make(f"{container}/{name}")
             if shared_name:
                 self._by_name[(container, shared_name)] = handle
                 self._shared_key[handle] = (container, shared_name)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import collections
 import threading
 from abc import ABC, abstractmethod
-from typing import Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
+from tf_accum import errors
 from tf_accum.accumulators.protocol import Accumulator
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.resources.errors import missing_resource_error, unknown_handle_label
@@ -45,6 +47,25 @@ class ResourceTable(ABC):
         Raises:
             InvalidArgumentError: a live accumulator with that name has another spec.
         """
+
+    def create_queue(
+        self,
+        container: str,
+        shared_name: str,
+        private_name: str,
+        spec: Any,
+        make: Callable[[str], Any],
+    ) -> int:
+        """Create a queue with ``make(label)``, or find the live one shared
+        under the same name (``spec`` must then equal its ``spec``).
+
+        Raises:
+            InvalidArgumentError: a live resource with that name has another spec.
+            UnimplementedError: the table keeps no queues (only in-process tables do).
+        """
+        raise errors.UnimplementedError(
+            None, None, f"{type(self).__name__} holds accumulators only; queues live in process"
+        )
 
     @abstractmethod
     def lookup(self, handle: int) -> Accumulator:

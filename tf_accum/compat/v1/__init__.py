@@ -13,15 +13,18 @@ ops. Only the names listed in ``__all__`` exist, and any other TensorFlow 1
 name raises an AttributeError saying so.
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
 from tf_accum import dtypes, errors
 from tf_accum.compat.v1 import (
     initializers,
     linalg,
+    logging,
     losses,
     math,
     nn,
+    queue,
     random,
     sparse,
     summary,
@@ -29,7 +32,9 @@ from tf_accum.compat.v1 import (
 )
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.compat.v1.conditional_accumulator import ConditionalAccumulator
+from tf_accum.compat.v1.queues import FIFOQueue, QueueBase
 from tf_accum.compat.v1.sparse_conditional_accumulator import SparseConditionalAccumulator
+from tf_accum.compat.v1.v2_behavior import disable_v2_behavior, enable_v2_behavior
 from tf_accum.dtypes import *  # noqa: F403 - TensorFlow exposes its dtypes here too
 from tf_accum.dtypes import __all__ as _dtype_names
 from tf_accum.graph.array_ops import (
@@ -190,6 +195,15 @@ from tf_accum.graph.variables import (
 from tf_accum.indexed_slices import IndexedSlices
 
 newaxis = None  # ``t[:, tf.newaxis]``: a new dimension of length 1
+
+# TensorFlow 1's older names
+initialize_all_variables = global_variables_initializer
+initialize_local_variables = local_variables_initializer
+
+# Modules that need absl-py (the tf1 extra): imported when first used.
+_ON_FIRST_USE = {"app": "tf_accum.compat.v1.app", "flags": "tf_accum.compat.v1.flags"}
+if TYPE_CHECKING:
+    from tf_accum.compat.v1 import app, flags
 
 __all__ = [
     "ConditionalAccumulatorBase",
@@ -384,6 +398,18 @@ __all__ = [
     "invert_permutation",
     "unsorted_segment_sum",
     "setdiff1d",
+    # what TF1 programs use around their training loop
+    "app",
+    "flags",
+    "logging",
+    "disable_v2_behavior",
+    "enable_v2_behavior",
+    "initialize_all_variables",
+    "initialize_local_variables",
+    # queues
+    "FIFOQueue",
+    "QueueBase",
+    "queue",
     *_dtype_names,
 ]
 
@@ -393,6 +419,8 @@ if not TYPE_CHECKING:  # type checkers keep reporting unknown names as errors
     def __getattr__(name: str) -> object:
         # A TF1 program using a name we lack learns what graph mode covers, not just
         # that it failed.
+        if name in _ON_FIRST_USE:
+            return importlib.import_module(_ON_FIRST_USE[name])
         if name.startswith("__"):
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         raise AttributeError(

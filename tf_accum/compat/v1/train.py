@@ -1,6 +1,7 @@
 """``tf.compat.v1.train``: what a TF1 training loop uses beside its accumulators, its
 optimizers and its cluster."""
 
+from tf_accum.compat.v1 import queue_runner
 from tf_accum.graph.checkpoint_management import (
     checkpoint_exists,
     get_checkpoint_mtimes,
@@ -34,6 +35,7 @@ from tf_accum.graph.optimizers.momentum import MomentumOptimizer
 from tf_accum.graph.optimizers.moving_averages import ExponentialMovingAverage
 from tf_accum.graph.optimizers.optimizer import Optimizer
 from tf_accum.graph.optimizers.rmsprop import RMSPropOptimizer
+from tf_accum.graph.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
 from tf_accum.graph.replica import replica_device_setter
 from tf_accum.graph.saver import Saver, SaverDef
 
@@ -70,4 +72,8 @@ __all__ = [
     "load_variable",
     "remove_checkpoint",
     "update_checkpoint_state",
+    "QueueRunner",
+    "add_queue_runner",
+    "start_queue_runners",
+    "queue_runner",
 ]

@@ -1,0 +1,1 @@
+"""Queues in process: TensorFlow's FIFOQueue (``fifo.py``), beside the accumulators."""
