@@ -17,10 +17,11 @@ CONSTRUCTORS = {
     "ConditionalAccumulator",
     "ResourceConditionalAccumulator",
     "SparseConditionalAccumulator",
+    "FIFOQueueV2",
 }
 HANDLE_ARGS = {"handle", "resource"}
 INT64_INPUTS = {"local_step", "new_global_step", "gradient_indices", "gradient_shape"}
-INT32_INPUTS = {"num_required"}
+INT32_INPUTS = {"num_required", "n"}
 VALUE_INPUTS = {"gradient", "gradient_values"}
 
 

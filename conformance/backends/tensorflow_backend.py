@@ -125,7 +125,8 @@ class TensorFlowSession:
         tf = self.tf
         if isinstance(out, (tf.Operation, tf.Tensor, tf.IndexedSlices)):
             return True
-        return isinstance(out, tuple) and any(isinstance(o, tf.Tensor) for o in out)
+        # a tuple (a sparse take) or a list (a queue's dequeue raw ops) of tensors
+        return isinstance(out, (tuple, list)) and any(isinstance(o, tf.Tensor) for o in out)
 
     def call(self, call: Call, env: dict[str, Any]) -> tuple[Any, Any]:
         out, feeds, options, constructor = self._build(call, env)

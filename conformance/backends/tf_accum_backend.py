@@ -41,7 +41,10 @@ class TfAccumSession:
         fn, owner = self._target(call, env)
         args = [self._convert(a, env) for a in call.args]
         kwargs = {k: self._convert(v, env) for k, v in call.kwargs.items()}
-        handle = owner.accumulator_ref if owner is not None else kwargs.get("handle")
+        handle = kwargs.get("handle")
+        if owner is not None:  # an accumulator's or a queue's method
+            handle = getattr(owner, "accumulator_ref", None)
+            handle = getattr(owner, "queue_ref", None) if handle is None else handle
         if isinstance(handle, int):
             before = _waiting(handle)
             self._queued = None if before is None else (handle, before)
@@ -83,7 +86,8 @@ class TfAccumSession:
 
 
 def _waiting(handle: int) -> int | None:
-    """How many takes wait on the accumulator ``handle``; None once it is gone."""
+    """How many takes wait on the accumulator ``handle`` (enqueues and
+    dequeues on the queue ``handle``); None once it is gone."""
     try:
         return current_table().lookup(handle).num_waiting()
     except tfa.errors.NotFoundError:

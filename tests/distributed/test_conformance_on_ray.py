@@ -12,8 +12,12 @@ from conformance.outcomes import same_behaviour
 from conformance.runner import run_case
 from conformance.test_conformance import CASES, XFAILS, _golden_records, _ids
 
+# Queues live in the process that uses them: the Ray table holds accumulators only
+# (its create_queue is UnimplementedError), so the queue cases run in process only.
+ON_RAY = [case for case in CASES if case.area != "queue"]
 
-@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+
+@pytest.mark.parametrize("case", ON_RAY, ids=_ids(ON_RAY))
 def test_on_tf_accum_ray(case: Case, ray_cluster, caplog) -> None:
     caplog.set_level(logging.ERROR, "tf_accum")  # cases lower steps on purpose
     run = run_case(case, TfAccumRayBackend(ray_cluster.table))

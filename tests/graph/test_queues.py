@@ -16,7 +16,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -591,3 +595,30 @@ def test_a_token_queue_as_sync_replicas_programs_build_it() -> None:
         sess.run(put)
         assert (sess.run(tokens.size()), sess.run(take), sess.run(step)) == (3, 0, 1)
     assert string_ref.base_dtype == tf.string and tf.int64.base_dtype == tf.int64
+
+
+def test_a_blocked_queue_runner_never_holds_up_the_programs_exit() -> None:
+    # TensorFlow's create_threads() makes non-daemon threads by default, and a
+    # program whose runner waits on a full queue then never exits
+    program = textwrap.dedent(
+        """
+        import tf_accum.compat.v1 as tf
+        tf.disable_eager_execution()
+        q = tf.FIFOQueue(1, tf.int32, shapes=[[]])
+        runner = tf.train.QueueRunner(q, [q.enqueue(1)])
+        sess = tf.Session()
+        threads = runner.create_threads(sess, start=True)  # daemon=False, as TF1 programs call it
+        while sess.run(q.size()) < 1:
+            pass
+        print("exiting with", len(threads), "runner blocked")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=WAIT * 6,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "exiting with 1 runner blocked"

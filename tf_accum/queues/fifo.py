@@ -363,6 +363,11 @@ class FIFOQueue:
         with self._lock:
             return len(self._enqueuers), len(self._dequeuers)
 
+    def num_waiting(self) -> int:
+        """Every attempt waiting now (as an accumulator counts its waiting takes)."""
+        enqueues, dequeues = self.waiting()
+        return enqueues + dequeues
+
 
 def _cancelled_error(kind: str) -> errors.CancelledError:
     what = "Dequeue" if kind == "dequeue" else "Enqueue"
