@@ -68,6 +68,7 @@ from tf_accum.graph.session_run_hook import (
     SessionRunHook,
     SessionRunValues,
 )
+from tf_accum.graph.supervisor import Supervisor
 
 __all__ = [
     "Coordinator",
@@ -131,4 +132,5 @@ __all__ = [
     "GlobalStepWaiterHook",
     "FinalOpsHook",
     "FeedFnHook",
+    "Supervisor",
 ]
