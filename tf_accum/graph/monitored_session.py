@@ -40,6 +40,10 @@ from tf_accum.graph.session_run_hook import (
 
 _log = logging.getLogger("tf_accum")
 
+# how often a non-chief's WorkerSessionCreator checks whether the chief has
+# initialized the model (TensorFlow's SessionManager default; tests shorten it)
+WORKER_RECOVERY_WAIT_SECS: float = 30
+
 # errors after which a MonitoredSession makes a new session (a ps task restarted)
 _PREEMPTION_ERRORS = (errors.AbortedError, errors.UnavailableError)
 
@@ -129,6 +133,7 @@ class WorkerSessionCreator(SessionCreator):
                 ready_op=self._scaffold.ready_op,
                 ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
                 graph=mode.get_default_graph(),
+                recovery_wait_secs=WORKER_RECOVERY_WAIT_SECS,
             )
         return self._session_manager
 
