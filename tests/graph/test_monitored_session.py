@@ -281,7 +281,7 @@ def test_logging_tensor_hook_logs_as_tensorflow(graph: Any, caplog: Any) -> None
     v = tf.constant([1.5, 2.25], name="v")
     n = tf.constant(7, name="n")
     hooks = [
-        tf.train.LoggingTensorHook({"v": v, "n": "n"}, every_n_iter=2),
+        tf.train.LoggingTensorHook({"v": v, "n": "n", "step": step}, every_n_iter=2),
         tf.train.LoggingTensorHook([v.name], at_end=True),
         tf.train.LoggingTensorHook({"n": n}, every_n_iter=3, formatter=lambda d: f"F{d['n']}"),
     ]
@@ -293,13 +293,14 @@ def test_logging_tensor_hook_logs_as_tensorflow(graph: Any, caplog: Any) -> None
             sess.run(inc)
     lines = [r.getMessage().split(" (")[0] for r in caplog.records]
     lines = [line for line in lines if "=" in line or line.startswith("F")]
-    # TensorFlow 2.21's lines (tags sorted for a dict, in order for a list)
+    # TensorFlow 2.21's lines (tags sorted for a dict, in order for a list; the
+    # step read in the same run as the increment is the value before it)
     assert lines == [
-        "n = 7, v = [1.5  2.25]",
+        "n = 7, step = 0, v = [1.5  2.25]",
         "F7",
-        "n = 7, v = [1.5  2.25]",
+        "n = 7, step = 2, v = [1.5  2.25]",
         "F7",
-        "n = 7, v = [1.5  2.25]",
+        "n = 7, step = 4, v = [1.5  2.25]",
         "v:0 = [1.5  2.25]",
     ]
 

@@ -311,7 +311,7 @@ class _MonitoredSession:
             raise RuntimeError("Run called even after should_stop requested.")
         context = SessionRunContext(SessionRunArgs(fetches, feed_dict), self._tf_sess)
         asked: list[tuple[SessionRunHook, int]] = []
-        all_fetches: list[Any] = [fetches]
+        all_fetches: list[Any] = []
         hook_feeds: dict[Any, Any] = {}
         for hook in self._hooks:
             request = hook.before_run(context)
@@ -325,6 +325,10 @@ class _MonitoredSession:
                     raise RuntimeError("Same tensor is fed by two hooks.")
                 hook_feeds.update(request.feed_dict)
         feeds = _merge_feeds(hook_feeds, feed_dict)
+        # The hooks' fetches come first: what they read but the caller's ops
+        # change (the global step) is read before the change, as TensorFlow's
+        # executor usually does for reads made when the model was built.
+        all_fetches.append(fetches)
         try:
             outputs = self._tf_sess.run(all_fetches, feed_dict=feeds, options=options)
         except _PREEMPTION_ERRORS:
@@ -346,7 +350,7 @@ class _MonitoredSession:
                 ),
             )
         self._stop_requested = self._stop_requested or context.stop_requested
-        return outputs[0]
+        return outputs[-1]
 
     def run_step_fn(self, step_fn: Callable[[StepContext], Any]) -> Any:
         """Call ``step_fn(step_context)``: it may run the raw session and runs with hooks.
