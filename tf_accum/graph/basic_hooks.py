@@ -354,6 +354,11 @@ class StepCounterHook(SessionRunHook):
             )
         self._last_global_step = stale
 
+    def end(self, session: Any) -> None:
+        # the writer keeps events until it flushes: write them before the program may exit
+        if self._summary_writer is not None:
+            self._summary_writer.flush()
+
 
 class CheckpointSaverListener:
     """Told before and after each save of a ``CheckpointSaverHook``; ``after_save``
@@ -434,6 +439,7 @@ class CheckpointSaverHook(SessionRunHook):
             self._save(session, last_step)
         for listener in self._listeners:
             listener.end(session, last_step)
+        self._summary_writer.flush()
 
     def _save(self, session: Any, step: Any) -> bool:
         _log.info("Calling checkpoint listeners before saving checkpoint %d...", step)
