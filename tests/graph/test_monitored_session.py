@@ -444,3 +444,36 @@ def test_prepare_session_initializes_and_recover_session_restores(tmp_path: Path
     sess = manager.prepare_session("", init_op=init, saver=saver, checkpoint_dir=str(tmp_path))
     assert sess.run(v) == 5.0  # restored, not initialized
     sess.close()
+
+
+class AbortsOnce(tf.train.SessionRunHook):
+    """Counts the sessions made; the first run fails as when a ps task restarts."""
+
+    def __init__(self) -> None:
+        self.sessions = 0
+        self.aborted = False
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        self.sessions += 1
+
+    def before_run(self, run_context: Any) -> None:
+        if not self.aborted:
+            self.aborted = True
+            raise errors.AbortedError(None, None, "the ps task restarted")
+
+
+def test_monitored_session_makes_a_new_session_after_an_aborted_run(graph: Any) -> None:
+    step = tf.train.get_or_create_global_step()
+    inc = tf.assign_add(step, 1)
+    hook = AbortsOnce()
+    with tf.train.MonitoredSession(hooks=[hook]) as sess:
+        assert sess.run(inc) == 1
+    assert hook.sessions == 2
+
+    hook = AbortsOnce()
+    with (
+        pytest.raises(errors.AbortedError),
+        tf.train.SingularMonitoredSession(hooks=[hook]) as sess,
+    ):
+        sess.run(inc)
+    assert hook.sessions == 1
