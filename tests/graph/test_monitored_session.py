@@ -8,6 +8,9 @@ called in, the steps checkpoints and summaries are written at.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -477,3 +480,29 @@ def test_monitored_session_makes_a_new_session_after_an_aborted_run(graph: Any) 
     ):
         sess.run(inc)
     assert hook.sessions == 1
+
+
+UNCLOSED = """
+import tf_accum.compat.v1 as tf
+tf.disable_eager_execution()
+step = tf.train.get_or_create_global_step()
+queue = tf.FIFOQueue(1, tf.int32, shapes=[])
+tf.train.add_queue_runner(tf.train.QueueRunner(queue, [queue.enqueue(1)]))
+take = queue.dequeue()
+sess = tf.train.MonitoredTrainingSession(checkpoint_dir={logdir!r})
+sess.run(take)
+print("leaving without close", flush=True)
+"""
+
+
+def test_exit_does_not_wait_for_an_unclosed_sessions_queue_runners(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", UNCLOSED.format(logdir=str(tmp_path))],
+        env=dict(os.environ, PYTHONPATH=str(root)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "leaving without close" in done.stdout
