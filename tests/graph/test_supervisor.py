@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
+from tests.helpers import wait_until
 from tf_accum import errors
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -54,11 +55,14 @@ def test_default_ops_checkpoints_and_restart_as_tensorflow(tmp_path: Path) -> No
     assert sv.save_path == str(tmp_path / "model.ckpt")
     assert sv.logdir == str(tmp_path) and sv.recovery_wait_secs == 30
     losses = []
+    latest = tmp_path / "checkpoint"
     with g.as_default(), sv.managed_session() as sess:
+        # the checkpoint thread saves at once, then every 0.5 s
+        wait_until(lambda: latest.exists() and "model.ckpt-0" in latest.read_text(), 10)
         for _ in range(3):
             _, value = sess.run([train, loss])
             losses.append(float(value))
-        time.sleep(1.2)  # the checkpoint thread saves at once, then after 0.5 s
+        wait_until(lambda: "model.ckpt-3" in latest.read_text(), 10)
         assert not sv.should_stop()
     assert sv.should_stop()
     assert losses == pytest.approx([5.0, 3.200000286102295, 2.047999858856201], rel=1e-6)
