@@ -7,6 +7,8 @@ called in, the steps checkpoints and summaries are written at.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
 import os
 import subprocess
@@ -20,6 +22,8 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
+from tests import background
+from tests.graph.tensorflow_monitored import record
 from tests.graph.test_hooks import events_in
 from tf_accum import errors
 
@@ -506,3 +510,35 @@ def test_exit_does_not_wait_for_an_unclosed_sessions_queue_runners(tmp_path: Pat
     )
     assert done.returncode == 0, done.stderr
     assert "leaving without close" in done.stdout
+
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+RECORDED = json.loads((Path(__file__).parent / "data" / "tensorflow_monitored.json").read_text())
+_LIVE_TENSORFLOW = (
+    importlib.util.find_spec("tensorflow") is not None
+    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
+)
+
+
+def _live_job() -> str:
+    """tests/graph/tensorflow_monitored.py run with TensorFlow, in a child process."""
+    key = "monitored sessions: TensorFlow's training loops today"
+    if _LIVE_TENSORFLOW:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        argv = [sys.executable, "-m", "tests.graph.tensorflow_monitored"]
+        background.define(key, argv, env, 600)
+    return key
+
+
+def test_training_loops_give_what_tensorflow_gave(graph: Any) -> None:
+    # Adam and Momentum steps, hooks' order and logs, checkpoints, restarts
+    assert record(tf, "tf_accum") == RECORDED
+
+
+@pytest.mark.background(_live_job())
+def test_the_record_is_what_tensorflow_gives_today() -> None:
+    if not _LIVE_TENSORFLOW:
+        pytest.skip("TensorFlow is not installed (the oracle extra); the record stands for it")
+    done = background.result(_live_job())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == RECORDED

@@ -274,7 +274,8 @@ class LoggingTensorHook(SessionRunHook):
             if self._formatter:
                 _log.info(self._formatter(values))
                 return
-            line = ", ".join(f"{tag} = {values[tag]}" for tag in self._tag_order)
+            # str(), not format(): a float32 shows as numpy prints it (0.53), as in TensorFlow
+            line = ", ".join(f"{tag} = {values[tag]!s}" for tag in self._tag_order)
         if elapsed is not None:
             _log.info("%s (%.3f sec)", line, elapsed)
         else:
