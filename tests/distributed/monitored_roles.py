@@ -71,14 +71,17 @@ def mts(
     server, waits = _start(spec, task, marker)
     g, step, w, train = model(spec)
     ran, seen = 0, -1
-    with g.as_default(), tf.train.MonitoredTrainingSession(
-        master=server.target,
-        is_chief=task == 0,
-        checkpoint_dir=checkpoint_dir,
-        hooks=[tf.train.StopAtStepHook(last_step=last_step)],
-        save_checkpoint_steps=5,
-        max_wait_secs=120,
-    ) as sess:
+    with (
+        g.as_default(),
+        tf.train.MonitoredTrainingSession(
+            master=server.target,
+            is_chief=task == 0,
+            checkpoint_dir=checkpoint_dir,
+            hooks=[tf.train.StopAtStepHook(last_step=last_step)],
+            save_checkpoint_steps=5,
+            max_wait_secs=120,
+        ) as sess,
+    ):
         while not sess.should_stop():
             _, seen = sess.run([train, step])
             ran += 1
