@@ -542,3 +542,61 @@ def test_the_record_is_what_tensorflow_gives_today() -> None:
     done = background.result(_live_job())
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == RECORDED
+
+
+class StubbornThread(tf.train.SessionRunHook):
+    """Registers a thread with the session's coordinator that ignores the stop."""
+
+    def after_create_session(self, session: Any, coord: Any) -> None:
+        self.release = threading.Event()
+        thread = threading.Thread(target=self.release.wait, args=(30,), daemon=True)
+        coord.register_thread(thread)
+        thread.start()
+
+
+def test_close_waits_for_threads_at_most_the_grace_period(graph: Any) -> None:
+    tf.train.get_or_create_global_step()
+    hook = StubbornThread()
+    sess = tf.train.MonitoredSession(hooks=[hook], stop_grace_period_secs=0.3)
+    started = time.monotonic()
+    sess.close()
+    assert time.monotonic() - started < 5
+    hook.release.set()
+
+
+def test_copy_from_scaffold_takes_what_is_not_given(graph: Any) -> None:
+    tf.train.get_or_create_global_step()
+    init = tf.no_op(name="my_init")
+    base = tf.train.Scaffold(init_op=init, init_feed_dict={"a": 1})
+    copy = tf.train.Scaffold(copy_from_scaffold=base, local_init_op=tf.no_op(name="mine"))
+    assert copy.init_op is init and copy.init_feed_dict == {"a": 1}
+    assert copy.local_init_op.name == "mine"
+    with pytest.raises(TypeError, match="copy_from_scaffold is not a Scaffold instance."):
+        tf.train.Scaffold(copy_from_scaffold=object())  # type: ignore[arg-type]
+
+
+def test_a_non_chief_alone_waits_at_most_max_wait_secs_with_its_own_hooks_only(
+    graph: Any, tmp_path: Path, monkeypatch: Any, caplog: Any
+) -> None:
+    from tf_accum.graph import monitored_session
+
+    monkeypatch.setattr(monitored_session, "WORKER_RECOVERY_WAIT_SECS", 0.1)
+    tf.train.get_or_create_global_step()
+    calls: list[str] = []
+    loss = tf.constant(1.0)
+    started = time.monotonic()
+    with (
+        caplog.at_level(logging.INFO, logger="tf_accum"),
+        pytest.raises(errors.DeadlineExceededError, match="global_step"),
+    ):
+        tf.train.MonitoredTrainingSession(
+            is_chief=False,
+            checkpoint_dir=str(tmp_path),
+            hooks=[Recorder("a", calls, loss)],
+            chief_only_hooks=[Recorder("c", calls, loss)],
+            max_wait_secs=0.5,
+        )
+    assert time.monotonic() - started < 5
+    assert calls == ["a.begin"]  # no chief-only hooks, no session made
+    assert not list(tmp_path.iterdir())  # a non-chief writes no checkpoint or summary
+    assert any("Waiting for model" in r.getMessage() for r in caplog.records)
