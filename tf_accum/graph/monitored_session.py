@@ -330,7 +330,9 @@ class _MonitoredSession:
         # executor usually does for reads made when the model was built.
         all_fetches.append(fetches)
         try:
-            outputs = self._tf_sess.run(all_fetches, feed_dict=feeds, options=options)
+            outputs = self._tf_sess.run(
+                all_fetches, feed_dict=feeds, options=options, run_metadata=run_metadata
+            )
         except _PREEMPTION_ERRORS:
             raise
         except Exception:
