@@ -74,7 +74,7 @@ def training(tf: Any, folder: Path, lines: Lines) -> dict[str, Any]:
         hooks = [
             tf.train.StopAtStepHook(last_step=6),
             tf.train.NanTensorHook(loss),
-            tf.train.LoggingTensorHook({"loss": loss, "step": step}, every_n_iter=2),
+            tf.train.LoggingTensorHook({"loss": loss}, every_n_iter=2),
             Recorder("a"),
         ]
         with tf.train.MonitoredTrainingSession(

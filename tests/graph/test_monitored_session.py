@@ -295,8 +295,9 @@ def test_logging_tensor_hook_logs_as_tensorflow(graph: Any, caplog: Any) -> None
             sess.run(inc)
     lines = [r.getMessage().split(" (")[0] for r in caplog.records]
     lines = [line for line in lines if "=" in line or line.startswith("F")]
-    # TensorFlow 2.21's lines (tags sorted for a dict, in order for a list; the
-    # step read in the same run as the increment is the value before it)
+    # TensorFlow 2.21's lines (tags sorted for a dict, in order for a list). The
+    # step read in the same run as the increment is the value before it, as
+    # TensorFlow usually shows it (its executor may also run the increment first).
     assert lines == [
         "n = 7, step = 0, v = [1.5  2.25]",
         "F7",
