@@ -601,3 +601,32 @@ def test_a_non_chief_alone_waits_at_most_max_wait_secs_with_its_own_hooks_only(
     assert calls == ["a.begin"]  # no chief-only hooks, no session made
     assert not list(tmp_path.iterdir())  # a non-chief writes no checkpoint or summary
     assert any("Waiting for model" in r.getMessage() for r in caplog.records)
+
+
+class Options(tf.train.SessionRunHook):
+    def __init__(self, timeout_in_ms: int) -> None:
+        self.timeout_in_ms = timeout_in_ms
+        self.seen: list[Any] = []
+
+    def before_run(self, run_context: Any) -> Any:
+        return tf.train.SessionRunArgs(
+            None, options=tf.RunOptions(timeout_in_ms=self.timeout_in_ms)
+        )
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        self.seen.append(run_values.options.timeout_in_ms)
+
+
+def test_hooks_run_options_merge_and_bound_the_run(graph: Any) -> None:
+    tf.train.get_or_create_global_step()
+    queue = tf.FIFOQueue(1, tf.int32, shapes=[])
+    take = queue.dequeue()
+    size = queue.size()
+    hooks = [Options(200), Options(100)]
+    started = time.monotonic()
+    with tf.train.MonitoredSession(hooks=hooks) as sess:
+        assert sess.run(size) == 0
+        assert hooks[0].seen == [200]  # the larger timeout, as TensorFlow merges them
+        with pytest.raises(errors.DeadlineExceededError):
+            sess.run(take)  # an empty queue: the hooks' timeout ends the wait
+    assert time.monotonic() - started < 10

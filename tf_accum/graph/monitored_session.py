@@ -179,6 +179,17 @@ def _merge_feeds(hook_feeds: Mapping[Any, Any], user_feeds: Any) -> Any:
     return merged
 
 
+def _merge_options(options: Any, incoming: Any) -> Any:
+    """``options`` with a hook's: the larger timeout and trace level win, as in TensorFlow."""
+    from tf_accum.graph.protos import RunOptions
+
+    merged = RunOptions()
+    for name in ("timeout_in_ms", "trace_level"):
+        mine = getattr(options, name, 0) if options is not None else 0
+        setattr(merged, name, max(mine or 0, getattr(incoming, name, 0) or 0))
+    return merged
+
+
 class _MonitoredSession:
     """What MonitoredSession and SingularMonitoredSession share."""
 
@@ -324,6 +335,8 @@ class _MonitoredSession:
                 if any(key in hook_feeds for key in request.feed_dict):
                     raise RuntimeError("Same tensor is fed by two hooks.")
                 hook_feeds.update(request.feed_dict)
+            if request.options is not None:
+                options = _merge_options(options, request.options)
         feeds = _merge_feeds(hook_feeds, feed_dict)
         # The hooks' fetches come first: what they read but the caller's ops
         # change (the global step) is read before the change, as TensorFlow's
