@@ -630,3 +630,21 @@ def test_hooks_run_options_merge_and_bound_the_run(graph: Any) -> None:
         with pytest.raises(errors.DeadlineExceededError):
             sess.run(take)  # an empty queue: the hooks' timeout ends the wait
     assert time.monotonic() - started < 10
+
+
+def test_checkpoints_are_saved_without_tensorboard(tmp_path: Path, monkeypatch: Any) -> None:
+    from tf_accum.graph import summary_writer
+
+    monkeypatch.setattr(summary_writer, "_tensorboard", lambda: None)  # as if not installed
+    g, step, w, loss, train = _regression()
+    folder = tmp_path / "not yet made"
+    with (
+        g.as_default(),
+        tf.train.MonitoredTrainingSession(
+            checkpoint_dir=str(folder), hooks=[tf.train.StopAtStepHook(last_step=2)]
+        ) as sess,
+    ):
+        while not sess.should_stop():
+            sess.run(train)
+    assert tf.train.latest_checkpoint(str(folder)) == str(folder / "model.ckpt-2")
+    assert not list(folder.glob("events*"))

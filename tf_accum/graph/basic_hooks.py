@@ -410,6 +410,8 @@ class CheckpointSaverHook(SessionRunHook):
         self._save_graph_def = save_graph_def
 
     def begin(self) -> None:
+        # TensorFlow's event writer makes the directory; without tensorboard none is made
+        os.makedirs(self._checkpoint_dir, exist_ok=True)
         self._summary_writer = _writer_for(self._checkpoint_dir)
         self._global_step_tensor = _require_global_step("CheckpointSaverHook")
         for listener in self._listeners:

@@ -124,6 +124,8 @@ class Supervisor:
             self._save_model_secs = save_model_secs
             if logdir:
                 self._save_path = os.path.join(logdir, checkpoint_basename)
+                # TensorFlow's event writer makes it; without tensorboard none is made
+                os.makedirs(logdir, exist_ok=True)
             if summary_writer is Supervisor.USE_DEFAULT:
                 if logdir:
                     from tf_accum.graph.summary_writer import FileWriter
