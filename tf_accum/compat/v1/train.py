@@ -2,6 +2,20 @@
 optimizers and its cluster."""
 
 from tf_accum.compat.v1 import queue_runner
+from tf_accum.graph.basic_hooks import (
+    CheckpointSaverHook,
+    CheckpointSaverListener,
+    FeedFnHook,
+    FinalOpsHook,
+    GlobalStepWaiterHook,
+    LoggingTensorHook,
+    NanLossDuringTrainingError,
+    NanTensorHook,
+    SecondOrStepTimer,
+    StepCounterHook,
+    StopAtStepHook,
+    SummarySaverHook,
+)
 from tf_accum.graph.checkpoint_management import (
     checkpoint_exists,
     get_checkpoint_mtimes,
@@ -21,6 +35,14 @@ from tf_accum.graph.global_step import (
     get_or_create_global_step,
     global_step,
 )
+from tf_accum.graph.monitored_session import (
+    ChiefSessionCreator,
+    MonitoredSession,
+    MonitoredTrainingSession,
+    SessionCreator,
+    SingularMonitoredSession,
+    WorkerSessionCreator,
+)
 from tf_accum.graph.optimizers.adadelta import AdadeltaOptimizer
 from tf_accum.graph.optimizers.adagrad import AdagradOptimizer
 from tf_accum.graph.optimizers.adam import AdamOptimizer
@@ -38,6 +60,15 @@ from tf_accum.graph.optimizers.rmsprop import RMSPropOptimizer
 from tf_accum.graph.queue_runner import QueueRunner, add_queue_runner, start_queue_runners
 from tf_accum.graph.replica import replica_device_setter
 from tf_accum.graph.saver import Saver, SaverDef
+from tf_accum.graph.scaffold import Scaffold
+from tf_accum.graph.session_manager import SessionManager
+from tf_accum.graph.session_run_hook import (
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+)
+from tf_accum.graph.supervisor import Supervisor
 
 __all__ = [
     "Coordinator",
@@ -76,4 +107,30 @@ __all__ = [
     "add_queue_runner",
     "start_queue_runners",
     "queue_runner",
+    # monitored sessions and hooks
+    "Scaffold",
+    "SessionManager",
+    "SessionCreator",
+    "ChiefSessionCreator",
+    "WorkerSessionCreator",
+    "MonitoredSession",
+    "SingularMonitoredSession",
+    "MonitoredTrainingSession",
+    "SessionRunHook",
+    "SessionRunArgs",
+    "SessionRunContext",
+    "SessionRunValues",
+    "SecondOrStepTimer",
+    "StopAtStepHook",
+    "NanLossDuringTrainingError",
+    "NanTensorHook",
+    "LoggingTensorHook",
+    "StepCounterHook",
+    "CheckpointSaverListener",
+    "CheckpointSaverHook",
+    "SummarySaverHook",
+    "GlobalStepWaiterHook",
+    "FinalOpsHook",
+    "FeedFnHook",
+    "Supervisor",
 ]
