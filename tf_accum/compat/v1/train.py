@@ -2,6 +2,10 @@
 optimizers and its cluster."""
 
 from tf_accum.compat.v1 import queue_runner
+from tf_accum.compat.v1.sync_replicas_optimizer import (
+    SyncReplicasOptimizer,
+    SyncReplicasOptimizerV2,
+)
 from tf_accum.graph.checkpoint_management import (
     checkpoint_exists,
     get_checkpoint_mtimes,
@@ -56,6 +60,8 @@ __all__ = [
     "RMSPropOptimizer",
     "AdadeltaOptimizer",
     "FtrlOptimizer",
+    "SyncReplicasOptimizer",
+    "SyncReplicasOptimizerV2",
     "exponential_decay",
     "piecewise_constant",
     "polynomial_decay",
