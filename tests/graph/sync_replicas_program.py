@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-# name -> (workers, replicas_to_aggregate, total_num_replicas, the lagging worker)
-SCENARIOS: dict[str, tuple[int, int, int | None, int | None]] = {
-    "all": (3, 3, None, None),
-    "backup": (3, 2, 3, 2),
+# name -> (workers, replicas_to_aggregate, total_num_replicas, the lagging worker, optimizer)
+SCENARIOS: dict[str, tuple[int, int, int | None, int | None, str]] = {
+    "all": (3, 3, None, None, "GradientDescentOptimizer"),
+    "backup": (3, 2, 3, 2, "GradientDescentOptimizer"),
+    "adam": (2, 2, None, None, "AdamOptimizer"),
 }
 STEPS = 4
 LEARNING_RATE = 0.125
@@ -65,7 +66,7 @@ def initial_values() -> dict[str, np.ndarray[Any, Any]]:
 def run(tf: ModuleType, scenario: str, steps: int = STEPS, timeout: float = 60.0) -> dict[str, Any]:
     """Train ``steps`` steps; returns the variables, the global step and the
     losses each worker saw, as lists (on tf_accum also the chief's counts)."""
-    workers, replicas, total, lagging = SCENARIOS[scenario]
+    workers, replicas, total, lagging, optimizer = SCENARIOS[scenario]
     batches = data(workers, steps)
     start = initial_values()
     graph = tf.Graph()
@@ -81,9 +82,10 @@ def run(tf: ModuleType, scenario: str, steps: int = STEPS, timeout: float = 60.0
         prediction = tf.reshape(tf.matmul(x, w), [-1]) + b + looked_up
         loss = tf.reduce_mean(tf.square(prediction - y))
         optimizers, train_ops = [], []
+        wrapped = getattr(tf.train, optimizer)(LEARNING_RATE)  # one, so one set of slots
         for _ in range(workers):
             opt = tf.train.SyncReplicasOptimizer(
-                tf.train.GradientDescentOptimizer(LEARNING_RATE),
+                wrapped,
                 replicas_to_aggregate=replicas,
                 total_num_replicas=total,
             )
@@ -160,10 +162,11 @@ def run(tf: ModuleType, scenario: str, steps: int = STEPS, timeout: float = 60.0
 
 
 def reference(scenario: str, steps: int = STEPS) -> dict[str, Any]:
-    """The same training in numpy: each step, the mean of the fresh gradients
-    (each embedding row's mean over the gradients that touch it), then gradient
-    descent."""
-    workers, replicas, _, lagging = SCENARIOS[scenario]
+    """The same training in numpy (the gradient descent scenarios): each step,
+    the mean of the fresh gradients (each embedding row's mean over the
+    gradients that touch it), then gradient descent."""
+    workers, replicas, _, lagging, optimizer = SCENARIOS[scenario]
+    assert optimizer == "GradientDescentOptimizer"
     batches = data(workers, steps)
     values = {k: v.astype(np.float64) for k, v in initial_values().items()}
     for step in range(steps):

@@ -35,11 +35,15 @@ SHORT = tf.RunOptions(timeout_in_ms=1500)
 def test_training_matches_tensorflow_and_the_mean_of_the_gradients(scenario: str) -> None:
     found = program.run(tf, scenario, timeout=WAIT)
     tensorflow = RECORDED[scenario]
-    by_hand = program.reference(scenario)
     assert found["global_step"] == tensorflow["global_step"] == program.STEPS
     for name in ("w", "b", "emb"):
         np.testing.assert_allclose(found[name], tensorflow[name], rtol=1e-6, atol=1e-6)
-        np.testing.assert_allclose(found[name], by_hand[name], rtol=1e-5, atol=1e-5)
+    if program.SCENARIOS[scenario][-1] == "GradientDescentOptimizer":
+        by_hand = program.reference(scenario)
+        for name in ("w", "b", "emb"):
+            np.testing.assert_allclose(found[name], by_hand[name], rtol=1e-5, atol=1e-5)
+    else:  # Adam: the sparse mean went through its sparse update (every row's moments decay)
+        assert not np.allclose(found["emb"], program.initial_values()["emb"])
     np.testing.assert_allclose(found["losses"], tensorflow["losses"], rtol=1e-6, atol=1e-6)
     assert found["steps_aggregated"] == program.STEPS
 
