@@ -219,29 +219,52 @@ def test_a_forgotten_chief_queue_runner_is_reported(
     assert 2 <= len(messages) <= 5
 
 
-def test_the_chiefs_take_and_the_workers_say_how_many_gradients_arrived(
+def test_the_chief_and_the_replicas_say_which_gradients_are_missing(
     graph: tf.Graph, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(sync_module, "WAIT_REPORT_AFTER", 0.1)
-    model = _model(3, total=3)
-    opt = model["opt"]
+    global_step = tf.train.get_or_create_global_step()
+    w = tf.Variable(np.array([1.0, 2.0], np.float32), name="w")
+    grad = tf.placeholder(tf.float32, [2], name="grad")
+    optimizers = [
+        tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.5), 2) for _ in range(2)
+    ]
+    train_ops = [opt.apply_gradients([(grad, w)], global_step=global_step) for opt in optimizers]
     sess = tf.Session()
     sess.run(tf.global_variables_initializer())
-    sess.run(opt.chief_init_op)
+    sess.run(tf.local_variables_initializer())
+    sess.run(optimizers[0].chief_init_op)
     coord = tf.train.Coordinator()
-    opt.get_chief_queue_runner().create_threads(sess, coord=coord, start=True)
+    optimizers[0].get_chief_queue_runner().create_threads(sess, coord=coord, start=True)
+    feed = {grad: [1.0, 1.0]}
+    # step 0: both replicas send, and each gets the token of step 1
+    both = [
+        threading.Thread(target=sess.run, args=(op,), kwargs={"feed_dict": feed, "options": SHORT})
+        for op in train_ops
+    ]
+    for thread in both:
+        thread.start()
+    for thread in both:
+        thread.join(WAIT)
+    assert sess.run(global_step) == 1
+    # step 1: only the first replica sends
     with (
         caplog.at_level(logging.WARNING, logger="tf_accum"),
         pytest.raises(errors.DeadlineExceededError),
     ):
-        # one replica of three: the chief waits for two more
-        sess.run(model["train_op"], feed_dict={model["grad"]: [1.0, 1.0]}, options=SHORT)
+        sess.run(train_ops[0], feed_dict=feed, options=SHORT)
     messages = [r.getMessage() for r in caplog.records]
     chief = [m for m in messages if "the chief's take" in m]
-    worker = [m for m in messages if "a replica's training op" in m]
-    assert chief and worker
-    assert "for the gradients of step 0: 1 of replicas_to_aggregate=3 have arrived" in chief[0]
-    assert "the chief waits for gradients of step 0: 1 of replicas_to_aggregate=3" in worker[0]
+    replica = [m for m in messages if "a replica's training op" in m]
+    assert chief and replica
+    assert "for the gradients of step 1: 1 of replicas_to_aggregate=2 have arrived" in chief[0]
+    missing = (
+        "Replicas of this process: sent for step 1: sync_rep_local_step; "
+        "not yet: sync_rep_local_step_1 (last at step 0)"
+    )
+    assert missing in chief[0]
+    assert "the chief waits for gradients of step 1: 1 of replicas_to_aggregate=2" in replica[0]
+    assert missing in replica[0]
     _stop(coord, sess)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -231,9 +232,19 @@ class SyncReplicasOptimizer(Optimizer):
             self.chief_init_op = group(*chief_init_ops)
 
         constructors = [a.accumulator_ref.op for a, _ in self._accumulator_list]
-        _report_waits(token.op, self._describe_token_wait(constructors))
+        shared_names = [var.name + "/grad_accum" for g, var in pairs if g is not None]
+        replica = local_step.op.name + (
+            f" ({local_step.op.device})" if local_step.op.device else ""
+        )
+        if apply_ops:
+            _record_applies(_as_op(apply_ops[0]), shared_names[0], replica)
+        _report_waits(token.op, self._describe_token_wait(constructors, shared_names))
         for index, op in enumerate(take_ops):
-            _report_waits(op, self._describe_take_wait, self._taken if index == 0 else None)
+            _report_waits(
+                op,
+                self._describe_take_wait(shared_names[index]),
+                self._taken if index == 0 else None,
+            )
         self._gradients_applied = True
         return train_op
 
@@ -338,26 +349,32 @@ class SyncReplicasOptimizer(Optimizer):
                 stale,
             )
 
-    def _describe_take_wait(self, context: RunContext, inputs: Sequence[Any], waited: float) -> str:
-        op = context.op
-        stats = _stats(inputs[0])
-        if stats is None:
-            return (
+    def _describe_take_wait(
+        self, shared_name: str
+    ) -> Callable[[RunContext, Sequence[Any], float], str]:
+        def describe(context: RunContext, inputs: Sequence[Any], waited: float) -> str:
+            op = context.op
+            head = (
                 f"SyncReplicasOptimizer: the chief's take {op.name if op else ''} has waited "
-                f"{waited:.0f} s for {self._replicas_to_aggregate} gradients"
+                f"{waited:.0f} s"
             )
-        return (
-            f"SyncReplicasOptimizer: the chief's take {op.name if op else ''} has waited "
-            f"{waited:.0f} s for the gradients of step {stats['global_step']}: "
-            f"{stats['num_accumulated']} of replicas_to_aggregate={self._replicas_to_aggregate} "
-            f"have arrived ({stats['stale']} stale dropped so far); "
-            f"total_num_replicas={self._total_num_replicas} replicas should send them. "
-            "The missing replicas have not run their training op for this step (stopped, "
-            "out of data, or slower)"
-        )
+            stats = _stats(inputs[0])
+            if stats is None:
+                return f"{head} for {self._replicas_to_aggregate} gradients"
+            step = stats["global_step"]
+            return (
+                f"{head} for the gradients of step {step}: {stats['num_accumulated']} of "
+                f"replicas_to_aggregate={self._replicas_to_aggregate} have arrived "
+                f"({stats['stale']} stale dropped so far); "
+                f"total_num_replicas={self._total_num_replicas} replicas should send them. "
+                "The missing replicas have not run their training op for this step (stopped, "
+                "out of data, or slower)" + _replicas_seen(context, shared_name, step)
+            )
+
+        return describe
 
     def _describe_token_wait(
-        self, constructors: list[Operation]
+        self, constructors: list[Operation], shared_names: list[str]
     ) -> Callable[[RunContext, Sequence[Any], float], str]:
         replicas = self._replicas_to_aggregate
         total = self._total_num_replicas
@@ -394,7 +411,7 @@ class SyncReplicasOptimizer(Optimizer):
                 )
             else:
                 text += "; the other replicas have not applied theirs yet"
-            return text
+            return text + _replicas_seen(context, shared_names[0], stats["global_step"])
 
         return describe
 
@@ -522,6 +539,61 @@ def _made(context: RunContext, constructor: Operation) -> Any:
         return context.session.resource_for(constructor, refuse)
     except (_NotMade, AttributeError):
         return None
+
+
+class _Contributions:
+    """The local step each replica of this process last applied gradients with, per
+    session and accumulator (by shared name), for the wait messages.
+
+    Guarded by ``_lock``; sessions are held weakly.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_session: weakref.WeakKeyDictionary[Any, dict[str, dict[str, int]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def record(self, session: Any, accumulator: str, replica: str, step: int) -> None:
+        with self._lock:
+            self._by_session.setdefault(session, {}).setdefault(accumulator, {})[replica] = step
+
+    def of(self, session: Any, accumulator: str) -> dict[str, int]:
+        with self._lock:
+            return dict(self._by_session.get(session, {}).get(accumulator, {}))
+
+
+_CONTRIBUTIONS = _Contributions()
+
+
+def _as_op(item: Any) -> Operation:
+    found: Operation = item.op if isinstance(item, Tensor) else item
+    return found
+
+
+def _record_applies(op: Operation, accumulator: str, replica: str) -> None:
+    """Make ``op`` (an apply of a replica) note the local step it applied with."""
+    inner = op.kernel
+
+    def kernel(context: RunContext, inputs: list[Any]) -> Sequence[Any]:
+        outputs = inner(context, inputs)
+        _CONTRIBUTIONS.record(context.session, accumulator, replica, int(inputs[1]))
+        return outputs
+
+    op.kernel = kernel
+
+
+def _replicas_seen(context: RunContext, accumulator: str, step: Any) -> str:
+    """Which replicas of this process have sent a gradient for ``step``, and which not."""
+    seen = _CONTRIBUTIONS.of(context.session, accumulator)
+    if not seen or step is None:
+        return ""
+    sent = sorted(r for r, s in seen.items() if s >= step)
+    behind = sorted(f"{r} (last at step {s})" for r, s in seen.items() if s < step)
+    return (
+        f". Replicas of this process: sent for step {step}: {', '.join(sent) or 'none'}; "
+        f"not yet: {', '.join(behind) or 'none'}"
+    )
 
 
 def _report_waits(
