@@ -8,6 +8,7 @@ actor. Every wait is bounded.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -179,3 +180,32 @@ def test_sync_replicas_trains_across_the_sessions_of_a_cluster(task: Any) -> Non
     coord.request_stop()
     chief_sess.close()  # cancels the chief's take of a step nobody sends
     coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_a_replica_waiting_on_a_ps_task_says_what_it_waits_for(
+    task: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tf_accum.graph import remote_run
+
+    monkeypatch.setattr(remote_run, "REPORT_AFTER", 0.2)
+    spec = cluster_of(ps=1, workers=1)
+    m = _replica_graph(0, 2)
+    _, sess = task(spec, 0, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    sess.run(m["opt"].chief_init_op)
+    # the chief's queue runner never started: nothing takes the gradients
+    with (
+        caplog.at_level(logging.WARNING, logger="tf_accum"),
+        pytest.raises(errors.DeadlineExceededError),
+    ):
+        sess.run(
+            m["train_op"],
+            {m["grad"]: [1.0, 1.0]},
+            options=tf.RunOptions(timeout_in_ms=1500),
+        )
+    messages = [r.getMessage() for r in caplog.records if "A run has waited" in r.getMessage()]
+    assert messages, "the wait was not reported"
+    assert "for sync_token_q_Dequeue on task /job:ps/task:0" in messages[0]
+    assert "has the chief started the queue runner of get_chief_queue_runner()" in messages[0]
+    # reported again after twice as long, not at every poll
+    assert 2 <= len(messages) <= 4

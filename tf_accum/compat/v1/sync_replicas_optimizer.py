@@ -41,6 +41,7 @@ from tf_accum.graph.ops import group, no_op
 from tf_accum.graph.optimizers.optimizer import Optimizer
 from tf_accum.graph.optimizers.slots import colocated_with
 from tf_accum.graph.queue_runner import QueueRunner
+from tf_accum.graph.remote_run import wait_hint
 from tf_accum.graph.session_run_hook import SessionRunHook
 from tf_accum.graph.variables import Variable, assign
 from tf_accum.indexed_slices import IndexedSlices
@@ -239,6 +240,26 @@ class SyncReplicasOptimizer(Optimizer):
         if apply_ops:
             _record_applies(_as_op(apply_ops[0]), shared_names[0], replica)
         _report_waits(token.op, self._describe_token_wait(constructors, shared_names))
+        # on a cluster these ops run on a ps task's host: the run says this instead
+        wait_hint(
+            token.op,
+            "a replica waits for the chief's sync token: has the chief started the queue "
+            "runner of get_chief_queue_runner() (make_session_run_hook(is_chief=True) does)"
+            + (
+                " and run get_init_tokens_op()"
+                if self._total_num_replicas < self._replicas_to_aggregate
+                else ""
+            )
+            + "? If it has, it waits for the gradients of other replicas",
+        )
+        for op in take_ops:
+            wait_hint(
+                op,
+                f"the chief waits for replicas_to_aggregate={self._replicas_to_aggregate} "
+                f"gradients of the step from total_num_replicas={self._total_num_replicas} "
+                "replicas: the missing ones have not run their training op for this step "
+                "(stopped, out of data, or slower)",
+            )
         for index, op in enumerate(take_ops):
             _report_waits(
                 op,
