@@ -10,8 +10,11 @@ the hand-computed mean-of-gradients updates. Every wait is bounded.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
+from tests import background
 from tests.graph import sync_replicas_program as program
 from tests.helpers import WAIT, wait_until
 from tf_accum import errors
@@ -29,6 +33,35 @@ RECORDED = json.loads(
     (Path(__file__).resolve().parent / "sync_replicas_tensorflow.json").read_text()
 )
 SHORT = tf.RunOptions(timeout_in_ms=1500)
+ROOT = Path(__file__).resolve().parent.parent.parent
+_LIVE_TENSORFLOW = (
+    importlib.util.find_spec("tensorflow") is not None
+    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
+)
+
+
+def _live_program_job() -> str:
+    """The program run on TensorFlow in a child process (tests/background.py)."""
+    key = "sync replicas: the program on TensorFlow"
+    if _LIVE_TENSORFLOW:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        argv = [sys.executable, "-m", "tests.graph.sync_replicas_program"]
+        background.define(key, argv, env, 600)
+    return key
+
+
+@pytest.mark.background(_live_program_job())
+def test_tensorflow_still_gives_the_recorded_results() -> None:
+    if not _LIVE_TENSORFLOW:
+        pytest.skip("TensorFlow is not installed (the oracle extra); the recording covers it")
+    done = background.result(_live_program_job())
+    assert done.returncode == 0, done.stderr[-3000:]
+    live = json.loads(done.stdout)
+    assert sorted(live) == sorted(RECORDED)
+    for scenario, found in live.items():
+        assert found["global_step"] == RECORDED[scenario]["global_step"]
+        for name in ("w", "b", "emb", "losses"):
+            np.testing.assert_allclose(found[name], RECORDED[scenario][name], rtol=1e-6)
 
 
 @pytest.mark.parametrize("scenario", sorted(program.SCENARIOS))
