@@ -209,3 +209,37 @@ def test_a_replica_waiting_on_a_ps_task_says_what_it_waits_for(
     assert "has the chief started the queue runner of get_chief_queue_runner()" in messages[0]
     # reported again after twice as long, not at every poll
     assert 2 <= len(messages) <= 4
+
+
+def test_a_sync_replicas_job_of_processes_trains_as_the_gradient_steps_say(
+    task: Any, spawn: Any
+) -> None:
+    from tests.distributed import sync_replicas_roles as roles
+
+    steps, run_ms = 5, 3000
+    spec = cluster_of(ps=1, workers=2)
+    m = roles.model(spec, 0, replicas=2)
+    _, sess = task(spec, 0, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    other = spawn(
+        "worker",
+        module="tests.distributed.sync_replicas_roles",
+        spec=spec,
+        task=1,
+        replicas=2,
+        steps=steps,
+        run_ms=run_ms,
+    )
+    coord = tf.train.Coordinator()
+    m["hook"].after_create_session(sess, coord)  # the chief's init ops and queue runner
+    chief_runs = roles.train(m, sess, steps, run_ms)
+    outcome = other.outcome(WAIT)
+    w, emb = roles.reference(steps)
+    assert sess.run(m["global_step"]) == steps
+    np.testing.assert_allclose(sess.run(m["w"]), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sess.run(m["emb"]), emb, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outcome["w"], w, rtol=1e-5, atol=1e-6)
+    assert chief_runs >= 1 and outcome["runs"] >= 1
+    coord.request_stop()
+    sess.close()  # cancels the chief's take of a step nobody sends
+    coord.join(stop_grace_period_secs=WAIT)
