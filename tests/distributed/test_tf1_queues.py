@@ -243,3 +243,22 @@ def test_a_sync_replicas_job_of_processes_trains_as_the_gradient_steps_say(
     coord.request_stop()
     sess.close()  # cancels the chief's take of a step nobody sends
     coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_a_replicas_step_is_one_request_to_the_ps_task(task: Any) -> None:
+    spec = cluster_of(ps=1, workers=1)
+    m = _replica_graph(0, 1)
+    with m["graph"].as_default():
+        tokens = m["opt"].get_init_tokens_op(num_tokens=2)
+        size = m["opt"]._sync_token_queue.size()
+    server, sess = task(spec, 0, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    sess.run([m["opt"].chief_init_op, tokens])
+    requests = []
+    for _ in range(2):  # two initial tokens: no chief needed
+        before = server.runtime.census("ps", 0)["requests"]
+        sess.run(m["train_op"], {m["grad"]: [1.0, 1.0]}, options=RUN_BOUND)
+        requests.append(server.runtime.census("ps", 0)["requests"] - before)
+    # the gradient's apply and the token's dequeue travel together
+    assert requests == [1, 1]
+    assert sess.run(size) == 0
