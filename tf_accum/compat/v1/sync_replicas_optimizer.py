@@ -174,10 +174,10 @@ class SyncReplicasOptimizer(Optimizer):
         apply_ops: list[Any] = []
         aggregated: list[Any] = []
         take_ops: list[Operation] = []
-        variables: list[Variable] = []
+        var_list: list[Variable] = []
         with graph.name_scope(self._name):
             for grad, var in pairs:
-                variables.append(var)
+                var_list.append(var)
                 if grad is None:
                     aggregated.append(None)
                     continue
@@ -207,7 +207,7 @@ class SyncReplicasOptimizer(Optimizer):
             step_device = global_step.op.device or None
             with graph.device(step_device), graph.name_scope(""):
                 update_op = self._opt.apply_gradients(
-                    list(zip(aggregated, variables, strict=True)), global_step
+                    list(zip(aggregated, var_list, strict=True)), global_step
                 )
                 token_queue = FIFOQueue(
                     -1, step_dtype, shapes=(), name="sync_token_q", shared_name="sync_token_q"
