@@ -45,6 +45,10 @@ CLASSES = {
                                      "set_global_step"],
     "FIFOQueue": ["__init__", "enqueue", "enqueue_many", "dequeue", "dequeue_many",
                   "dequeue_up_to", "size", "close", "is_closed"],
+    "train.SyncReplicasOptimizer": ["__init__", "compute_gradients", "apply_gradients",
+                                    "get_chief_queue_runner", "get_init_tokens_op",
+                                    "make_session_run_hook", "get_slot", "get_slot_names",
+                                    "variables"],
 }  # fmt: skip
 # Our documented keyword-only additions (docs/departures.md T2): name -> default.
 ADDITIONS = {
@@ -86,8 +90,11 @@ def describe(fn: Any) -> list[list[Any]]:
 def signatures_of(raw_ops: Any, compat_v1: Any) -> dict[str, list[list[Any]]]:
     found = {f"raw_ops.{op}": describe(getattr(raw_ops, op)) for op in RAW_OPS}
     for cls, methods in CLASSES.items():
+        owner = compat_v1
+        for part in cls.split("."):  # "train.SyncReplicasOptimizer": in a sub-namespace
+            owner = getattr(owner, part)
         for method in methods:
-            found[f"{cls}.{method}"] = describe(getattr(getattr(compat_v1, cls), method))
+            found[f"{cls}.{method}"] = describe(getattr(owner, method))
     return found
 
 

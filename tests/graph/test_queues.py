@@ -560,14 +560,24 @@ def test_many_threads_move_every_element_once() -> None:
 
 
 @pytest.mark.usefixtures("graph")
-def test_a_queue_on_another_task_of_a_cluster_is_refused_clearly() -> None:
-    from tf_accum.graph.host_steps import write_steps
+def test_queue_ops_on_another_task_are_written_as_steps_for_its_host() -> None:
+    from tf_accum.graph.host_steps import MAKE, RAW, RawStep, decode, write_steps
 
     with tf.device("/job:ps/task:0"):
-        q = tf.FIFOQueue(2, tf.int32, shapes=[[]])
-    for op in (q.queue_ref.op, q.enqueue(1), q.dequeue().op):
-        with pytest.raises(errors.UnimplementedError, match="not on a ps task yet"):
-            write_steps([op], {}, {}, [])
+        q = tf.FIFOQueue(2, [tf.int32, tf.float32], shapes=[[], [2]], shared_name="q")
+        enqueue = q.enqueue((tf.constant(1), tf.constant([0.5, 1.5])))
+        dequeue = q.dequeue()
+    ops = [q.queue_ref.op, enqueue, dequeue[0].op]
+    steps = write_steps(ops, {}, {op: None for op in ops}, [])
+    assert [step[0] for step in steps] == [MAKE, RAW, RAW]
+    assert steps[0][1:3] == ("FIFOQueueV2", q.queue_ref.op.name)
+    enqueue_step, dequeue_step = decode(steps[1]), decode(steps[2])
+    assert isinstance(enqueue_step, RawStep) and isinstance(dequeue_step, RawStep)
+    assert enqueue_step.queue_op == "QueueEnqueueV2" and enqueue_step.take
+    # the components are a list argument of the enqueue, and the dequeue's outputs
+    assert enqueue_step.arguments([7, "a", "b"]) == {"handle": 7, "components": ["a", "b"]}
+    assert enqueue_step.listed_input and not enqueue_step.listed_outputs
+    assert dequeue_step.queue_op == "QueueDequeueV2" and dequeue_step.listed_outputs
 
 
 def test_accumulator_stats_refuses_a_queue() -> None:

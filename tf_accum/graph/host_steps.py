@@ -25,6 +25,7 @@ from tf_accum import errors, raw_ops
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.graph.scatter import CHANGES, changed_rows
 from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
+from tf_accum.raw_ops.op_table import COMPONENT_TYPES, COMPONENTS
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.raw_ops.training import TRAINING_OPS, check_kernel_dtype, updated_values
 
@@ -48,14 +49,28 @@ VARIABLE_METHODS = {
 }
 
 
-# The queue ops: they run only in the session's own process (see write_steps).
+# The queue ops: a queue on a ps task is one queue for every session of the cluster,
+# as an accumulator is.
 QUEUE_TYPES = frozenset(name for name in NODE_SPECS if "Queue" in name)
 
 
 class RawStep:
-    """A RAW step, decoded: its kernel, and which inputs are the handle and the count."""
+    """A RAW step, decoded: its kernel, which inputs are the handle and the count, and
+    for a queue op its type and whether its components are a list input or its outputs."""
 
-    __slots__ = ("kernel", "names", "attrs", "sources", "n_outputs", "take", "handle", "required")
+    __slots__ = (
+        "kernel",
+        "names",
+        "attrs",
+        "sources",
+        "n_outputs",
+        "take",
+        "handle",
+        "required",
+        "queue_op",
+        "listed_input",
+        "listed_outputs",
+    )
 
     def __init__(self, step: tuple[Any, ...]) -> None:
         _, op_type, self.names, self.attrs, self.sources, self.n_outputs = step
@@ -65,6 +80,21 @@ class RawStep:
         self.required: int | None = (
             self.names.index("num_required") if "num_required" in self.names else None
         )
+        spec = NODE_SPECS[op_type]
+        self.queue_op: str | None = op_type if op_type in QUEUE_TYPES else None
+        # an enqueue's components: the inputs from the last name on
+        self.listed_input = any(kind == COMPONENTS for _, kind in spec.inputs)
+        # a dequeue's components: one output each
+        self.listed_outputs = spec.outputs == (COMPONENT_TYPES,)
+
+    def arguments(self, inputs: list[Any]) -> dict[str, Any]:
+        """The raw op's keyword arguments for these input values (attributes apart)."""
+        if not self.listed_input:
+            return dict(zip(self.names, inputs, strict=True))
+        last = len(self.names) - 1
+        found = dict(zip(self.names[:last], inputs[:last], strict=True))
+        found[self.names[last]] = list(inputs[last:])
+        return found
 
 
 def decode(step: tuple[Any, ...]) -> Any:
@@ -197,15 +227,6 @@ def write_steps(
         if op.type in TRAINING_OPS:
             steps.append(_training_step(op, attrs, index, values, computed, slots))
             continue
-        if op.type in QUEUE_TYPES:
-            raise errors.UnimplementedError(
-                None,
-                None,
-                f"{op.type} op {op.name!r} is placed on another task of the cluster "
-                f"({op.device}): tf_accum keeps a queue in the process whose session runs "
-                "it, not on a ps task yet; place the queue and its ops on the worker "
-                "(with tf.device)",
-            )
         spec = NODE_SPECS[op.type]
         if spec.constructor:
             steps.append((MAKE, op.type, op.name, attrs))

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import pickle
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -61,6 +63,15 @@ if TYPE_CHECKING:
 
 
 Values = dict["Tensor", Any]
+
+# A request that may wait (a take, a dequeue) says what it waits for after this
+# long, then again after twice as long, ...
+REPORT_AFTER = 30.0  # seconds
+
+_log = logging.getLogger("tf_accum")
+
+# What a long wait of an op should also say (see ``wait_hint``); ops held weakly.
+_WAIT_HINTS: weakref.WeakKeyDictionary[Operation, str] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -390,7 +401,9 @@ class ClusterSession:
                 ref = _next_answer(pending)
                 task, ops, request, link, key, made = pending[ref]
                 try:
-                    outcome = unpack(answers.pop(ref) if ref in answers else ray.get(ref))
+                    outcome = unpack(
+                        answers.pop(ref) if ref in answers else _answer(ref, task, ops, key)
+                    )
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
                     cancellation.unregister(key)
@@ -475,6 +488,38 @@ class ClusterSession:
             with contextlib.suppress(Exception):
                 link = self.runtime.host(*task)
                 link.actor.close_session.remote(self.key)
+
+
+def wait_hint(op: Operation, text: str) -> None:
+    """Have a long wait of ``op`` on another task's host say ``text`` too (what the
+    program should check), beside the op's name and how long it has waited."""
+    _WAIT_HINTS[op] = text
+
+
+def _answer(ref: Any, task: Task, ops: list[Operation], key: Any) -> Any:
+    """The answer to a request; one that may wait (a take: ``key`` is its cancellation's)
+    logs what it waits for after ``REPORT_AFTER`` seconds, then after twice as long, ..."""
+    import ray
+
+    if key is None:
+        return ray.get(ref)
+    start = time.monotonic()
+    wait = REPORT_AFTER
+    while True:
+        try:
+            return ray.get(ref, timeout=wait)
+        except ray.exceptions.GetTimeoutError:
+            waited = time.monotonic() - start
+            blocking = [op for op in ops if op.blocking]
+            hints = [_WAIT_HINTS[op] for op in blocking if op in _WAIT_HINTS]
+            _log.warning(
+                "A run has waited %.0f s for %s on task %s%s",
+                waited,
+                ", ".join(op.name for op in blocking),
+                task_label(task),
+                "".join(f"; {hint}" for hint in hints),
+            )
+            wait = waited
 
 
 def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:

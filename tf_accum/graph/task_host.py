@@ -27,6 +27,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tf_accum import errors, raw_ops
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.lives import CallerLives
@@ -42,7 +44,8 @@ from tf_accum.graph.host_steps import (
     variable_step,
 )
 from tf_accum.graph.variable_store import VariableStore
-from tf_accum.resources import using_table
+from tf_accum.queues.fifo import FIFOQueue
+from tf_accum.resources import current_table, using_table
 from tf_accum.resources.local import LocalResourceTable
 
 # Cancellations that arrived before their request (calls are not ordered).
@@ -94,7 +97,8 @@ class _Host:
         self._callers: dict[str, str] = {}  # request -> caller
         self._early_cancels: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._lives = CallerLives(self._caller_died)
-        # takes waiting, per accumulator handle, in arrival order
+        # requests waiting, in arrival order, per line (see _line_of): an accumulator's
+        # takes, a queue's dequeues, a queue's enqueues and closes
         self._queues: dict[int, collections.deque[_Waiter]] = {}
         # accumulators the steps run since the last wake used (None: something else
         # changed, every queue looks again): only their queues' heads can be served
@@ -170,8 +174,8 @@ class _Host:
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
         outcome = self._execute(session, steps, values, deadline, cancellation, inline=True)
+        self._wake()  # what it applied may serve waiting takes, also if it waits itself now
         if outcome[0] != "pending":
-            self._wake()  # what it applied may serve waiting takes
             return outcome
         self._running[request] = cancellation
         self._callers[request] = caller
@@ -208,7 +212,7 @@ class _Host:
         while True:
             index = len(outputs)
             step = steps[index]
-            handle = int(inputs_of(step.sources, outputs, slots)[step.handle])
+            handle = _line_of(step, int(inputs_of(step.sources, outputs, slots)[step.handle]))
             waiter = _Waiter(loop.create_future())
             queue = self._queues.setdefault(handle, collections.deque())
             queue.append(waiter)
@@ -218,7 +222,7 @@ class _Host:
                     if cancellation.cancelled:
                         assert cancellation.error is not None
                         return ("failed", index, Failure.of(cancellation.error))
-                    if handle not in self._table.live_handles():
+                    if _handle_of_line(handle) not in self._table.live_handles():
                         # destroyed while the take waited, as in-process
                         return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
                     if self._ready(step, outputs, slots, waiter):
@@ -255,9 +259,10 @@ class _Host:
             self._wake_all()
             return
         for handle in touched:
-            queue = self._queues.get(handle)
-            if queue:
-                queue[0].wake()
+            for line in (handle, ~handle):  # a queue's dequeues, and its enqueues and closes
+                queue = self._queues.get(line)
+                if queue:
+                    queue[0].wake()
 
     def _wake_all(self) -> None:
         """Let the head of every take queue look again."""
@@ -359,6 +364,8 @@ class _Host:
         it fails at once.
         """
         inputs = inputs_of(step.sources, outputs, slots)
+        if step.queue_op is not None:
+            return self._queue_ready(step, inputs, me)
         if step.handle is None or step.required is None:
             return True
         try:
@@ -372,6 +379,38 @@ class _Host:
             return False  # others wait first: first in, first served
         return accumulator.num_waiting() == 0 and accumulator.num_accumulated() >= required
 
+    def _queue_ready(self, step: RawStep, inputs: list[Any], me: _Waiter | None) -> bool:
+        """Whether queue op ``step`` completes now: a dequeue finds its elements (or a
+        closed queue), an enqueue room for all of its elements (or a closed queue).
+
+        Nothing waits inside a queue of the host (its ops run with no time to
+        wait), so its own lines are empty; those waiting here are first in, first served.
+        """
+        try:
+            handle = int(inputs[0])
+            found: Any = self._table.lookup(handle)
+            queue: FIFOQueue = found
+            size, closed, capacity = queue.size(), queue.is_closed(), queue.spec.capacity
+        except Exception:
+            return True  # refused at once
+        line = self._queues.get(_line_of(step, handle))
+        if line and line[0] is not me:
+            return False
+        op_type = step.queue_op
+        if op_type in ("QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2"):
+            wanted = 1 if op_type == "QueueDequeueV2" else int(inputs[1])
+            return bool(closed or size >= wanted)
+        if op_type in ("QueueEnqueueV2", "QueueEnqueueManyV2"):
+            if closed or capacity < 0:
+                return True
+            count = 1
+            if op_type == "QueueEnqueueManyV2" and len(inputs) > 1:
+                first = np.asarray(inputs[1])
+                count = int(first.shape[0]) if first.ndim else 1
+            # more elements than the capacity fail at once (see _raw)
+            return bool(size + count <= capacity or count > capacity)
+        return True
+
     def _raw(
         self,
         step: RawStep,
@@ -381,7 +420,7 @@ class _Host:
         try_now: bool,
     ) -> tuple[Any, ...]:
         inputs = inputs_of(step.sources, outputs, slots)
-        arguments = dict(zip(step.names, inputs, strict=True))
+        arguments = step.arguments(inputs)
         arguments.update(step.attrs)
         if self._touched is not None:
             handle = None if step.handle is None else inputs[step.handle]
@@ -389,10 +428,14 @@ class _Host:
                 self._touched.add(int(handle))  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 self._touched = None  # a destroy, say: any queue may change
+        if step.queue_op == "QueueEnqueueManyV2":
+            _check_fits_at_once(arguments)
         if step.take:
             # try_now: on the event loop, a take must not wait
             arguments["timeout"] = 0.0 if try_now else _remaining(step.attrs["timeout"], deadline)
         result = step.kernel(**arguments)
+        if step.listed_outputs:
+            return tuple(result)
         if step.n_outputs == 0:
             return ()
         return (result,) if step.n_outputs == 1 else tuple(result)
@@ -422,6 +465,46 @@ class _Host:
             if not attrs.get("shared_name"):
                 self._private[session].append(handle)
             return handle
+
+
+def _line_of(step: RawStep, handle: int) -> int:
+    """The key of the line a waiting step joins: the handle (an accumulator's takes, a
+    queue's dequeues), or its complement (a queue's enqueues and closes, which wait
+    for room, not for elements: in the dequeues' line they would hold them up)."""
+    if step.queue_op is not None and not step.queue_op.startswith("QueueDequeue"):
+        return ~handle
+    return handle
+
+
+def _handle_of_line(line: int) -> int:
+    return line if line >= 0 else ~line
+
+
+def _check_fits_at_once(arguments: dict[str, Any]) -> None:
+    """Refuse an enqueue_many of more elements than its bounded queue holds: in a
+    process they go in as room appears, which a host's request cannot wait for.
+
+    Raises:
+        UnimplementedError: so many elements.
+    """
+    components = arguments.get("components") or []
+    if not components:
+        return
+    first = np.asarray(components[0])
+    count = int(first.shape[0]) if first.ndim else 1
+    try:
+        found: Any = current_table().lookup(int(arguments["handle"]))
+        capacity = int(found.spec.capacity)
+    except Exception:
+        return  # the op itself says what is wrong
+    if 0 <= capacity < count:
+        raise errors.UnimplementedError(
+            None,
+            None,
+            f"enqueue_many of {count} elements into a queue of capacity {capacity} on a ps "
+            "task: a queue on a ps task takes a batch only when it has room for all of it; "
+            "enqueue smaller batches or make the queue larger",
+        )
 
 
 def _remaining(timeout: float | None, deadline: float | None) -> float | None:

@@ -2,6 +2,10 @@
 optimizers and its cluster."""
 
 from tf_accum.compat.v1 import queue_runner
+from tf_accum.compat.v1.sync_replicas_optimizer import (
+    SyncReplicasOptimizer,
+    SyncReplicasOptimizerV2,
+)
 from tf_accum.graph.basic_hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -87,6 +91,8 @@ __all__ = [
     "RMSPropOptimizer",
     "AdadeltaOptimizer",
     "FtrlOptimizer",
+    "SyncReplicasOptimizer",
+    "SyncReplicasOptimizerV2",
     "exponential_decay",
     "piecewise_constant",
     "polynomial_decay",

@@ -55,7 +55,7 @@ def summed_rows(values: Any, indices: Any) -> tuple[Any, Any]:
         attrs={"T": index.dtype, "out_idx": as_dtype("int32")},
     )
     unique_tensor, position_tensor = unique_op.outputs
-    tail = given.shape.as_list()
+    tail = given.shape.as_list() if given.shape.rank is not None else None
     rows = TensorShape(None if tail is None else [None, *tail[1:]])
     sum_op = graph.create_op(
         "UnsortedSegmentSum",

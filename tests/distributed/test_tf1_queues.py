@@ -1,0 +1,264 @@
+"""Queues on a ps task of a TF1 cluster on Ray, and SyncReplicasOptimizer across sessions.
+
+A FIFOQueue placed on a ps task lives on that task's host: one queue for
+every session of the cluster, as an accumulator is. The worker tasks here are
+servers of this process, each with its own session; the ps task is a Ray
+actor. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tf_accum.compat.v1 as tf
+from tests.helpers import Background, wait_until
+from tf_accum import errors
+
+WAIT = 90.0  # seconds: a loaded machine starts the ps host slowly
+RUN_BOUND = tf.RunOptions(timeout_in_ms=60_000)
+
+
+def cluster_of(ps: int, workers: int) -> dict[str, list[str]]:
+    tag = uuid.uuid4().hex[:8]
+    return {
+        "ps": [f"ps{i}-{tag}:2222" for i in range(ps)],
+        "worker": [f"worker{i}-{tag}:2222" for i in range(workers)],
+    }
+
+
+@pytest.fixture
+def task(ray_cluster: Any) -> Iterator[Callable[..., tuple[Any, Any]]]:
+    """A worker task of this process: its Server and a Session on its target (closed after)."""
+    sessions: list[Any] = []
+
+    def start(spec: Any, index: int, graph: Any) -> tuple[Any, Any]:
+        server = tf.train.Server(spec, job_name="worker", task_index=index)
+        sess = tf.Session(server.target, graph=graph)
+        sessions.append(sess)
+        return server, sess
+
+    yield start
+    for sess in sessions:
+        sess.close()
+
+
+def test_a_queue_on_a_ps_task_is_one_queue_for_every_session(task: Any) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:ps/task:0"):
+        queue = tf.FIFOQueue(-1, tf.int64, shapes=(), shared_name="tokens", name="tokens")
+        values = tf.placeholder(tf.int64, [None])
+        enqueue_many = queue.enqueue_many((values,))
+        dequeue = queue.dequeue()
+        dequeue_two = queue.dequeue_many(2)
+        dequeue_three = queue.dequeue_many(3)
+        size = queue.size()
+        close = queue.close()
+    server, first = task(spec, 0, graph)
+    _, second = task(spec, 1, graph)
+    # a dequeue of one session waits for an enqueue of the other
+    waiting = Background(second.run, dequeue, options=RUN_BOUND)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    assert not waiting.done()
+    first.run(enqueue_many, {values: [7, 8, 9]})
+    assert waiting.result(WAIT) == 7
+    assert first.run(size) == second.run(size) == 2
+    # a dequeue that runs out of time consumes nothing
+    with pytest.raises(errors.DeadlineExceededError):
+        first.run(dequeue_three, options=tf.RunOptions(timeout_in_ms=300))
+    assert second.run(size) == 2
+    assert second.run(dequeue_two).tolist() == [8, 9]
+    # a closed, empty queue: OutOfRangeError, in every session
+    first.run(close)
+    with pytest.raises(errors.OutOfRangeError, match="is closed and has insufficient elements"):
+        second.run(dequeue, options=RUN_BOUND)
+
+
+def test_a_waiting_dequeue_is_withdrawn_when_its_session_closes(task: Any) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:ps/task:0"):
+        queue = tf.FIFOQueue(-1, tf.int64, shapes=(), shared_name="tokens", name="tokens")
+        enqueue = queue.enqueue(tf.constant(5, tf.int64))
+        dequeue = queue.dequeue()
+    server, first = task(spec, 0, graph)
+    _, second = task(spec, 1, graph)
+    waiting = Background(second.run, dequeue, options=RUN_BOUND)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    second.close()
+    assert isinstance(waiting.error(WAIT), errors.CancelledError)
+    first.run(enqueue)
+    assert first.run(dequeue, options=RUN_BOUND) == 5  # the withdrawn dequeue took nothing
+
+
+def test_an_enqueue_many_larger_than_a_bounded_ps_queue_is_refused(task: Any) -> None:
+    spec = cluster_of(ps=1, workers=1)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:ps/task:0"):
+        queue = tf.FIFOQueue(2, tf.int64, shapes=(), shared_name="small", name="small")
+        enqueue_many = queue.enqueue_many((tf.constant([1, 2, 3], tf.int64),))
+        size = queue.size()
+    _, sess = task(spec, 0, graph)
+    with pytest.raises(errors.UnimplementedError, match="3 elements into a queue of capacity 2"):
+        sess.run(enqueue_many, options=RUN_BOUND)
+    assert sess.run(size) == 0
+
+
+def _replica_graph(index: int, replicas: int) -> dict[str, Any]:
+    """Worker ``index``'s graph: the variables and the token queue on the ps task."""
+    graph = tf.Graph()
+    device = tf.train.replica_device_setter(ps_tasks=1, worker_device=f"/job:worker/task:{index}")
+    with graph.as_default(), tf.device(device):
+        global_step = tf.train.get_or_create_global_step()
+        w = tf.Variable(np.array([1.0, -1.0], np.float32), name="w")
+        grad = tf.placeholder(tf.float32, [2], name="grad")
+        opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.5), replicas)
+        train_op = opt.apply_gradients([(grad, w)], global_step=global_step)
+        init = tf.global_variables_initializer()
+        local_init = tf.local_variables_initializer()
+        init_tokens = opt.get_init_tokens_op(num_tokens=0)
+    return {
+        "graph": graph,
+        "opt": opt,
+        "train_op": train_op,
+        "grad": grad,
+        "w": w,
+        "global_step": global_step,
+        "init": init,
+        "local_init": local_init,
+        "init_tokens": init_tokens,
+    }
+
+
+def test_sync_replicas_trains_across_the_sessions_of_a_cluster(task: Any) -> None:
+    replicas, steps = 2, 3
+    spec = cluster_of(ps=1, workers=replicas)
+    models = [_replica_graph(i, replicas) for i in range(replicas)]
+    sessions = [task(spec, i, m["graph"])[1] for i, m in enumerate(models)]
+    chief, chief_sess = models[0], sessions[0]
+    chief_sess.run(chief["init"])
+    for m, sess in zip(models, sessions, strict=True):
+        sess.run(m["local_init"])
+    chief_sess.run(chief["opt"].chief_init_op)
+    for m, sess in zip(models[1:], sessions[1:], strict=True):
+        sess.run(m["opt"].local_step_init_op)
+    chief_sess.run(chief["init_tokens"])
+    coord = tf.train.Coordinator()
+    chief["opt"].get_chief_queue_runner().create_threads(chief_sess, coord=coord, start=True)
+    gradients = np.arange(replicas * steps * 2, dtype=np.float32).reshape(replicas, steps, 2) / 4
+    barrier = threading.Barrier(replicas, timeout=WAIT)
+    failures: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            for step in range(steps):
+                feed = {models[index]["grad"]: gradients[index, step]}
+                sessions[index].run(models[index]["train_op"], feed, options=RUN_BOUND)
+                barrier.wait()
+        except BaseException as error:  # reported below
+            failures.append(error)
+            barrier.abort()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(replicas)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not failures, failures
+    assert not any(thread.is_alive() for thread in threads)
+    expected = np.array([1.0, -1.0]) - 0.5 * gradients.mean(axis=0).sum(axis=0)
+    for m, sess in zip(models, sessions, strict=True):
+        assert sess.run(m["global_step"]) == steps
+        np.testing.assert_allclose(sess.run(m["w"]), expected, rtol=1e-6)
+    coord.request_stop()
+    chief_sess.close()  # cancels the chief's take of a step nobody sends
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_a_replica_waiting_on_a_ps_task_says_what_it_waits_for(
+    task: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tf_accum.graph import remote_run
+
+    monkeypatch.setattr(remote_run, "REPORT_AFTER", 0.2)
+    spec = cluster_of(ps=1, workers=1)
+    m = _replica_graph(0, 2)
+    _, sess = task(spec, 0, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    sess.run(m["opt"].chief_init_op)
+    # the chief's queue runner never started: nothing takes the gradients
+    with (
+        caplog.at_level(logging.WARNING, logger="tf_accum"),
+        pytest.raises(errors.DeadlineExceededError),
+    ):
+        sess.run(
+            m["train_op"],
+            {m["grad"]: [1.0, 1.0]},
+            options=tf.RunOptions(timeout_in_ms=1500),
+        )
+    messages = [r.getMessage() for r in caplog.records if "A run has waited" in r.getMessage()]
+    assert messages, "the wait was not reported"
+    assert "for sync_token_q_Dequeue on task /job:ps/task:0" in messages[0]
+    assert "has the chief started the queue runner of get_chief_queue_runner()" in messages[0]
+    # reported again after twice as long, not at every poll
+    assert 2 <= len(messages) <= 4
+
+
+def test_a_sync_replicas_job_of_processes_trains_as_the_gradient_steps_say(
+    task: Any, spawn: Any
+) -> None:
+    from tests.distributed import sync_replicas_roles as roles
+
+    steps, run_ms = 5, 3000
+    spec = cluster_of(ps=1, workers=2)
+    m = roles.model(spec, 0, replicas=2)
+    _, sess = task(spec, 0, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    other = spawn(
+        "worker",
+        module="tests.distributed.sync_replicas_roles",
+        spec=spec,
+        task=1,
+        replicas=2,
+        steps=steps,
+        run_ms=run_ms,
+    )
+    coord = tf.train.Coordinator()
+    m["hook"].after_create_session(sess, coord)  # the chief's init ops and queue runner
+    chief_runs = roles.train(m, sess, steps, run_ms)
+    outcome = other.outcome(WAIT)
+    w, emb = roles.reference(steps)
+    assert sess.run(m["global_step"]) == steps
+    np.testing.assert_allclose(sess.run(m["w"]), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sess.run(m["emb"]), emb, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outcome["w"], w, rtol=1e-5, atol=1e-6)
+    assert chief_runs >= 1 and outcome["runs"] >= 1
+    coord.request_stop()
+    sess.close()  # cancels the chief's take of a step nobody sends
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_a_replicas_step_is_one_request_to_the_ps_task(task: Any) -> None:
+    spec = cluster_of(ps=1, workers=1)
+    m = _replica_graph(0, 1)
+    with m["graph"].as_default():
+        tokens = m["opt"].get_init_tokens_op(num_tokens=2)
+        size = m["opt"]._sync_token_queue.size()
+    server, sess = task(spec, 0, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    sess.run([m["opt"].chief_init_op, tokens])
+    requests = []
+    for _ in range(2):  # two initial tokens: no chief needed
+        before = server.runtime.census("ps", 0)["requests"]
+        sess.run(m["train_op"], {m["grad"]: [1.0, 1.0]}, options=RUN_BOUND)
+        requests.append(server.runtime.census("ps", 0)["requests"] - before)
+    # the gradient's apply and the token's dequeue travel together
+    assert requests == [1, 1]
+    assert sess.run(size) == 0
