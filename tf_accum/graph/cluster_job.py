@@ -110,26 +110,31 @@ def _tasks(tasks: list[str] | Mapping[str, str]) -> dict[int, str]:
     return {int(index): address for index, address in tasks.items()}
 
 
-def disagreement(ours: str, theirs: str) -> str | None:
+def disagreement(
+    first: str, second: str, names: tuple[str, str] = ("one", "the other")
+) -> str | None:
     """Why two processes' ClusterSpecs (``spec_text``) cannot be one job's; None if they can.
 
     They must name the same jobs; a job both give as a list must have the same
     tasks, and a job either gives as a dict (a sparse view) the same address
-    for every task both name.
+    for every task both name. ``names`` name the two ClusterSpecs in the reason.
     """
-    a, b = json.loads(ours), json.loads(theirs)
+    a, b = json.loads(first), json.loads(second)
+    one, other = names
     if sorted(a["jobs"]) != sorted(b["jobs"]):
-        return f"they name different jobs ({sorted(a['jobs'])} and {sorted(b['jobs'])})"
+        return f"they name different jobs ({sorted(a['jobs'])} in {one}, {sorted(b['jobs'])} in {other})"
     sparse = set(a["sparse"]) | set(b["sparse"])
     for job in sorted(a["jobs"]):
-        first, second = _tasks(a["jobs"][job]), _tasks(b["jobs"][job])
-        if job not in sparse and sorted(first) != sorted(second):
-            return f"job {job!r} has tasks {sorted(first)} in one and {sorted(second)} in the other"
-        for index in sorted(first.keys() & second.keys()):
-            if first[index] != second[index]:
+        tasks_a, tasks_b = _tasks(a["jobs"][job]), _tasks(b["jobs"][job])
+        if job not in sparse and sorted(tasks_a) != sorted(tasks_b):
+            return (
+                f"job {job!r} has tasks {sorted(tasks_a)} in {one} and {sorted(tasks_b)} in {other}"
+            )
+        for index in sorted(tasks_a.keys() & tasks_b.keys()):
+            if tasks_a[index] != tasks_b[index]:
                 return (
-                    f"task /job:{job}/task:{index} is {first[index]!r} in one and "
-                    f"{second[index]!r} in the other"
+                    f"task /job:{job}/task:{index} is {tasks_a[index]!r} in {one} and "
+                    f"{tasks_b[index]!r} in {other}"
                 )
     return None
 
@@ -219,9 +224,10 @@ def make_own_host(
             if existing_ok:
                 return None
             holder = _owner_of(name)
-            if holder is not None and (holder[1] or time.monotonic() >= give_up):
+            if (holder is not None and holder[1]) or time.monotonic() >= give_up:
+                where = "a process that does not answer" if holder is None else holder[0]
                 raise errors.UnknownError(
-                    None, None, refused_duplicate(label, holder[0], job)
+                    None, None, refused_duplicate(label, where, job)
                 ) from None
             time.sleep(POLL)  # the previous process's host is on its way out
     try:

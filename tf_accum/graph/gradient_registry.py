@@ -78,7 +78,9 @@ def get_gradient_function(op: Operation) -> GradientFunction | None:
     try:
         return _functions[op_type]
     except KeyError:
-        raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type})") from None
+        raise LookupError(
+            f"No gradient defined for operation '{op.name}' (op type: {op.type})"
+        ) from None
 
 
 def _has_override(op: Operation) -> bool:

@@ -141,7 +141,7 @@ class _Host:
         from tf_accum.graph.cluster_job import HANDOVER, disagreement
 
         if self._spec is not None:
-            reason = disagreement(self._spec, spec)
+            reason = disagreement(self._spec, spec, (f"task {self._task}'s", "this process's"))
             if reason is not None:
                 return ("disagree", reason, self._spec)
         self._lives.watch(caller, life)
