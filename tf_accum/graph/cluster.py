@@ -178,6 +178,11 @@ class Server:
     worker's first run that needs a ps task waits while the task is not up,
     logging what it waits for (bounded by the run's deadline).
 
+    Differs from TensorFlow: a second live process for a task of the same job
+    (``TF_ACCUM_JOB``, else ps task 0's address) is refused anywhere on the
+    Ray cluster, and so is a process whose ClusterSpec disagrees with its ps
+    tasks' (docs/departures.md T22).
+
     Raises:
         TypeError: a task_index that is not an int (``"1"``, ``1.0``, ``True``).
         ValueError: no job_name (or task_index) given where it cannot be inferred.
