@@ -235,7 +235,9 @@ def test_a_worker_waits_for_its_ps_task_and_says_so(
     withdrawn = Background(closed.run, m.count)
     wait_until(lambda: len(closed._runs) == 1, timeout=30)
     closed.close()
-    assert isinstance(withdrawn.error(30), errors.CancelledError)
+    cancelled = withdrawn.error(30)
+    assert isinstance(cancelled, errors.CancelledError), cancelled
+    assert "while waiting for task /job:ps/task:0 to start" in cancelled.message
     servers(spec, "ps", 0)
     assert waiting.result(PROCESS_START) == 0
     with m.graph.as_default():

@@ -296,7 +296,7 @@ def find_host(
     try:
         while True:
             if cancellation is not None and cancellation.error is not None:
-                raise _copy(cancellation.error)
+                raise _copy(cancellation.error, f" (while waiting for task {label} to start)")
             try:
                 actor = ray.get_actor(name, namespace=NAMESPACE)
             except ValueError:
@@ -330,6 +330,6 @@ def find_host(
             cancellation.unregister(key)
 
 
-def _copy(error: errors.OpError) -> errors.OpError:
-    copy: errors.OpError = type(error)(None, None, error.message)  # type: ignore[call-arg]
+def _copy(error: errors.OpError, more: str) -> errors.OpError:
+    copy: errors.OpError = type(error)(None, None, error.message + more)  # type: ignore[call-arg]
     return copy

@@ -3,11 +3,12 @@
 How a TF1 cluster maps onto Ray:
 
 - Every task other than the session's own (in practice each ps task) is a
-  host actor on the Ray cluster (``tf_accum.graph.task_host``), named from a
-  digest of the ClusterSpec, the job and the task index
-  (``tf_accum.distributed.placement.HostGroup``: ps task i = host i of the
-  ps job's group), so every process of the cluster finds the same host
-  whatever order they start in. The ClusterSpec's addresses are only names.
+  host actor on the Ray cluster (``tf_accum.graph.task_host``), named from
+  the job's identity, the job and the task index
+  (``tf_accum.graph.cluster_job``), so every process of the job finds the
+  same host whatever order they start in. A ps task's host is made by the
+  ps process and ends with it; a run waits while it is not up. The
+  ClusterSpec's addresses are only names.
 - An op runs on a task when its device names that task (``/job:ps/task:1``;
   a job without a task is task 0) and it holds state: an accumulator op or a
   variable op. An op taking an accumulator or variable handle runs where
