@@ -254,6 +254,14 @@ def _owner_of(name: str) -> tuple[str, bool] | None:
     return f"pid {pid} on node {node[:12]}", alive
 
 
+def _owner_gone(pid: int, node: str) -> bool:
+    """Whether the process that made a host is known to have ended (only a process
+    of this node can be asked)."""
+    import ray
+
+    return node == ray.get_runtime_context().get_node_id() and not _alive(pid)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists
@@ -304,7 +312,10 @@ def find_host(
             if actor is not None:
                 with contextlib.suppress(ray.exceptions.RayActorError):
                     # a refusal comes back as an answer; a host that is going away, as an error
-                    return actor, ray.get(join(actor), timeout=2 * HANDOVER + 60.0)
+                    answer = ray.get(join(actor), timeout=2 * HANDOVER + 60.0)
+                    if not (answer[0] == "ok" and _owner_gone(answer[4], answer[5])):
+                        return actor, answer
+                    # its process ended a moment ago, and Ray has not ended it yet
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 raise errors.DeadlineExceededError(

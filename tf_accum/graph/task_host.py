@@ -133,7 +133,7 @@ class _Host:
         """Let ``caller``, the process of task ``task`` (a label) with ClusterSpec
         ``spec`` (``cluster_job.spec_text``), use this host.
 
-        Returns ("ok", instance, pid, node); ("disagree", reason, this host's
+        Returns ("ok", instance, pid, node, owner's pid, owner's node); ("disagree", reason, this host's
         spec) when the ClusterSpecs cannot be one job's; ("taken", where) when
         another live process serves ``task`` (a process that died is noticed
         within ``cluster_job.HANDOVER`` seconds: its successor waits for that).
@@ -155,7 +155,7 @@ class _Host:
                 return ("taken", holder[1])
             await asyncio.sleep(0.1)  # a dead holder is dropped by _caller_died
         self._holders[task] = (caller, where)
-        return ("ok", *(await self.ping()))
+        return ("ok", *(await self.ping()), *self._owner)
 
     # --- callers' lives -----------------------------------------------------------
 
