@@ -100,7 +100,7 @@ def test_a_rerun_of_the_same_program_starts_empty_whatever_order_its_processes_s
 
 
 def test_a_restarted_ps_task_starts_empty_and_runs_fail_until_it_is_back(spawn, servers) -> None:
-    spec = cluster_of(ps=1, workers=1)
+    spec = cluster_of(ps=1, workers=2)
     ps = spawn("ps", module=ROLES, spec=spec, task=0)
     m = model(spec)
     with m.graph.as_default():
@@ -112,7 +112,13 @@ def test_a_restarted_ps_task_starts_empty_and_runs_fail_until_it_is_back(spawn, 
     sess.run(m.apply, {m.grad: [2, 1]})
     assert sess.run(m.total).tolist() == [5, 1]
     assert sess.run([m.step, m.count]) == [7, 1]
+    _, taker = servers(spec, "worker", 1, m.graph)
+    waiting = Background(taker.run, m.take, {m.num_required: 5}, options=RUN_BOUND)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
     ps.kill()
+    # the waiting take fails with the task
+    lost = waiting.error(PROCESS_START)
+    assert isinstance(lost, errors.UnavailableError) and "task /job:ps/task:0" in lost.message
     # Ray ends the host a moment after its owner: until then it still answers
     wait_until(lambda: host_gone(server, "ps", 0), timeout=PROCESS_START)
     with pytest.raises(errors.UnavailableError, match="task /job:ps/task:0"):
