@@ -122,7 +122,10 @@ def disagreement(
     a, b = json.loads(first), json.loads(second)
     one, other = names
     if sorted(a["jobs"]) != sorted(b["jobs"]):
-        return f"they name different jobs ({sorted(a['jobs'])} in {one}, {sorted(b['jobs'])} in {other})"
+        return (
+            f"they name different jobs ({sorted(a['jobs'])} in {one}, "
+            f"{sorted(b['jobs'])} in {other})"
+        )
     sparse = set(a["sparse"]) | set(b["sparse"])
     for job in sorted(a["jobs"]):
         tasks_a, tasks_b = _tasks(a["jobs"][job]), _tasks(b["jobs"][job])

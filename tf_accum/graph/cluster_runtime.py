@@ -284,6 +284,10 @@ class ClusterRuntime:
         try:
             actor = ray.get_actor(name, namespace=NAMESPACE)
             instance, _pid, _node = ray.get(actor.ping.remote())
+        except ValueError:
+            # ended for good (killed without restart): this process makes it again, empty
+            self.serve(*key)
+            return self._links[key]
         except ray.exceptions.RayError as exc:
             raise ray_error(exc, f"the host of task {label}") from None
         link = TaskLink(actor, instance, [actor.hold.remote(self._caller)])

@@ -133,10 +133,11 @@ class _Host:
         """Let ``caller``, the process of task ``task`` (a label) with ClusterSpec
         ``spec`` (``cluster_job.spec_text``), use this host.
 
-        Returns ("ok", instance, pid, node, owner's pid, owner's node); ("disagree", reason, this host's
-        spec) when the ClusterSpecs cannot be one job's; ("taken", where) when
-        another live process serves ``task`` (a process that died is noticed
-        within ``cluster_job.HANDOVER`` seconds: its successor waits for that).
+        Returns ("ok", instance, pid, node, the owner's pid, the owner's node);
+        ("disagree", reason, this host's spec) when the ClusterSpecs cannot be
+        one job's; ("taken", where) when another live process serves ``task``
+        (a process that died is noticed within ``cluster_job.HANDOVER`` seconds:
+        its successor waits for that).
         """
         from tf_accum.graph.cluster_job import HANDOVER, disagreement
 
