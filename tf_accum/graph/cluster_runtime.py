@@ -100,7 +100,10 @@ class ClusterRuntime:
         self._caller = uuid.uuid4().hex
         self._lock = threading.Lock()
         self._links: dict[Task, TaskLink] = {}
-        self._served: set[Task] = set()  # tasks whose host this process made and owns
+        self._served: set[Task] = set()  # ps tasks whose host this process made and owns
+        # the hosts this process made: Ray ends a non-detached actor once its owner
+        # holds no handle to it, so the handles are kept as long as this runtime
+        self._owned: dict[Task, Any] = {}
         from tf_accum.graph import cluster_job
 
         self.job_identity = cluster_job.identity(cluster)
@@ -179,6 +182,7 @@ class ClusterRuntime:
         actor, (instance, _pid, _node) = made
         with self._lock:
             self._served.add(key)
+            self._owned[key] = actor
             self._links[key] = TaskLink(actor, instance, [actor.hold.remote(self._caller)])
 
     def link(self, job: str, task: int) -> TaskLink | None:
@@ -226,7 +230,7 @@ class ClusterRuntime:
         where = cluster_job.where_this_process_is()
         if job != "ps":
             # made on first use, owned by this process, unless another process made it
-            cluster_job.make_own_host(
+            made = cluster_job.make_own_host(
                 _remote_class(),
                 name,
                 (label, self._job_args(where)),
@@ -235,6 +239,9 @@ class ClusterRuntime:
                 self.job_identity,
                 existing_ok=True,
             )
+            if made is not None:
+                with self._lock:
+                    self._owned[key] = made[0]
         lives: list[Any] = []
 
         def join(actor: Any) -> Any:
