@@ -250,3 +250,29 @@ def test_a_worker_waits_for_its_ps_task_and_says_so(
         apply = m.accumulator.apply_grad([1, 1], local_step=FAR_AHEAD)
     sess.run(apply)
     assert sess.run(m.count) == 1
+
+
+def test_another_workers_task_has_a_host_made_on_first_use_and_made_again_when_lost(
+    servers,
+) -> None:
+    """An op placed on another worker task runs in a host the process needing it makes
+    (docs/departures.md T22); a lost one is made again, empty."""
+    import ray
+
+    spec = cluster_of(ps=1, workers=2)
+    servers(spec, "ps", 0)
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:worker/task:0"):
+        total = tf.Variable(1.0, name="on_worker_0")
+        add = total.assign_add(2.0)
+    server, sess = servers(spec, "worker", 1, g)
+    sess.run(total.initializer)
+    assert sess.run(add) == 3.0
+    assert server.runtime.census("worker", 0)["variables"] == 1
+    ray.kill(server.runtime.link("worker", 0).actor, no_restart=True)
+    with pytest.raises(errors.UnavailableError, match="task /job:worker/task:0"):
+        sess.run(add, options=RUN_BOUND)
+    with pytest.raises(errors.FailedPreconditionError):  # made again, empty
+        sess.run(add, options=RUN_BOUND)
+    sess.run(total.initializer)
+    assert sess.run(add) == 3.0

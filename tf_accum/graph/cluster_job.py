@@ -283,9 +283,11 @@ def find_host(
     job: JobIdentity,
     deadline: float | None,
     cancellation: Cancellation | None,
+    make: Callable[[], None] | None = None,
 ) -> tuple[Any, Any]:
     """The host called ``name`` once it is up and ``join(actor)`` (an object ref of
-    its ``join`` call) accepts this process: (actor, join's answer).
+    its ``join`` call) accepts this process: (actor, join's answer). ``make``, if
+    given, is called whenever no host of that name is found (it makes one).
 
     Waits while the task is not up (its process has not started its Server, or
     it ended and Ray has not removed its host yet), logging every WAIT_NOTICE
@@ -298,8 +300,6 @@ def find_host(
     """
     import ray
 
-    from tf_accum.distributed.wire import NAMESPACE
-
     started = time.monotonic()
     notice = started + WAIT_NOTICE
     woken = threading.Event()
@@ -308,10 +308,10 @@ def find_host(
         while True:
             if cancellation is not None and cancellation.error is not None:
                 raise _copy(cancellation.error, f" (while waiting for task {label} to start)")
-            try:
-                actor = ray.get_actor(name, namespace=NAMESPACE)
-            except ValueError:
-                actor = None
+            actor = _lookup(name)
+            if actor is None and make is not None:
+                make()
+                actor = _lookup(name)
             if actor is not None:
                 with contextlib.suppress(ray.exceptions.RayActorError):
                     # a refusal comes back as an answer; a host that is going away, as an error
@@ -342,6 +342,18 @@ def find_host(
     finally:
         if cancellation is not None:
             cancellation.unregister(key)
+
+
+def _lookup(name: str) -> Any:
+    """The host actor called ``name``, or None if there is none."""
+    import ray
+
+    from tf_accum.distributed.wire import NAMESPACE
+
+    try:
+        return ray.get_actor(name, namespace=NAMESPACE)
+    except ValueError:
+        return None
 
 
 def _copy(error: errors.OpError, more: str) -> errors.OpError:

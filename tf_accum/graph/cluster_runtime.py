@@ -228,8 +228,10 @@ class ClusterRuntime:
         self.attach()
         mine = task_label((self.job, self.task))
         where = cluster_job.where_this_process_is()
-        if job != "ps":
-            # made on first use, owned by this process, unless another process made it
+
+        def make() -> None:
+            # a task that is not a ps task has no process making its host: it is made
+            # on first use, owned by this process, unless another process made it
             made = cluster_job.make_own_host(
                 _remote_class(),
                 name,
@@ -242,6 +244,7 @@ class ClusterRuntime:
             if made is not None:
                 with self._lock:
                     self._owned[key] = made[0]
+
         lives: list[Any] = []
 
         def join(actor: Any) -> Any:
@@ -257,6 +260,7 @@ class ClusterRuntime:
                 self.job_identity,
                 deadline,
                 cancellation,
+                None if job == "ps" else make,
             )
         except ray.exceptions.RayError as exc:
             from tf_accum.distributed.proxy import ray_error
