@@ -145,15 +145,6 @@ def role_main(args: dict[str, Any]) -> dict[str, Any]:
         sess.run(program.release, {program.new_step: step + 1})
     window[1] = time.time()
     rate = (total - args["warmup"]) / (time.perf_counter() - started)
-    if runtime == "tf_accum":
-        # The hosts are detached and outlive the ps processes (as the README says):
-        # end them with the run, as ending the ps processes ends TensorFlow's state
-        # and the floor kills its actors. Left, every run's hosts would load the
-        # machine for the runs after it (and count in their "ps actor" CPU).
-        import ray
-
-        for task in range(len(spec["ps"])):
-            ray.kill(server.runtime.host("ps", task).actor)
     return {"steps_per_second": rate, "window": window}
 
 

@@ -28,6 +28,8 @@ class TfAccumPsBackend:
     def __init__(self) -> None:
         tag = uuid.uuid4().hex[:8]
         cluster = {"ps": [f"ps-{tag}:2222"], "worker": [f"worker-{tag}:2222"]}
+        # this process serves the ps task too: its host lives as long as this process
+        self.ps_server = v1.train.Server(cluster, job_name="ps", task_index=0)
         self.server = v1.train.Server(cluster, job_name="worker", task_index=0)
         self.last: TfAccumPsSession | None = None  # the case session opened last
 

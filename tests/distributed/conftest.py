@@ -135,13 +135,18 @@ class Process:
     """A process of the cluster running one role of tests/distributed/roles.py (or ``module``)."""
 
     def __init__(
-        self, cluster: Cluster, role: str, module: str = "tests.distributed.roles", **arguments: Any
+        self,
+        cluster: Cluster,
+        role: str,
+        module: str = "tests.distributed.roles",
+        environment: dict[str, str] | None = None,
+        **arguments: Any,
     ) -> None:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by kill()
         self.popen = subprocess.Popen(
             [sys.executable, "-m", module, role, json.dumps(arguments)],
             cwd=ROOT,
-            env=cluster.env(),
+            env=cluster.env(**(environment or {})),
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             text=True,
@@ -159,6 +164,12 @@ class Process:
             pytest.fail(f"role process failed ({self.popen.returncode}):\n{error}")
         return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
+    def error_output(self) -> str:
+        """What the process wrote to stderr so far (read without moving the file's offset,
+        which the process writes at)."""
+        size = os.fstat(self._stderr.fileno()).st_size
+        return os.pread(self._stderr.fileno(), size, 0).decode(errors="replace")
+
     def kill(self) -> None:
         """SIGKILL, by pid: no chance to clean up, as when a machine dies."""
         if self.popen.poll() is None:
@@ -174,8 +185,13 @@ def spawn(ray_cluster: Cluster) -> Iterator[Callable[..., Process]]:
     """Start role processes on the cluster; every one is killed (by pid) after the test."""
     started: list[Process] = []
 
-    def start(role: str, module: str = "tests.distributed.roles", **arguments: Any) -> Process:
-        process = Process(ray_cluster, role, module, **arguments)
+    def start(
+        role: str,
+        module: str = "tests.distributed.roles",
+        environment: dict[str, str] | None = None,
+        **arguments: Any,
+    ) -> Process:
+        process = Process(ray_cluster, role, module, environment, **arguments)
         started.append(process)
         return process
 

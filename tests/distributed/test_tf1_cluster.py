@@ -1,13 +1,15 @@
 """TF1 parameter-server programs on Ray (issue 24): one process per task, state on ps tasks.
 
-The test process is the chief (worker task 0, with its own ``tf.train.Server``);
-ps tasks and the other workers are real processes running
-tests/distributed/tf1_roles.py. Each test names a cluster of its own, so its
-ps hosts are new.
+The test process is the chief (worker task 0, with its own ``tf.train.Server``)
+and, unless a test starts ps processes, serves the ps tasks too (their hosts
+are owned by this process, ended after the test); other workers are real
+processes running tests/distributed/tf1_roles.py. Each test names a cluster
+of its own, so its ps hosts are new.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,11 +37,25 @@ def cluster_of(ps: int, workers: int) -> dict[str, list[str]]:
 
 @pytest.fixture
 def task(ray_cluster) -> Iterator[Callable[..., tuple[Any, Any]]]:
-    """A worker task of this process: its Server and a Session on its target (closed after)."""
-    sessions: list[Any] = []
+    """A worker task of this process: its Server (one per task) and a Session on its
+    target (closed after). Unless ``ps=False``, this process also serves the spec's ps
+    tasks (their hosts are ended after the test)."""
+    import ray
 
-    def start(spec: Any, index: int = 0, graph: Any = None) -> tuple[Any, Any]:
-        server = tf.train.Server(spec, job_name="worker", task_index=index)
+    sessions: list[Any] = []
+    servers: dict[tuple[str, str, int], Any] = {}
+
+    def server_of(spec: Any, job: str, index: int) -> Any:
+        key = (json.dumps(spec, sort_keys=True), job, index)
+        if key not in servers:
+            servers[key] = tf.train.Server(spec, job_name=job, task_index=index)
+        return servers[key]
+
+    def start(spec: Any, index: int = 0, graph: Any = None, ps: bool = True) -> tuple[Any, Any]:
+        if ps:
+            for k in range(len(spec["ps"])):
+                server_of(spec, "ps", k)
+        server = server_of(spec, "worker", index)
         sess = tf.Session(server.target, graph=graph)
         sessions.append(sess)
         return server, sess
@@ -47,11 +63,17 @@ def task(ray_cluster) -> Iterator[Callable[..., tuple[Any, Any]]]:
     yield start
     for sess in sessions:
         sess.close()
+    for (_, job, index), server in servers.items():
+        link = server.runtime.link(job, index)
+        if link is not None:
+            ray.kill(link.actor, no_restart=True)
 
 
-def chief_of(task: Callable[..., tuple[Any, Any]], spec: Any) -> tuple[Any, Model, Any]:
+def chief_of(
+    task: Callable[..., tuple[Any, Any]], spec: Any, ps: bool = True
+) -> tuple[Any, Model, Any]:
     m = model(spec)
-    server, sess = task(spec, 0, m.graph)
+    server, sess = task(spec, 0, m.graph, ps)
     sess.run(m.init)
     return server, m, sess
 
@@ -59,7 +81,7 @@ def chief_of(task: Callable[..., tuple[Any, Any]], spec: Any) -> tuple[Any, Mode
 def test_workers_and_a_chief_lose_nothing(task, spawn) -> None:
     spec = cluster_of(ps=1, workers=3)
     spawn("ps", module=ROLES, spec=spec, task=0)
-    _server, m, sess = chief_of(task, spec)
+    _server, m, sess = chief_of(task, spec, ps=False)
     per_worker = 40
     n = 2 * per_worker
     workers = [
@@ -212,8 +234,8 @@ def test_one_request_per_host_per_run(task) -> None:
             for a, g_ in zip(accumulators, grads, strict=True)
         ]
         takes = [a.take_grad(workers) for a in accumulators]
-    sessions = [task(spec, i, g)[1] for i in range(workers)]
-    server = tf.train.Server(spec, job_name="worker", task_index=0)
+    started = [task(spec, i, g) for i in range(workers)]
+    server, sessions = started[0][0], [sess for _, sess in started]
     # the same steps again: from the third run on, a session replays a plan's first
     # run's route (its requests), which must keep the counts, the order and the values
     for step in range(4):
@@ -298,7 +320,7 @@ def test_small_requests_and_answers_travel_pickled_and_large_ones_go_through_ray
         large_take = large_acc.take_grad(2)
         count = small_acc.num_accumulated()
     server, sess = task(spec, 0, g)
-    sess.run(count)  # the first request carries the life token
+    sess.run(count)  # links to the host (and sends it the life token)
     link = server.runtime.host("ps", 0)
     real_actor, real_get = link.actor, ray.get
     sent: list[type] = []
@@ -475,16 +497,6 @@ def test_host_groups_name_and_spread_hosts_the_same_way_everywhere() -> None:
         first.actor_name(4)
     with pytest.raises(ValueError, match="at least one host"):
         HostGroup("empty", 0, lambda: None, lambda index: ())
-
-
-def test_the_ps_tasks_hosts_are_named_from_the_cluster_spec(task) -> None:
-    spec = cluster_of(ps=2, workers=1)
-    server, _ = task(spec, 0)
-    same = tf.train.Server(tf.train.ClusterSpec(spec), job_name="worker", task_index=0, start=False)
-    digest = tf.train.ClusterSpec(spec).identity()
-    ours = server.runtime._group("ps")
-    assert ours.actor_name(1) == f"tf_accum/task/{digest}/ps/1"
-    assert same.runtime._group("ps").actor_name(1) == ours.actor_name(1)
 
 
 def test_initialization_of_ps_variables_is_shared_by_every_session(task) -> None:

@@ -3,13 +3,15 @@
 Each process joins the Ray cluster through TF_ACCUM_RAY_ADDRESS, builds the
 same graph (``model``) under ``replica_device_setter``, starts its own
 ``tf.train.Server`` and runs sessions on its target, as a TF1 program does;
-it prints one JSON line with its outcome and exits (a ps task never exits).
+it prints one JSON line with its outcome and exits (a ps task, or a worker
+that holds its task, never exits).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +64,53 @@ def session(cluster: Any, job: str, task: int) -> tuple[Model, Any]:
 
 
 def ps(spec: Any, task: int) -> dict[str, Any]:
-    """A ps task: its Server, then join() (it is killed at the end)."""
-    tf.train.Server(spec, job_name="ps", task_index=task).join()
+    """A ps task: its Server, then join() (it is killed at the end); a refused Server's
+    error is the outcome."""
+    try:
+        server = tf.train.Server(spec, job_name="ps", task_index=task)
+    except errors.OpError as error:
+        return {"error": type(error).__name__, "message": error.message}
+    server.join()
+    return {}
+
+
+def train(spec: Any, task: int, steps: int, notice: float = 0.0) -> dict[str, Any]:
+    """A chief's whole run: initialise, then ``steps`` steps of an apply at the global
+    step, a take and the step's increment; what it found at the start and the end.
+
+    A stale accumulator (one whose step outlived an earlier run) drops the applies:
+    the take then times out, and the error is the outcome. ``notice``: seconds
+    between the log lines of a wait for a ps task (0: the default).
+    """
+    if notice:
+        from tf_accum.graph import cluster_job
+
+        cluster_job.WAIT_NOTICE = notice
+    m, sess = session(spec, "worker", task)
+    with m.graph.as_default():
+        local_step = tf.placeholder(tf.int64, [], name="local_step")
+        apply = m.accumulator.apply_grad(m.grad, local_step=local_step)
+        bump = m.step.assign_add(1)
+    bound = tf.RunOptions(timeout_in_ms=20_000)
+    sess.run(m.init, options=tf.RunOptions(timeout_in_ms=120_000))  # waits for the ps task
+    start = {"step": int(sess.run(m.step)), "count": int(sess.run(m.count))}
+    try:
+        for _ in range(steps):
+            step = int(sess.run(m.step))
+            sess.run(apply, {m.grad: [step, 1], local_step: step})
+            sess.run(m.update, {m.num_required: 1}, options=bound)
+            sess.run(bump)
+    except errors.OpError as error:
+        return {"start": start, "error": type(error).__name__, "message": error.message}
+    total, step = sess.run([m.total, m.step])
+    return {"start": start, "total": total.tolist(), "step": int(step)}
+
+
+def hold(spec: Any, task: int) -> dict[str, Any]:
+    """A worker that reaches its ps task, says so, and stays (it is killed at the end)."""
+    m, sess = session(spec, "worker", task)
+    sess.run(m.count)
+    threading.Event().wait()
     return {}
 
 
@@ -93,7 +140,7 @@ def take(spec: Any, task: int, num_required: int, timeout_ms: int = 0) -> dict[s
     return {"value": value.tolist(), "count": int(sess.run(m.count))}
 
 
-ROLES = {f.__name__: f for f in (ps, worker, read, take)}
+ROLES = {f.__name__: f for f in (ps, worker, read, take, train, hold)}
 
 if __name__ == "__main__":
     outcome = ROLES[sys.argv[1]](**json.loads(sys.argv[2]))

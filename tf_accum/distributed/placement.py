@@ -2,14 +2,13 @@
 
 A host is a detached Ray actor with a name in tf_accum's namespace: whoever
 asks first makes it, everyone else gets that one, so the name alone decides
-where state lives. The container hosts of ``RayResourceTable`` and the task
-hosts of a TF1 cluster are both started here. A ``HostGroup`` is K such
-hosts, index 0..K-1, with per-host Ray options (a node, a resource): a TF1
-cluster's ps job is a group (ps task i = host i, chosen by
-``replica_device_setter`` in build order), and so is a container placed over
-K hosts (``place``), whose shared names ``HostGroup.index_for`` spreads over
-the group by a digest, the same from every process whatever order they start
-in.
+where state lives. The container hosts of ``RayResourceTable`` are started
+here (a TF1 job's task hosts are made by their ps processes instead, see
+``tf_accum.graph.cluster_job``). A ``HostGroup`` is K such hosts, index
+0..K-1, with per-host Ray options (a node, a resource): a container placed
+over K hosts (``place``) is a group, whose shared names
+``HostGroup.index_for`` spreads over the group by a digest, the same from
+every process whatever order they start in.
 """
 
 from __future__ import annotations

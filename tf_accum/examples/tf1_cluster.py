@@ -16,7 +16,7 @@ The program TF1's between-graph replication made, written with
   (one request to the ps task).
 
 The ps process only joins its server; the state lives in its task's host
-actor on Ray. This process starts (or joins, with ``--address``) the Ray
+actor on Ray, which ends with the ps process. This process starts (or joins, with ``--address``) the Ray
 cluster and every other process, and ends each one by pid on every path.
 """
 
@@ -208,9 +208,7 @@ def _chief(config: JobConfig, progress: Progress, address: str) -> RunResult:
     finally:
         progress.close()
         for process in started_tasks:
-            _end(process)
-        with contextlib.suppress(errors.OpError):
-            tf.Session.reset(server.target)
+            _end(process)  # the ps task's state ends with its process
         sess.close()
     return RunResult(
         workers=config.workers,

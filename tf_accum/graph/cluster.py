@@ -5,10 +5,11 @@ starts a ``Server`` for its own task; worker sessions on ``server.target``
 then place state on ps tasks. Here the addresses are only names: nothing
 listens on them. What a ps task holds (its accumulators and variables) lives
 in a host actor on the Ray cluster the process is attached to (named by
-``TF_ACCUM_RAY_ADDRESS`` or ``tf_accum.distributed.connect``), one host per
-task, found by every process from the ClusterSpec alone. A ps process's
-``server.join()`` keeps it alive, as in TensorFlow; the host outlives it (as
-Ray's detached actors do) until the Ray cluster stops.
+``TF_ACCUM_RAY_ADDRESS`` or ``tf_accum.distributed.connect``), made by the
+ps task's own process and ended with it, as a TF1 ps task's state lives in
+its process; the other processes of the job find it by the job's identity
+(``TF_ACCUM_JOB``, else ps task 0's address; see
+``tf_accum.graph.cluster_job``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import operator
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -45,11 +47,15 @@ class ClusterSpec:
     """
 
     def __init__(self, cluster: Any) -> None:
+        sparse: set[str] = set()
         if isinstance(cluster, ClusterSpec):
+            sparse = cluster.sparse_jobs()
             cluster = cluster.as_dict()
         if not isinstance(cluster, Mapping):
             raise TypeError(_JOB_TYPE_MESSAGE)
         self._jobs: dict[str, dict[int, str]] = {}
+        # jobs whose tasks were given as a dict: a process may list only some of them
+        self._sparse = sparse
         for job, tasks in cluster.items():
             if isinstance(job, bytes):
                 job = job.decode()
@@ -59,6 +65,7 @@ class ClusterSpec:
                 found = dict(enumerate(tasks))
             elif isinstance(tasks, Mapping):
                 found = {int(index): address for index, address in tasks.items()}
+                self._sparse.add(job)
             else:
                 raise TypeError(
                     f"The tasks for job '{job}' must be a list or a dictionary from integers "
@@ -123,6 +130,10 @@ class ClusterSpec:
             return []
         return [tasks.get(i) for i in range(max(tasks) + 1)]
 
+    def sparse_jobs(self) -> set[str]:
+        """The jobs whose tasks were given as a dict (index -> address), not a list."""
+        return set(self._sparse)
+
     def identity(self) -> str:
         """A short digest of the cluster's jobs and addresses: the same in every process."""
         text = json.dumps(sorted((job, sorted(t.items())) for job, t in self._jobs.items()))
@@ -156,8 +167,8 @@ class Server:
         job_name: this task's job (may be left out when the cluster has one job).
         task_index: this task's index (may be left out when the job has one task).
         protocol, config: accepted; nothing listens on the addresses.
-        start: for a ``ps`` task, make its host (on this process's node) now
-            rather than when a worker first uses it.
+        start: for a ``ps`` task, make its host (on this process's node) now;
+            workers wait for it.
 
     The process attaches to Ray when it first needs a host (a ps task's
     Server: when it starts; a worker's: at its sessions' first run placing an
@@ -166,9 +177,22 @@ class Server:
     to a new one-machine cluster in this process (which only this process can
     reach: a warning says so). A cluster of one task never needs Ray.
 
+    A ps task's host (its state) is owned by this process and ends with it. A
+    worker's first run that needs a ps task waits while the task is not up,
+    logging what it waits for (bounded by the run's deadline).
+
+    Differs from TensorFlow: a second live process for a task of the same job
+    (``TF_ACCUM_JOB``, else ps task 0's address) is refused anywhere on the
+    Ray cluster, and so is a process whose ClusterSpec disagrees with its ps
+    tasks' (docs/departures.md T30).
+
     Raises:
+        TypeError: a task_index that is not an int (``"1"``, ``1.0``, ``True``).
         ValueError: no job_name (or task_index) given where it cannot be inferred.
         InvalidArgumentError: a job or task the cluster does not have.
+        UnknownError: this process already has a Server for the task's address;
+            or, for a ps task, another live process serves the same task of
+            the same job (see ``TF_ACCUM_JOB``).
         UnavailableError, FailedPreconditionError: attaching to Ray failed (see
             ``tf_accum.distributed.connect``).
     """
@@ -195,19 +219,34 @@ class Server:
             if cluster.num_tasks(job_name) != 1:
                 raise ValueError("Must specify an explicit `task_index`.")
             task_index = cluster.task_indices(job_name)[0]
-        if int(task_index) not in cluster.task_indices(job_name):
+        if isinstance(task_index, bool):
+            raise TypeError(f"task_index must be an int, not a bool ({task_index!r})")
+        task_index = operator.index(task_index)  # TypeError for "1" or 1.0, as TensorFlow
+        if task_index not in cluster.task_indices(job_name):
             raise errors.InvalidArgumentError(
                 None, None, f'Task {task_index} was not defined in job "{job_name}"'
             )
         self._cluster = cluster
         self._job_name = job_name
-        self._task_index = int(task_index)
+        self._task_index = task_index
         self._target = f"grpc://{cluster.task_address(job_name, self._task_index)}"
         self._stopped = threading.Event()
         from tf_accum.graph.cluster_runtime import ClusterRuntime
 
         self._runtime = ClusterRuntime(cluster, job_name, self._task_index)
         with _servers_lock:
+            other = _servers.get(self._target)
+            # port 0 asks for any free port: such servers never clash
+            if other is not None and not self._target.endswith(":0"):
+                raise errors.UnknownError(
+                    None,
+                    None,
+                    f"Could not start tf.train.Server for task /job:{job_name}/task:"
+                    f"{self._task_index}: this process already has a Server on "
+                    f"{self._target} (task /job:{other.job_name}/task:{other.task_index}); a "
+                    "process has one Server per task. Pass the existing server (or its "
+                    ".target) to the code that needs it.",
+                )
             _servers[self._target] = self
         if start:
             self.start()
@@ -237,11 +276,14 @@ class Server:
     def start(self) -> None:
         """For a ps task, attach to Ray and make its host on this node (idempotent).
 
-        The host is made by whichever process needs it first: started before
-        the workers, a ps process places its task's state on its own machine
-        (a soft preference: Ray may restart a lost host elsewhere).
+        The host, owned by this process, holds the task's state until the
+        process ends (a soft preference for this node: Ray may restart a lost
+        host elsewhere, empty, while the process lives).
+
+        Raises:
+            UnknownError: another live process serves this task of this job.
         """
-        if self._job_name == "ps":
+        if self._job_name == "ps" and sum(map(self._cluster.num_tasks, self._cluster.jobs)) > 1:
             self._runtime.serve(self._job_name, self._task_index)
 
     def join(self) -> None:
@@ -252,8 +294,8 @@ class Server:
         when ``stop()`` is called. A SIGTERM ends the process as it ends any
         Python program (tf_accum installs no signal handler), and Ctrl-C
         raises KeyboardInterrupt here. The task's state lives in its host on
-        the Ray cluster; this only keeps the process alive, as TensorFlow's
-        ``join`` does.
+        the Ray cluster until this process ends; this keeps the process alive,
+        as TensorFlow's ``join`` does.
         """
         host_ended = self._host_ended if self._job_name == "ps" else (lambda: False)
         while not self._stopped.wait(JOIN_CHECK_INTERVAL):

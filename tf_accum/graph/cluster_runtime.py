@@ -15,6 +15,7 @@ from tf_accum.dtypes import resource, string_ref
 from tf_accum.graph.devices import DeviceSpec
 
 if TYPE_CHECKING:
+    from tf_accum.accumulators.cancellation import Cancellation
     from tf_accum.graph.cluster import ClusterSpec
     from tf_accum.graph.graph import Operation
     from tf_accum.graph.remote_run import ClusterSession
@@ -79,7 +80,8 @@ class ClusterRuntime:
         cluster: the ClusterSpec.
         job, task: this process's task.
         host_options: extra Ray actor options of a task's host, by (job, task)
-            (default: none; Ray places the hosts, using no CPU slot).
+            (default: none; a ps task's host goes on its own process's node,
+            using no CPU slot).
     """
 
     def __init__(
@@ -96,8 +98,14 @@ class ClusterRuntime:
         self._caller = uuid.uuid4().hex
         self._lock = threading.Lock()
         self._links: dict[Task, TaskLink] = {}
-        self._groups: dict[str, Any] = {}
-        self._here: set[Task] = set()  # tasks whose host this process makes on its own node
+        self._served: set[Task] = set()  # ps tasks whose host this process made and owns
+        # the hosts this process made: Ray ends a non-detached actor once its owner
+        # holds no handle to it, so the handles are kept as long as this runtime
+        self._owned: dict[Task, Any] = {}
+        from tf_accum.graph import cluster_job
+
+        self.job_identity = cluster_job.identity(cluster)
+        self._spec = cluster_job.spec_text(cluster)
 
     def attach(self) -> None:
         """Attach this process to Ray (see ``Server``)."""
@@ -105,25 +113,9 @@ class ClusterRuntime:
 
         attach_as_configured("tf.train.Server")
 
-    def _group(self, job: str) -> Any:
-        from tf_accum.distributed.placement import HostGroup
-
-        group = self._groups.get(job)
-        if group is None:
-            label = f"{self.cluster.identity()}/{job}"
-            group = HostGroup(
-                f"task/{label}",
-                max(self.cluster.task_indices(job)) + 1,
-                _remote_class,
-                lambda index: (task_label((job, index)),),
-                lambda index: self._options(job, index),
-            )
-            self._groups[job] = group
-        return group
-
     def _options(self, job: str, task: int) -> dict[str, Any]:
         options = dict(self._host_options(job, task))
-        if (job, task) in self._here and "scheduling_strategy" not in options:
+        if "scheduling_strategy" not in options:
             import ray
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -132,27 +124,167 @@ class ClusterRuntime:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
         return options
 
-    def serve(self, job: str, task: int) -> None:
-        """Make task (job, task)'s host now, on this process's node unless it exists already."""
-        self._here.add((job, task))
-        self.host(job, task)
+    def _job_args(self, where: str) -> dict[str, Any]:
+        """What a host this process makes knows of it (see ``TaskHost``)."""
+        import ray
 
-    def host(self, job: str, task: int) -> TaskLink:
-        """The link to task (job, task)'s host, made (and the host started) if needed."""
+        return {
+            "spec": self._spec,
+            "task": task_label((self.job, self.task)),
+            "caller": self._caller,
+            "where": where,
+            "pid": os.getpid(),
+            "node": ray.get_runtime_context().get_node_id(),
+        }
+
+    def serve(self, job: str, task: int) -> None:
+        """Make task (job, task)'s host, owned by this process (its state ends with it).
+
+        Raises:
+            UnknownError: another live process serves the task.
+        """
+        from tf_accum.graph import cluster_job
+
         key = (job, task)
         with self._lock:
             link = self._links.get(key)
         if link is not None and not link.stale:
-            return link
+            return
         self.attach()
-        actor, (instance, _pid, _node) = self._group(job).start(
-            task, f"the host of task {task_label(key)}"
+        label = task_label(key)
+        made = cluster_job.make_own_host(
+            _remote_class(),
+            cluster_job.host_name(self.job_identity, job, task),
+            (label, self._job_args(cluster_job.where_this_process_is())),
+            self._options(job, task),
+            label,
+            self.job_identity,
         )
-        link = TaskLink(actor, instance, [actor.hold.remote(self._caller)])
+        assert made is not None  # without existing_ok, a taken name raises
+        actor, (instance, _pid, _node) = made
+        with self._lock:
+            self._served.add(key)
+            self._owned[key] = actor
+            self._links[key] = TaskLink(actor, instance, [actor.hold.remote(self._caller)])
+
+    def link(self, job: str, task: int) -> TaskLink | None:
+        """The link to task (job, task)'s host this process has, if any (never waits)."""
+        with self._lock:
+            return self._links.get((job, task))
+
+    def host(
+        self,
+        job: str,
+        task: int,
+        deadline: float | None = None,
+        cancellation: Cancellation | None = None,
+    ) -> TaskLink:
+        """The link to task (job, task)'s host, once the task is up and its host has
+        accepted this process.
+
+        A ps task's host is made by the ps task's own process: until it is up, this
+        waits, logging what it waits for, until ``deadline`` (monotonic seconds;
+        None: no limit) or ``cancellation``. Any other task's host is made here if
+        nobody made it yet, owned by this process.
+
+        Raises:
+            DeadlineExceededError: the deadline passed while the task was not up.
+            InvalidArgumentError: this process's ClusterSpec disagrees with the host's.
+            UnknownError: another live process serves this process's task.
+        """
+        import ray
+
+        from tf_accum.graph import cluster_job
+
+        key = (job, task)
+        with self._lock:
+            link = self._links.get(key)
+            served = key in self._served
+        if link is not None and not link.stale:
+            return link
+        name = cluster_job.host_name(self.job_identity, job, task)
+        label = task_label(key)
+        if served:
+            # this process's own host, restarted by Ray (empty) since this process used it
+            return self._relink(key, name, label)
+        self.attach()
+        mine = task_label((self.job, self.task))
+        where = cluster_job.where_this_process_is()
+
+        def make() -> None:
+            # a task that is not a ps task has no process making its host: it is made
+            # on first use, owned by this process, unless another process made it
+            made = cluster_job.make_own_host(
+                _remote_class(),
+                name,
+                (label, self._job_args(where)),
+                dict(self._host_options(job, task)),
+                label,
+                self.job_identity,
+                existing_ok=True,
+            )
+            if made is not None:
+                with self._lock:
+                    self._owned[key] = made[0]
+
+        lives: list[Any] = []
+
+        def join(actor: Any) -> Any:
+            lives[:] = [actor.hold.remote(self._caller)]
+            return actor.join.remote(mine, self._spec, self._caller, where, list(lives))
+
+        try:
+            actor, answer = cluster_job.find_host(
+                name,
+                label,
+                self.cluster.task_address(job, task),
+                join,
+                self.job_identity,
+                deadline,
+                cancellation,
+                None if job == "ps" else make,
+            )
+        except ray.exceptions.RayError as exc:
+            from tf_accum.distributed.proxy import ray_error
+
+            raise ray_error(exc, f"the host of task {label}") from None
+        if answer[0] == "disagree":
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                cluster_job.refused_spec(
+                    label, answer[1], answer[2], self._spec, self.job_identity
+                ),
+            )
+        if answer[0] == "taken":
+            raise errors.UnknownError(
+                None, None, cluster_job.refused_duplicate(mine, answer[1], self.job_identity)
+            )
+        link = TaskLink(actor, answer[1], lives, life_sent=True)
         with self._lock:
             current = self._links.get(key)
-            if current is not None and not current.stale and current.instance == instance:
+            if current is not None and not current.stale and current.instance == link.instance:
                 return current
+            self._links[key] = link
+        return link
+
+    def _relink(self, key: Task, name: str, label: str) -> TaskLink:
+        import ray
+
+        from tf_accum.distributed.proxy import ray_error
+        from tf_accum.distributed.wire import NAMESPACE
+
+        try:
+            actor = ray.get_actor(name, namespace=NAMESPACE)
+            instance, _pid, _node = ray.get(actor.ping.remote())
+        except ValueError:
+            # ended for good (killed without restart): this process makes it again, empty
+            self.serve(*key)
+            return self._links[key]
+        except ray.exceptions.RayError as exc:
+            raise ray_error(exc, f"the host of task {label}") from None
+        link = TaskLink(actor, instance, [actor.hold.remote(self._caller)])
+        with self._lock:
             self._links[key] = link
         return link
 
@@ -165,7 +297,7 @@ class ClusterRuntime:
 
     def reset(self) -> None:
         """Empty the hosts of the ps tasks, and of any other task this process used
-        (``Session.reset``)."""
+        (``Session.reset``); waits for ps tasks that are not up."""
         import ray
 
         tasks = set(self._links)

@@ -3,11 +3,12 @@
 How a TF1 cluster maps onto Ray:
 
 - Every task other than the session's own (in practice each ps task) is a
-  host actor on the Ray cluster (``tf_accum.graph.task_host``), named from a
-  digest of the ClusterSpec, the job and the task index
-  (``tf_accum.distributed.placement.HostGroup``: ps task i = host i of the
-  ps job's group), so every process of the cluster finds the same host
-  whatever order they start in. The ClusterSpec's addresses are only names.
+  host actor on the Ray cluster (``tf_accum.graph.task_host``), named from
+  the job's identity, the job and the task index
+  (``tf_accum.graph.cluster_job``), so every process of the job finds the
+  same host whatever order they start in. A ps task's host is made by the
+  ps process and ends with it; a run waits while it is not up. The
+  ClusterSpec's addresses are only names.
 - An op runs on a task when its device names that task (``/job:ps/task:1``;
   a job without a task is task 0) and it holds state: an accumulator op or a
   variable op. An op taking an accumulator or variable handle runs where
@@ -139,6 +140,10 @@ class ClusterSession:
         self._routes: dict[int, _Route] = {}
         self._generation = 0  # changes whenever ``_handles`` does
         self._used: set[Task] = set()
+        # per task, the host incarnation this session's handles there come from: a
+        # request to another one (the task restarted, or its process was replaced)
+        # is refused by the host, and the session learns its state is gone
+        self._known: dict[Task, str] = {}
 
     def _placement(self, plan: Plan) -> _Placed:
         found = self._placed.get(id(plan))
@@ -367,7 +372,7 @@ class ClusterSession:
         pending: dict[Any, _Pending] = {}
         try:
             for task, ops in batches.items():
-                link = runtime.host(*task)
+                link = runtime.host(*task, deadline, cancellation)
                 self._used.add(task)
                 request = f"{self.key}/{next(self._count)}"
                 blocking = any(op.blocking for op in ops)
@@ -380,8 +385,10 @@ class ClusterSession:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 made, sent = self._request(plan, task, ops, values)
                 life = link.life_once()
+                with self._lock:
+                    known = self._known.setdefault(task, link.instance)
                 packed: Any = (
-                    link.instance,
+                    known,
                     self.key,
                     runtime.caller(),
                     life,
@@ -409,6 +416,7 @@ class ClusterSession:
                     cancellation.unregister(key)
                     if isinstance(exc, (ray.exceptions.RayActorError,)):
                         link.stale = True
+                        self._forget(task)
                     failures.append(
                         (ops[0], ray_error(exc, f"the host of task {task_label(task)}"))
                     )
@@ -465,12 +473,9 @@ class ClusterSession:
             return op, error_class(outcome[3])
         failure = outcome[2]
         if failure.kind == RESTARTED:
-            link.stale = True
-            with self._lock:
-                label = task_label(task)
-                for known in [o for o, h in self._handles.items() if h.task == label]:
-                    del self._handles[known]
-                self._generation += 1
+            if link.instance == self._known.get(task):
+                link.stale = True  # the host restarted since this process linked to it
+            self._forget(task)
             error: errors.OpError = errors.UnavailableError(
                 None,
                 None,
@@ -482,12 +487,22 @@ class ClusterSession:
         error._op = op
         return op, error
 
+    def _forget(self, task: Task) -> None:
+        """Drop what this session knows of ``task``'s host: its state is gone."""
+        label = task_label(task)
+        with self._lock:
+            for op in [o for o, h in self._handles.items() if h.task == label]:
+                del self._handles[op]
+            self._known.pop(task, None)
+            self._generation += 1
+
     def close(self) -> None:
         """Free what this session made privately on its hosts; shared state stays."""
         for task in list(self._used):
-            with contextlib.suppress(Exception):
-                link = self.runtime.host(*task)
-                link.actor.close_session.remote(self.key)
+            link = self.runtime.link(*task)
+            if link is not None and not link.stale:
+                with contextlib.suppress(Exception):
+                    link.actor.close_session.remote(self.key)
 
 
 def wait_hint(op: Operation, text: str) -> None:

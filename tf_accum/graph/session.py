@@ -163,9 +163,9 @@ class Session:
             self._plans[key] = plan
         runner = execute if self._cluster is None else self._cluster.execute
         try:
-            if not plan.blocking:
+            if not plan.blocking and self._cluster is None:
                 # Nothing in it can wait, so there is nothing for a deadline or
-                # close() to cancel.
+                # close() to cancel (a cluster run may wait for a ps task to start).
                 values = runner(self, plan, fed, None, _NEVER_CANCELLED)
             else:
                 timeout_ms = getattr(options, "timeout_in_ms", 0) or 0

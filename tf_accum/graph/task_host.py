@@ -83,9 +83,18 @@ class _Host:
     (the state and work of a ``TaskHost``, kept off the actor class, whose every method
     Ray wraps for tracing)."""
 
-    def __init__(self, task: str) -> None:
+    def __init__(self, task: str, job: dict[str, Any] | None = None) -> None:
         self._task = task
         self._instance = uuid.uuid4().hex
+        # the process that made the host: its ClusterSpec (``cluster_job.spec_text``),
+        # its task's label, caller id, where it is ("pid N on node X"), pid and node id
+        job = job or {}
+        self._spec: str | None = job.get("spec")
+        self._owner = (int(job.get("pid", os.getpid())), str(job.get("node", "")))
+        # task label -> (caller, where) of the live process serving that task
+        self._holders: dict[str, tuple[str, str]] = {}
+        if "task" in job:
+            self._holders[job["task"]] = (job["caller"], job["where"])
         self._table = LocalResourceTable()
         self._variables = VariableStore()
         self._lock = threading.Lock()
@@ -126,6 +135,41 @@ class _Host:
             "early_cancels": len(self._early_cancels),
         }
 
+    async def owner(self) -> tuple[int, str]:
+        """(pid, node id) of the process that made this host (it ends with that process)."""
+        return self._owner
+
+    async def join(
+        self, task: str, spec: str, caller: str, where: str, life: list[Any]
+    ) -> tuple[Any, ...]:
+        """Let ``caller``, the process of task ``task`` (a label) with ClusterSpec
+        ``spec`` (``cluster_job.spec_text``), use this host.
+
+        Returns ("ok", instance, pid, node, the owner's pid, the owner's node);
+        ("disagree", reason, this host's spec) when the ClusterSpecs cannot be
+        one job's; ("taken", where) when another live process serves ``task``
+        (a process that died is noticed within ``cluster_job.HANDOVER`` seconds:
+        its successor waits for that).
+        """
+        from tf_accum.graph.cluster_job import HANDOVER, disagreement
+
+        if self._spec is not None:
+            reason = disagreement(self._spec, spec, (f"task {self._task}'s", "this process's"))
+            if reason is not None:
+                return ("disagree", reason, self._spec)
+        self._lives.watch(caller, life)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + HANDOVER
+        while True:
+            holder = self._holders.get(task)
+            if holder is None or holder[0] == caller:
+                break
+            if loop.time() >= give_up:
+                return ("taken", holder[1])
+            await asyncio.sleep(0.1)  # a dead holder is dropped by _caller_died
+        self._holders[task] = (caller, where)
+        return ("ok", *(await self.ping()), *self._owner)
+
     # --- callers' lives -----------------------------------------------------------
 
     async def hold(self, caller: str) -> None:
@@ -139,6 +183,9 @@ class _Host:
                 self._cancel_now(request)
         for session in self._sessions_of.pop(caller, set()):
             self._end_session(session)
+        for task, holder in list(self._holders.items()):
+            if holder[0] == caller:
+                del self._holders[task]
         self._lives.forget(caller)
 
     # --- requests -------------------------------------------------------------------
@@ -517,9 +564,9 @@ def _remaining(timeout: float | None, deadline: float | None) -> float | None:
 class TaskHost:
     """The host of one TF1 task as a Ray actor: its methods are what callers send."""
 
-    def __init__(self, task: str) -> None:
+    def __init__(self, task: str, job: dict[str, Any] | None = None) -> None:
         logging.getLogger("tf_accum").setLevel(logging.ERROR)
-        self._host = _Host(task)
+        self._host = _Host(task, job)
 
     async def ping(self) -> tuple[str, int, str]:
         """(instance, process id, node id)."""
@@ -532,6 +579,16 @@ class TaskHost:
     async def hold(self, caller: str) -> None:
         """Never returns while ``caller`` lives (its result is the caller's life token)."""
         await self._host.hold(caller)
+
+    async def owner(self) -> tuple[int, str]:
+        """(pid, node id) of the process that made this host."""
+        return await self._host.owner()
+
+    async def join(
+        self, task: str, spec: str, caller: str, where: str, life: list[Any]
+    ) -> tuple[Any, ...]:
+        """Let a process of task ``task`` use this host (see ``_Host.join``)."""
+        return await self._host.join(task, spec, caller, where, life)
 
     async def run(self, packed: tuple[Any, ...]) -> Any:
         """Run a request (see ``_Host.run``)."""
