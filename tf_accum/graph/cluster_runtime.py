@@ -4,6 +4,7 @@ and where each op runs (see tf_accum.graph.remote_run for how runs use it)."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable
