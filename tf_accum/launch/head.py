@@ -1,0 +1,163 @@
+"""A Ray head of the launcher's own, for a job on this machine.
+
+``ray start --head --block`` in a session of its own, prepared the way
+:func:`tf_accum.distributed.connect` prepares a cluster it starts: every
+server on the loopback interface only, no usage statistics, and (unless the
+user configured a token) a fresh authentication token kept in the
+environment, which the job's tasks inherit, rather than written to the home
+directory. Its files (sockets, logs, Ray's own output) go to a temporary
+directory of its own, removed when it stops; its ports are free ones, so it
+coexists with other clusters on the machine.
+
+Stopping it ends the ``ray start`` process, then, by pid, every process that
+was running below it (Ray's agents and workers may outlive their parent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tf_accum import errors
+from tf_accum.examples.processes import descendants
+from tf_accum.launch.tasks import free_ports
+
+# Seconds for ``ray start`` to report the head started (Ray takes a few on an idle machine).
+START_TIMEOUT = 120.0
+# Seconds the head gets to stop its processes before they are killed.
+STOP_WAIT = 2.0
+# Seconds to wait for killed processes to be gone.
+GONE_WAIT = 10.0
+_STARTED = b"Ray runtime started"
+LOG_NAME = "head.log"  # ray start's output, in the head's directory
+_POLL = 0.1  # seconds between looks at a starting head's output
+
+
+class RayHead:
+    """A running head: ``address`` is its GCS address (``127.0.0.1:port``)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], address: str, temp_dir: str) -> None:
+        self.process = process
+        self.address = address
+        self.temp_dir = temp_dir
+
+    def stop(self) -> None:
+        """End the head and everything it started, then remove its directory.
+
+        As ``ray stop`` does, but by pid: SIGTERM to every process at once, then
+        SIGKILL to those still running after ``STOP_WAIT`` seconds. (With actors
+        alive, Ray's servers take many seconds to stop on their own; the head's
+        state is the job's, and the job is over.)"""
+        below = descendants(self.process.pid)
+        for pid in below | {self.process.pid}:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_WAIT
+        while time.monotonic() < deadline and (
+            self.process.poll() is None or any(alive(pid) for pid in below)
+        ):
+            time.sleep(_POLL)
+        kill_and_wait(below | {self.process.pid})
+        self.process.wait()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def wait_started(self, timeout: float = START_TIMEOUT) -> None:
+        """Return once the head accepts drivers.
+
+        Raises:
+            UnavailableError: it did not start within ``timeout`` seconds (the
+                message quotes its output).
+        """
+        log_path = Path(self.temp_dir) / LOG_NAME
+        deadline = time.monotonic() + timeout
+        while True:
+            output = log_path.read_bytes()
+            if _STARTED in output:
+                return
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                state = (
+                    f"exited with status {self.process.returncode}"
+                    if self.process.returncode is not None
+                    else f"did not start within {timeout:g} s"
+                )
+                tail = output.decode(errors="replace")[-3000:]
+                raise errors.UnavailableError(
+                    None, None, f"The Ray head (`ray start --head`) {state}; its output:\n{tail}"
+                )
+            time.sleep(_POLL)
+
+
+def prepare_environment() -> None:
+    """Set, in this process's environment, what Ray reads for a private head on this
+    machine (the tasks and the head inherit it)."""
+    from tf_accum.distributed.connect import _prepare_environment
+
+    _prepare_environment("local")
+
+
+def start_head() -> RayHead:
+    """Start a loopback-only Ray head; :meth:`RayHead.wait_started` waits until it is up.
+
+    Raises:
+        FailedPreconditionError: Ray is not installed.
+    """
+    if importlib.util.find_spec("ray") is None:
+        raise errors.FailedPreconditionError(
+            None, None, "The launcher needs Ray: pip install 'tf-accum[ray]'"
+        )
+    prepare_environment()
+    # Short: Ray puts unix sockets under it (paths are limited to about 107 bytes).
+    temp_dir = tempfile.mkdtemp(prefix="tfa", dir="/tmp" if os.path.isdir("/tmp") else None)
+    gcs_port, client_port, agent_port = free_ports(3)
+    command = [
+        sys.executable,
+        "-m",
+        "ray.scripts.scripts",
+        "start",
+        "--head",
+        "--block",
+        "--node-ip-address=127.0.0.1",
+        f"--port={gcs_port}",
+        f"--ray-client-server-port={client_port}",
+        f"--dashboard-agent-listen-port={agent_port}",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        f"--temp-dir={temp_dir}",
+    ]
+    with (Path(temp_dir) / LOG_NAME).open("wb") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C at the terminal is the launcher's to handle
+        )
+    return RayHead(process, f"127.0.0.1:{gcs_port}", temp_dir)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def kill_and_wait(pids: set[int], timeout: float = GONE_WAIT) -> None:
+    """SIGKILL each of ``pids`` still running, and wait (bounded) until they are gone."""
+    for pid in pids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(_POLL)
