@@ -69,6 +69,13 @@ class RayHead:
         self.process.wait()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
+    def output_tail(self, size: int = 3000) -> str:
+        """The end of ``ray start``'s output (its messages about the head)."""
+        try:
+            return (Path(self.temp_dir) / LOG_NAME).read_bytes()[-size:].decode(errors="replace")
+        except OSError:
+            return ""
+
     def wait_started(self, timeout: float = START_TIMEOUT) -> None:
         """Return once the head accepts drivers.
 
@@ -76,11 +83,9 @@ class RayHead:
             UnavailableError: it did not start within ``timeout`` seconds (the
                 message quotes its output).
         """
-        log_path = Path(self.temp_dir) / LOG_NAME
         deadline = time.monotonic() + timeout
         while True:
-            output = log_path.read_bytes()
-            if _STARTED in output:
+            if _STARTED in (Path(self.temp_dir) / LOG_NAME).read_bytes():
                 return
             if self.process.poll() is not None or time.monotonic() > deadline:
                 state = (
@@ -88,9 +93,10 @@ class RayHead:
                     if self.process.returncode is not None
                     else f"did not start within {timeout:g} s"
                 )
-                tail = output.decode(errors="replace")[-3000:]
                 raise errors.UnavailableError(
-                    None, None, f"The Ray head (`ray start --head`) {state}; its output:\n{tail}"
+                    None,
+                    None,
+                    f"The Ray head (`ray start --head`) {state}; its output:\n{self.output_tail()}",
                 )
             time.sleep(_POLL)
 

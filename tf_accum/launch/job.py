@@ -129,17 +129,29 @@ def run(spec: JobSpec, stop: StopRequests, output: Output) -> int:
             head.wait_started()
             address = head.address
             output.say(f"Ray head at {address}; it stops when the job ends")
-        return _run_tasks(spec, address, stop, output)
+        return _run_tasks(spec, address, stop, output, head)
     finally:
         stop.ending = True
         if head is not None:
+            if head.process.poll() is not None:
+                output.say(
+                    f"the job's Ray head had exited with status {head.process.returncode}; "
+                    f"its last output:\n{head.output_tail()}"
+                )
             head.stop()
 
 
-def _run_tasks(spec: JobSpec, address: str, stop: StopRequests, output: Output) -> int:
+def _run_tasks(
+    spec: JobSpec, address: str, stop: StopRequests, output: Output, head: RayHead | None
+) -> int:
     hosts = cluster_hosts(spec.ps, spec.workers)
     job_id = uuid.uuid4().hex
-    events: queue.Queue[RunningTask] = queue.Queue()
+    # a task that exited, or None: the job's own Ray head exited
+    events: queue.Queue[RunningTask | None] = queue.Queue()
+    if head is not None:
+        threading.Thread(
+            target=_report_end, args=(head, events), name="tf_accum-launch-head", daemon=True
+        ).start()
     running: list[RunningTask] = []
     try:
         for task in all_tasks(spec.ps, spec.workers):
@@ -164,11 +176,23 @@ def _run_tasks(spec: JobSpec, address: str, stop: StopRequests, output: Output) 
         _end(running, stop, output)
 
 
-def _watch(running: list[RunningTask], events: queue.Queue[RunningTask], output: Output) -> int:
+def _report_end(head: RayHead, events: queue.Queue[RunningTask | None]) -> None:
+    head.process.wait()
+    events.put(None)
+
+
+def _watch(
+    running: list[RunningTask],
+    events: queue.Queue[RunningTask | None],
+    output: Output,
+) -> int:
     workers = {t for t in running if t.task.job == "worker"}
     worst = 0
     while workers:
         finished = events.get()
+        if finished is None:
+            output.say("the job's Ray head exited: ending the tasks")
+            return 1
         assert finished.returncode is not None
         status = exit_status(finished.returncode)
         name = finished.task.name
