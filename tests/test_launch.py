@@ -301,6 +301,28 @@ def guide_program() -> str:
     return match.group(1)
 
 
+# What the guide's program printed on TensorFlow 2.21 (the test below): the first
+# loss and the final weights, which tf_accum's run must print too.
+GUIDE_LINES_ON_TENSORFLOW = ["[worker0] step 1: loss 4.6449", "[worker0] weights [ 1.5 -2.   0.5]"]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None, reason="TensorFlow is not installed (`oracle`)"
+)
+def test_the_guides_program_runs_on_tensorflow_through_the_launcher(tmp_path: Path) -> None:
+    """The flags name real ports: TensorFlow's own servers listen on them."""
+    program = tmp_path / "train_tf.py"
+    source = guide_program()
+    assert "import tf_accum.compat.v1 as tf" in source
+    program.write_text(
+        source.replace("import tf_accum.compat.v1 as tf", "import tensorflow.compat.v1 as tf")
+    )
+    with launched(tmp_path, "--address", NO_CLUSTER, str(program)) as launch:
+        assert launch.finish() == 0, "\n".join(launch.err[-60:])
+        assert set(GUIDE_LINES_ON_TENSORFLOW) <= set(launch.out)
+        assert launch.left_running() == set()
+
+
 @NEEDS_RAY
 def test_the_guides_program_trains_on_a_head_of_its_own(tmp_path: Path) -> None:
     program = tmp_path / "train.py"
@@ -315,7 +337,7 @@ def test_the_guides_program_trains_on_a_head_of_its_own(tmp_path: Path) -> None:
             if (m := re.fullmatch(r"\[worker0\] step \d+: loss (\S+)", line))
         ]
         assert len(losses) == 40 and losses[-1] < 1e-3 * losses[0]
-        assert "[worker0] weights [ 1.5 -2.   0.5]" in launch.out
+        assert set(GUIDE_LINES_ON_TENSORFLOW) <= set(launch.out)
         assert any(line.startswith("[launch] Ray head at 127.0.0.1:") for line in launch.err)
         assert launch.left_running() == set()
     # the head's token stayed in the environment: nothing was written to the home directory
