@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_main_job_processes import processes_marked
+from tests.test_main_job_processes import command_line, processes_marked
 from tf_accum.launch.__main__ import parse
 from tf_accum.launch.head import alive
 from tf_accum.launch.tasks import Task, cluster_hosts, exit_status, task_flags, tf_config
@@ -34,6 +34,7 @@ from tf_accum.launch.tasks import Task, cluster_hosts, exit_status, task_flags, 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_WAIT = 120.0  # seconds; generous, reached only when something is broken
 GONE_WAIT = 10.0
+STACKS_WAIT = 5.0  # seconds for hung tasks to print their stacks
 NEEDS_RAY = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="Ray is not installed (the `ray` extra)"
 )
@@ -70,13 +71,20 @@ sys.exit(int(outcome))
 class Launch:
     """A launcher process, its output lines collected as they come."""
 
-    def __init__(self, tmp_path: Path, *args: str, home: Path | None = None) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *args: str,
+        home: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.marker = f"launch-{secrets.token_hex(8)}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TF_ACCUM_"))}
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        env.update(PYTHONPATH=path, TF_ACCUM_TEST_MARKER=self.marker)
+        env.update(PYTHONPATH=path, TF_ACCUM_TEST_MARKER=self.marker, PYTHONFAULTHANDLER="1")
         if home is not None:
             env["HOME"] = str(home)
+        env.update(extra_env or {})
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tf_accum.launch", *args],
             cwd=tmp_path,
@@ -117,7 +125,18 @@ class Launch:
 
     def finish(self, timeout: float = LAUNCH_WAIT) -> int:
         """The launcher's exit status, once it and its output have ended."""
-        status = self.process.wait(timeout)
+        try:
+            status = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # where each task waits: faulthandler prints its threads' stacks on SIGABRT
+            for pid in processes_marked(self.marker):
+                if b"--job_name=" in command_line(pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGABRT)
+            time.sleep(STACKS_WAIT)
+            raise AssertionError(
+                f"the launcher did not finish within {timeout:g} s:\n" + "\n".join(self.err[-400:])
+            ) from None
         for reader in self._readers:
             reader.join(timeout)
         return status
@@ -131,12 +150,15 @@ class Launch:
                 told[match.group(1)] = json.loads(match.group(2))
         return told
 
-    def left_running(self) -> set[int]:
-        """Processes of this launch still running once it has ended (bounded wait)."""
+    def left_running(self) -> dict[int, str]:
+        """Processes of this launch still running once it has ended (bounded wait),
+        with their command lines."""
         deadline = time.monotonic() + GONE_WAIT
         while (left := processes_marked(self.marker)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        return left
+        return {
+            pid: command_line(pid).replace(b"\0", b" ").decode(errors="replace") for pid in left
+        }
 
     def kill_all(self) -> None:
         """For a failing test: leave nothing behind."""
@@ -148,8 +170,10 @@ class Launch:
 
 
 @contextlib.contextmanager
-def launched(tmp_path: Path, *args: str, home: Path | None = None) -> Iterator[Launch]:
-    launch = Launch(tmp_path, *args, home=home)
+def launched(
+    tmp_path: Path, *args: str, home: Path | None = None, extra_env: dict[str, str] | None = None
+) -> Iterator[Launch]:
+    launch = Launch(tmp_path, *args, home=home, extra_env=extra_env)
     try:
         yield launch
     finally:
@@ -173,7 +197,7 @@ def test_each_task_is_told_its_role_by_flags_and_tf_config(
             role_program, "--", "--exit", "0,0,0", "extra",
         ) as launch:  # fmt: skip
             assert launch.finish() == 0, "\n".join(launch.err)
-            assert launch.left_running() == set()
+            assert launch.left_running() == {}
             runs.append(launch)
     told = runs[0].tasks_told()
     names = ["ps0", "ps1", "worker0", "worker1", "worker2"]
@@ -218,7 +242,7 @@ def test_a_failing_worker_ends_the_job_with_its_status(tmp_path: Path, role_prog
         assert "[launch] worker1 exited with status 3: ending the other tasks" in launch.err
         told = launch.tasks_told()
         assert sorted(told) == ["ps0", "worker0", "worker1"]
-        assert launch.left_running() == set()
+        assert launch.left_running() == {}
         assert not any(alive(seen["pid"]) for seen in told.values())
 
 
@@ -230,7 +254,7 @@ def test_a_worker_killed_by_a_signal_gives_128_plus_its_number(
         role_program, "--exit", "wait,kill",
     ) as launch:  # fmt: skip
         assert launch.finish() == 128 + signal.SIGKILL, "\n".join(launch.err)
-        assert launch.left_running() == set()
+        assert launch.left_running() == {}
     assert exit_status(-signal.SIGTERM) == 143 and exit_status(3) == 3
 
 
@@ -259,7 +283,7 @@ def test_sigint_before_the_tasks_end_ends_every_one(tmp_path: Path, role_program
         launch.process.send_signal(signal.SIGINT)
         assert launch.finish() == 128 + signal.SIGINT
         assert "[launch] stopped: every task was ended" in launch.err
-        assert launch.left_running() == set()
+        assert launch.left_running() == {}
         assert not any(alive(pid) for pid in started)
 
 
@@ -320,7 +344,7 @@ def test_the_guides_program_runs_on_tensorflow_through_the_launcher(tmp_path: Pa
     with launched(tmp_path, "--address", NO_CLUSTER, str(program)) as launch:
         assert launch.finish() == 0, "\n".join(launch.err[-60:])
         assert set(GUIDE_LINES_ON_TENSORFLOW) <= set(launch.out)
-        assert launch.left_running() == set()
+        assert launch.left_running() == {}
 
 
 @NEEDS_RAY
@@ -339,7 +363,7 @@ def test_the_guides_program_trains_on_a_head_of_its_own(tmp_path: Path) -> None:
         assert len(losses) == 40 and losses[-1] < 1e-3 * losses[0]
         assert set(GUIDE_LINES_ON_TENSORFLOW) <= set(launch.out)
         assert any(line.startswith("[launch] Ray head at 127.0.0.1:") for line in launch.err)
-        assert launch.left_running() == set()
+        assert launch.left_running() == {}
     # the head's token stayed in the environment: nothing was written to the home directory
     assert list(home.iterdir()) == []
 
@@ -356,7 +380,7 @@ def test_sigint_ends_the_tasks_and_the_ray_head(tmp_path: Path) -> None:
         assert len(started) > 3  # the tasks, and Ray's processes
         launch.process.send_signal(signal.SIGINT)
         assert launch.finish() == 128 + signal.SIGINT
-        assert launch.left_running() == set()
+        assert launch.left_running() == {}
         assert not any(alive(pid) for pid in started)
 
 
@@ -373,4 +397,4 @@ def test_a_lost_ray_head_ends_the_job(tmp_path: Path, role_program: str) -> None
         assert launch.finish() == 1
         assert "[launch] the job's Ray head exited: ending the tasks" in launch.err
         assert any("Ray head had exited with status -9" in line for line in launch.err)
-        assert launch.left_running() == set()
+        assert launch.left_running() == {}

@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="pass no task flags: each task finds its role in TF_CONFIG only "
         "(for programs that refuse arguments they do not know)",
     )
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="start the tasks on the Ray cluster's nodes, round robin (ps tasks first), "
+        "instead of on this machine; the program, Python and tf_accum must be at the same "
+        "paths on every node",
+    )
     parser.add_argument("program", help="the TF1 program: a Python file")
     parser.add_argument(
         "arguments",
@@ -76,7 +83,15 @@ def parse(argv: Sequence[str] | None = None) -> JobSpec:
     arguments = list(args.arguments)
     if arguments[:1] == ["--"]:
         arguments = arguments[1:]
-    return JobSpec(args.program, arguments, args.ps, args.workers, args.address, args.flags)
+    return JobSpec(
+        os.path.abspath(args.program) if args.spread else args.program,
+        arguments,
+        args.ps,
+        args.workers,
+        args.address,
+        args.flags,
+        args.spread,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + interrupted.signum
     except errors.OpError as error:
         output.say(f"error: {error.message}")
+        return 1
+    except RuntimeError as error:  # a task that could not start on the cluster
+        output.say(f"error: {error}")
         return 1
 
 

@@ -9,8 +9,9 @@ directory. Its files (sockets, logs, Ray's own output) go to a temporary
 directory of its own, removed when it stops; its ports are free ones, so it
 coexists with other clusters on the machine.
 
-Stopping it ends the ``ray start`` process, then, by pid, every process that
-was running below it (Ray's agents and workers may outlive their parent).
+Stopping it ends, by pid, the ``ray start`` process and every process below
+it or holding the head's marker in its environment (Ray's agents may outlive
+their parent).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ GONE_WAIT = 10.0
 _STARTED = b"Ray runtime started"
 LOG_NAME = "head.log"  # ray start's output, in the head's directory
 _POLL = 0.1  # seconds between looks at a starting head's output
+# In the environment of every process of the head (Ray's own processes inherit it),
+# with its directory: found by it, when one outlives its parent (Ray's agents do).
+MARKER = "TF_ACCUM_LAUNCH_HEAD"
 
 
 class RayHead:
@@ -56,7 +60,7 @@ class RayHead:
         SIGKILL to those still running after ``STOP_WAIT`` seconds. (With actors
         alive, Ray's servers take many seconds to stop on their own; the head's
         state is the job's, and the job is over.)"""
-        below = descendants(self.process.pid)
+        below = descendants(self.process.pid) | marked(self._marker())
         for pid in below | {self.process.pid}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGTERM)
@@ -68,6 +72,9 @@ class RayHead:
         kill_and_wait(below | {self.process.pid})
         self.process.wait()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _marker(self) -> bytes:
+        return f"{MARKER}={self.temp_dir}".encode()
 
     def output_tail(self, size: int = 3000) -> str:
         """The end of ``ray start``'s output (its messages about the head)."""
@@ -145,6 +152,7 @@ def start_head() -> RayHead:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C at the terminal is the launcher's to handle
+            env=dict(os.environ, **{MARKER: temp_dir}),
         )
     return RayHead(process, f"127.0.0.1:{gcs_port}", temp_dir)
 
@@ -156,6 +164,20 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def marked(marker: bytes) -> set[int]:
+    """Living processes whose environment holds ``marker`` (Linux /proc; empty elsewhere)."""
+    found = set()
+    proc = Path("/proc")
+    for entry in proc.iterdir() if proc.is_dir() else []:
+        if entry.name.isdigit():
+            try:
+                if b"\0" + marker + b"\0" in b"\0" + (entry / "environ").read_bytes() + b"\0":
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def kill_and_wait(pids: set[int], timeout: float = GONE_WAIT) -> None:

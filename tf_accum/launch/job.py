@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from tf_accum.launch.head import RayHead, start_head
+from tf_accum.launch.nodes import placement, start_task
 from tf_accum.launch.tasks import (
     RunningTask,
+    TaskProcess,
     all_tasks,
     cluster_hosts,
     exit_status,
@@ -38,6 +40,8 @@ from tf_accum.launch.tasks import (
 
 # Seconds a task gets to exit after SIGTERM before it is killed.
 GRACE = 10.0
+# Seconds to wait for a killed task to be gone (a remote one's node may not answer).
+GONE_WAIT = 30.0
 # Seconds to wait for an ended task's last output lines.
 OUTPUT_WAIT = 5.0
 _POLL = 0.1  # seconds between looks at tasks that were asked to exit
@@ -95,6 +99,7 @@ class JobSpec:
     workers: int
     address: str | None
     flags: bool = True
+    spread: bool = False  # start the tasks on the cluster's nodes (tf_accum.launch.nodes)
 
 
 class Output:
@@ -120,6 +125,7 @@ def run(spec: JobSpec, stop: StopRequests, output: Output) -> int:
         FailedPreconditionError, UnavailableError: no Ray head could be started.
     """
     head: RayHead | None = None
+    attached = False
     try:
         address = spec.address
         if not address:
@@ -129,9 +135,20 @@ def run(spec: JobSpec, stop: StopRequests, output: Output) -> int:
             head.wait_started()
             address = head.address
             output.say(f"Ray head at {address}; it stops when the job ends")
+        if spec.spread:
+            import logging
+
+            from tf_accum.distributed.connect import attach
+
+            attached = True
+            attach(address, log_to_driver=False, logging_level=logging.ERROR)
         return _run_tasks(spec, address, stop, output, head)
     finally:
         stop.ending = True
+        if attached:
+            import ray
+
+            ray.shutdown()
         if head is not None:
             if head.process.poll() is not None:
                 output.say(
@@ -147,28 +164,40 @@ def _run_tasks(
     hosts = cluster_hosts(spec.ps, spec.workers)
     job_id = uuid.uuid4().hex
     # a task that exited, or None: the job's own Ray head exited
-    events: queue.Queue[RunningTask | None] = queue.Queue()
+    events: queue.Queue[TaskProcess | None] = queue.Queue()
     if head is not None:
         threading.Thread(
             target=_report_end, args=(head, events), name="tf_accum-launch-head", daemon=True
         ).start()
-    running: list[RunningTask] = []
+    running: list[TaskProcess] = []
+    tasks = all_tasks(spec.ps, spec.workers)
+    nodes = placement(len(tasks)) if spec.spread else [None] * len(tasks)
     try:
-        for task in all_tasks(spec.ps, spec.workers):
+        for task, node in zip(tasks, nodes, strict=True):
+            command = program_command(spec.program, spec.arguments, task, hosts, spec.flags)
+            env = task_environment(os.environ, task, hosts, address, job_id)
             # a stop asked while a task starts is taken once it is on the list to end
             with stop.held():
-                running.append(
-                    RunningTask(
-                        task,
-                        program_command(spec.program, spec.arguments, task, hosts, spec.flags),
-                        task_environment(os.environ, task, hosts, address, job_id),
-                        output.out,
-                        output.err,
-                        output.lock,
-                        events.put,
+                if spec.spread:
+                    running.append(
+                        start_task(
+                            task,
+                            command,
+                            env,
+                            node,
+                            output.out,
+                            output.err,
+                            output.lock,
+                            events.put,
+                        )
                     )
-                )
-        names = ", ".join(f"{t.task.name} (pid {t.pid})" for t in running)
+                else:
+                    running.append(
+                        RunningTask(
+                            task, command, env, output.out, output.err, output.lock, events.put
+                        )
+                    )
+        names = ", ".join(f"{t.task.name} (pid {t.pid}{_node_of(t)})" for t in running)
         output.say(f"job {job_id} on Ray at {address}: {names}")
         return _watch(running, events, output)
     finally:
@@ -176,14 +205,19 @@ def _run_tasks(
         _end(running, stop, output)
 
 
-def _report_end(head: RayHead, events: queue.Queue[RunningTask | None]) -> None:
+def _node_of(task: TaskProcess) -> str:
+    node = getattr(task, "node", None)
+    return f" on node {node[:8]}" if node else ""
+
+
+def _report_end(head: RayHead, events: queue.Queue[TaskProcess | None]) -> None:
     head.process.wait()
     events.put(None)
 
 
 def _watch(
-    running: list[RunningTask],
-    events: queue.Queue[RunningTask | None],
+    running: list[TaskProcess],
+    events: queue.Queue[TaskProcess | None],
     output: Output,
 ) -> int:
     workers = {t for t in running if t.task.job == "worker"}
@@ -214,7 +248,7 @@ def _watch(
     return worst
 
 
-def _end(running: list[RunningTask], stop: StopRequests, output: Output) -> None:
+def _end(running: list[TaskProcess], stop: StopRequests, output: Output) -> None:
     """End every task still running (SIGTERM, a grace period, SIGKILL), and the
     processes each task's group still holds."""
     live = [t for t in running if t.running()]
@@ -228,7 +262,7 @@ def _end(running: list[RunningTask], stop: StopRequests, output: Output) -> None
     for task in running:
         task.signal_group(signal.SIGKILL)
     for task in running:
-        task.process.wait()
+        task.wait(GONE_WAIT)
         task.finish_output(OUTPUT_WAIT)
     killed = [t.task.name for t in live if t.returncode == -signal.SIGKILL]
     if killed:

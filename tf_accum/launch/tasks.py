@@ -25,7 +25,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Protocol
 
 JOBS = ("ps", "worker")
 
@@ -108,6 +108,25 @@ def task_environment(
     return env
 
 
+class TaskProcess(Protocol):
+    """What the launcher needs of a task's process, wherever it runs."""
+
+    task: Task
+    pid: int
+    ended_by_launcher: bool
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def running(self) -> bool: ...
+
+    def signal_group(self, signum: int) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> None: ...
+
+    def finish_output(self, timeout: float) -> None: ...
+
+
 class RunningTask:
     """A task's process, its output copied with a prefix, its end reported once.
 
@@ -164,6 +183,11 @@ class RunningTask:
 
     def running(self) -> bool:
         return self.process.poll() is None
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait (at most ``timeout`` seconds) for the process to exit."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout)
 
     def signal_group(self, signum: int) -> None:
         """Send ``signum`` to every process of the task's group (its children too)."""
