@@ -150,6 +150,11 @@ class Launch:
                 told[match.group(1)] = json.loads(match.group(2))
         return told
 
+    def task_pids(self) -> dict[str, int]:
+        """Each task's pid, as the launcher's line listing the tasks gives it."""
+        (line,) = [line for line in self.err if line.startswith("[launch] job ")]
+        return {name: int(pid) for name, pid in re.findall(r"(\w+) \(pid (\d+)", line)}
+
     def left_running(self) -> dict[int, str]:
         """Processes of this launch still running once it has ended (bounded wait),
         with their command lines."""
@@ -240,10 +245,10 @@ def test_a_failing_worker_ends_the_job_with_its_status(tmp_path: Path, role_prog
     ) as launch:  # fmt: skip
         assert launch.finish() == 3, "\n".join(launch.err)
         assert "[launch] worker1 exited with status 3: ending the other tasks" in launch.err
-        told = launch.tasks_told()
-        assert sorted(told) == ["ps0", "worker0", "worker1"]
+        pids = launch.task_pids()
+        assert sorted(pids) == ["ps0", "worker0", "worker1"]
         assert launch.left_running() == {}
-        assert not any(alive(seen["pid"]) for seen in told.values())
+        assert not any(alive(pid) for pid in pids.values())
 
 
 def test_a_worker_killed_by_a_signal_gives_128_plus_its_number(

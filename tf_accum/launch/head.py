@@ -71,6 +71,12 @@ class RayHead:
             time.sleep(_POLL)
         kill_and_wait(below | {self.process.pid})
         self.process.wait()
+        # a raylet that outlived its parent may have started an agent since the first look
+        deadline = time.monotonic() + GONE_WAIT
+        while (late := {pid for pid in marked(self._marker()) if alive(pid)}) and (
+            time.monotonic() < deadline
+        ):
+            kill_and_wait(late)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def _marker(self) -> bytes:

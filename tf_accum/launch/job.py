@@ -236,6 +236,9 @@ def _watch(
             if status != 0:
                 output.say(f"{name} exited with status {status}: ending the other tasks")
                 return worst
+            if workers:  # a worker that ends early may leave the others waiting for it
+                others = ", ".join(sorted(t.task.name for t in workers))
+                output.say(f"{name} exited (status 0); still running: {others}")
         elif status != 0:
             output.say(
                 f"{name} exited with status {status} while the workers ran: ending the other tasks"
