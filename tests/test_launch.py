@@ -42,14 +42,16 @@ NO_CLUSTER = "127.0.0.1:1"  # passed along to the tasks; the test program never 
 
 # Prints what it was told as one JSON line (and a line on stderr); a ps task then
 # waits for ever, as server.join() does; worker i exits with the i-th of --exit
-# ("wait": never, "kill": by SIGKILL).
+# ("wait": never, "kill": by SIGKILL), once every task has printed if --barrier
+# names a directory.
 ROLE_PROGRAM = """\
-import argparse, json, os, signal, sys, threading
+import argparse, json, os, signal, sys, threading, time
 parser = argparse.ArgumentParser()
 for flag in ("--job_name", "--ps_hosts", "--worker_hosts"):
     parser.add_argument(flag)
 parser.add_argument("--task_index", type=int)
 parser.add_argument("--exit", default="")
+parser.add_argument("--barrier", default="")
 args, rest = parser.parse_known_args()
 config = json.loads(os.environ["TF_CONFIG"])
 print(json.dumps({
@@ -59,6 +61,12 @@ print(json.dumps({
 }))
 print("on stderr", file=sys.stderr)
 role, index = config["task"]["type"], config["task"]["index"]
+if args.barrier:  # the workers wait until every task has printed
+    open(os.path.join(args.barrier, f"{role}{index}"), "w").close()
+    tasks = sum(len(hosts) for hosts in config["cluster"].values())
+    deadline = time.monotonic() + 60
+    while len(os.listdir(args.barrier)) < tasks and time.monotonic() < deadline:
+        time.sleep(0.05)
 outcome = "wait" if role == "ps" else args.exit.split(",")[index]
 if outcome == "wait":
     threading.Event().wait()
@@ -135,7 +143,10 @@ class Launch:
                         os.kill(pid, signal.SIGABRT)
             time.sleep(STACKS_WAIT)
             raise AssertionError(
-                f"the launcher did not finish within {timeout:g} s:\n" + "\n".join(self.err[-400:])
+                f"the launcher did not finish within {timeout:g} s; its output:\n"
+                + "\n".join(self.out[-100:])
+                + "\nand its errors:\n"
+                + "\n".join(self.err[-400:])
             ) from None
         for reader in self._readers:
             reader.join(timeout)
@@ -196,10 +207,12 @@ def test_each_task_is_told_its_role_by_flags_and_tf_config(
     tmp_path: Path, role_program: str
 ) -> None:
     runs = []
-    for _ in range(2):
+    for run in range(2):
+        barrier = tmp_path / f"started{run}"
+        barrier.mkdir()
         with launched(
             tmp_path, "--ps", "2", "--workers", "3", "--address", NO_CLUSTER,
-            role_program, "--", "--exit", "0,0,0", "extra",
+            role_program, "--", "--exit", "0,0,0", f"--barrier={barrier}", "extra",
         ) as launch:  # fmt: skip
             assert launch.finish() == 0, "\n".join(launch.err)
             assert launch.left_running() == {}
@@ -221,6 +234,7 @@ def test_each_task_is_told_its_role_by_flags_and_tf_config(
             f"--worker_hosts={','.join(hosts['worker'])}",
             "--exit",
             "0,0,0",
+            f"--barrier={tmp_path / 'started0'}",
             "extra",
         ]
         assert seen["rest"] == ["extra"]

@@ -10,7 +10,7 @@ directory of its own, removed when it stops; its ports are free ones, so it
 coexists with other clusters on the machine.
 
 Stopping it ends, by pid, the ``ray start`` process and every process below
-it or holding the head's marker in its environment (Ray's agents may outlive
+it or naming or holding open the head's directory (Ray's agents may outlive
 their parent).
 """
 
@@ -37,11 +37,14 @@ START_TIMEOUT = 120.0
 STOP_WAIT = 2.0
 # Seconds to wait for killed processes to be gone.
 GONE_WAIT = 10.0
+# Seconds to keep looking for the head's processes once it is stopped.
+SETTLE_WAIT = 2.0
 _STARTED = b"Ray runtime started"
 LOG_NAME = "head.log"  # ray start's output, in the head's directory
 _POLL = 0.1  # seconds between looks at a starting head's output
 # In the environment of every process of the head (Ray's own processes inherit it),
-# with its directory: found by it, when one outlives its parent (Ray's agents do).
+# with its directory, by which they are found (``holding``) when one outlives its
+# parent (Ray's agents do).
 MARKER = "TF_ACCUM_LAUNCH_HEAD"
 
 
@@ -60,7 +63,7 @@ class RayHead:
         SIGKILL to those still running after ``STOP_WAIT`` seconds. (With actors
         alive, Ray's servers take many seconds to stop on their own; the head's
         state is the job's, and the job is over.)"""
-        below = descendants(self.process.pid) | marked(self._marker())
+        below = descendants(self.process.pid) | holding(self.temp_dir)
         for pid in below | {self.process.pid}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGTERM)
@@ -71,16 +74,19 @@ class RayHead:
             time.sleep(_POLL)
         kill_and_wait(below | {self.process.pid})
         self.process.wait()
-        # a raylet that outlived its parent may have started an agent since the first look
+        # a raylet that outlived its parent may have started an agent since the first
+        # look: look again for a while, and until none is left
+        settled = time.monotonic() + SETTLE_WAIT
         deadline = time.monotonic() + GONE_WAIT
-        while (late := {pid for pid in marked(self._marker()) if alive(pid)}) and (
-            time.monotonic() < deadline
-        ):
-            kill_and_wait(late)
+        while time.monotonic() < deadline:
+            late = {pid for pid in holding(self.temp_dir) if alive(pid)}
+            if late:
+                kill_and_wait(late)
+            elif time.monotonic() > settled:
+                break
+            else:
+                time.sleep(_POLL)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-    def _marker(self) -> bytes:
-        return f"{MARKER}={self.temp_dir}".encode()
 
     def output_tail(self, size: int = 3000) -> str:
         """The end of ``ray start``'s output (its messages about the head)."""
@@ -172,17 +178,32 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def marked(marker: bytes) -> set[int]:
-    """Living processes whose environment holds ``marker`` (Linux /proc; empty elsewhere)."""
+def holding(path: str) -> set[int]:
+    """Living processes that name ``path`` in their environment or command line, or
+    hold a file under it open (Linux /proc; empty elsewhere).
+
+    All three, since Ray retitles its processes (the new title may overwrite part of
+    the environment too), but they keep their logs under the head's directory."""
+    needle = path.encode()
     found = set()
     proc = Path("/proc")
     for entry in proc.iterdir() if proc.is_dir() else []:
-        if entry.name.isdigit():
-            try:
-                if b"\0" + marker + b"\0" in b"\0" + (entry / "environ").read_bytes() + b"\0":
-                    found.add(int(entry.name))
-            except OSError:
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (
+                needle in (entry / "environ").read_bytes()
+                or needle in (entry / "cmdline").read_bytes()
+            ):
+                found.add(int(entry.name))
                 continue
+            for fd in (entry / "fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd).startswith(path):
+                        found.add(int(entry.name))
+                        break
+        except OSError:
+            continue
     return found
 
 
