@@ -310,6 +310,9 @@ def test_the_arguments_are_checked(tmp_path: Path, role_program: str) -> None:
     spec = parse(["--ps", "2", "--workers", "3", role_program, "--", "--steps", "5"])
     assert (spec.ps, spec.workers, spec.arguments, spec.flags) == (2, 3, ["--steps", "5"], True)
     assert parse([role_program, "--steps", "5"]).arguments == ["--steps", "5"]
+    # "local" would start a cluster in each task: the job gets a head of its own instead
+    assert parse(["--address", "local", role_program]).address is None
+    assert parse(["--address", "127.0.0.1:6379", role_program]).address == "127.0.0.1:6379"
     for wrong, message in (
         (["--workers", "0", role_program], "--workers must be 1 or more"),
         (["--ps", "-1", role_program], "--ps must be 0 or more"),

@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--address",
         default=os.environ.get("TF_ACCUM_RAY_ADDRESS") or None,
         help="the Ray cluster the tasks join: host:port of its head's GCS, ray://host:port, "
-        "or auto (default: TF_ACCUM_RAY_ADDRESS, else a head started for the job)",
+        "or auto (default: TF_ACCUM_RAY_ADDRESS, else, or with 'local', a head started for "
+        "the job)",
     )
     parser.add_argument(
         "--no-flags",
@@ -83,12 +84,15 @@ def parse(argv: Sequence[str] | None = None) -> JobSpec:
     arguments = list(args.arguments)
     if arguments[:1] == ["--"]:
         arguments = arguments[1:]
+    # "local" (a cluster inside each process) would give every task a cluster of its
+    # own: the job gets one head instead
+    address = None if args.address == "local" else args.address
     return JobSpec(
         os.path.abspath(args.program) if args.spread else args.program,
         arguments,
         args.ps,
         args.workers,
-        args.address,
+        address,
         args.flags,
         args.spread,
     )
