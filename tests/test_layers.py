@@ -4,7 +4,7 @@ The package's layers, lowest first: shared pieces (errors, dtypes, shapes),
 the accumulators, the resource tables, the raw ops (with the conversions of
 values TensorFlow does before an op), the distributed tables, the graph mode
 (whose TF1 clusters use the distributed tables), the compat classes, and on
-top the examples and the package's own ``__init__``. A module
+top the examples, the launcher and the package's own ``__init__``. A module
 may import its own layer and those below, never one above: every import
 statement counts, including those inside functions (done lazily, they still
 make the lower layer depend on the upper one).
@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("tf_accum.distributed",),
     ("tf_accum.graph",),
     ("tf_accum.compat", "tf_accum.sparse"),
-    ("tf_accum.examples", "tf_accum"),
+    ("tf_accum.examples", "tf_accum.launch", "tf_accum"),
 ]
 
 # Imports of an upper layer not yet inverted, each with the reason it is there
