@@ -516,6 +516,34 @@ def test_a_runners_error_stops_the_coordinator() -> None:
             coord.join(threads, stop_grace_period_secs=WAIT)
 
 
+@pytest.mark.usefixtures("graph")
+def test_a_runner_cancelled_by_the_sessions_close_after_the_stop_ends_quietly() -> None:
+    # A MonitoredSession stops and joins its coordinator, then closes the session:
+    # a runner still blocked in its enqueue is cancelled then, and must not raise
+    # in its thread (TensorFlow prints that traceback at every clean shutdown).
+    source = tf.FIFOQueue(1, tf.int32, shapes=[[]])
+    q = tf.FIFOQueue(1, tf.int32, shapes=[[]])
+    runner = tf.train.QueueRunner(q, [q.enqueue(source.dequeue())])
+    failures: list[BaseException] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: failures.append(args.exc_value)  # type: ignore[assignment]
+    try:
+        sess = tf.Session()
+        coord = tf.train.Coordinator()
+        threads = runner.create_threads(sess, coord, start=True)
+        # the runner's dequeue waits on the empty source: only closing the session ends it
+        wait_until(lambda: waiting(sess.run(source.queue_ref), sess.table) == (0, 1))
+        coord.request_stop()
+        coord.join(threads, stop_grace_period_secs=0.5, ignore_live_threads=True)
+        sess.close()
+        for thread in threads:
+            thread.join(WAIT)
+        assert not any(t.is_alive() for t in threads)
+    finally:
+        threading.excepthook = previous
+    assert failures == []
+
+
 def test_queue_runners_need_graph_mode_and_a_session() -> None:
     with pytest.raises(RuntimeError, match="eager execution"):
         tf.train.start_queue_runners()

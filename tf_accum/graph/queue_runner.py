@@ -136,6 +136,17 @@ class QueueRunner:
                         self._run_quietly(sess, self._close_op, "close")
                     return
         except Exception as error:
+            if (
+                coord is not None
+                and coord.should_stop()
+                and isinstance(error, errors.CancelledError)
+            ):
+                # The stop was asked for already and closing the session cancelled
+                # this enqueue: the end of the loop, not a failure to report (after
+                # coord.join() TensorFlow raises it here, a traceback in every
+                # clean shutdown of a SyncReplicasOptimizer chief).
+                _log.debug("QueueRunner of %s stopped: %s", self.name, error)
+                return
             if coord is not None:
                 coord.request_stop(error)
             else:
