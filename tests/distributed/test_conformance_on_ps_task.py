@@ -25,27 +25,9 @@ def ps_backend(ray_cluster) -> Iterator[TfAccumPsBackend]:
     yield TfAccumPsBackend()
 
 
-# Cases a ps task cannot run yet: each must fail with UnimplementedError, so that
-# the entry goes once the ops it needs run on a ps task.
-NOT_ON_A_PS_TASK: dict[str, str] = {
-    f"Q{n:02d}": "a queue lives in the process whose session runs it, not on a ps task yet"
-    for n in range(1, 11)
-}
-
-
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
 def test_on_a_ps_task(case: Case, ps_backend: TfAccumPsBackend, caplog) -> None:
     caplog.set_level(logging.ERROR, "tf_accum")  # cases lower steps on purpose
-    if case.id in NOT_ON_A_PS_TASK:
-        run = run_case(case, ps_backend)
-        assert not run.passed
-        # (a statement using what a refused constructor would have bound fails with KeyError)
-        assert any("UnimplementedError" in failure for failure in run.failures), run.failures
-        assert all(
-            "UnimplementedError" in failure or "'error': 'KeyError'" in failure
-            for failure in run.failures
-        ), run.failures
-        return
     served = ps_backend.server.runtime.census("ps", 0)["requests"]
     run = run_case(case, ps_backend)
     assert run.passed, "\n".join(run.failures)

@@ -55,15 +55,19 @@ REMEMBERED_CANCELS = 10_000
 DECODED_REQUESTS = 1024
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
+ENQUEUE_CANCELLED = Failure("CancelledError", "Enqueue operation was cancelled")
 
 
 class _Waiter:
     """A request waiting at a take, in its accumulator's queue."""
 
-    __slots__ = ("future",)
+    __slots__ = ("future", "failure")
 
     def __init__(self, future: asyncio.Future[None]) -> None:
         self.future = future
+        # set when something else ends the wait with an error (a queue closed with
+        # cancel_pending_enqueues fails the enqueues waiting for room)
+        self.failure: Failure | None = None
 
     def wake(self) -> None:
         if not self.future.done():
@@ -269,6 +273,8 @@ class _Host:
                     if cancellation.cancelled:
                         assert cancellation.error is not None
                         return ("failed", index, Failure.of(cancellation.error))
+                    if waiter.failure is not None:
+                        return ("failed", index, waiter.failure)
                     if _handle_of_line(handle) not in self._table.live_handles():
                         # destroyed while the take waited, as in-process
                         return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
@@ -310,6 +316,13 @@ class _Host:
                 queue = self._queues.get(line)
                 if queue:
                     queue[0].wake()
+
+    def _cancel_waiting_enqueues(self, handle: int) -> None:
+        """Fail every enqueue waiting for room in queue ``handle`` (a close that cancels
+        pending enqueues, as TensorFlow's does)."""
+        for waiter in self._queues.get(~handle, ()):
+            waiter.failure = ENQUEUE_CANCELLED
+            waiter.wake()
 
     def _wake_all(self) -> None:
         """Let the head of every take queue look again."""
@@ -440,10 +453,12 @@ class _Host:
             size, closed, capacity = queue.size(), queue.is_closed(), queue.spec.capacity
         except Exception:
             return True  # refused at once
+        op_type = step.queue_op
+        if op_type == "QueueCloseV2" and step.attrs.get("cancel_pending_enqueues"):
+            return True  # it fails the enqueues waiting for room rather than wait behind them
         line = self._queues.get(_line_of(step, handle))
         if line and line[0] is not me:
             return False
-        op_type = step.queue_op
         if op_type in ("QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2"):
             wanted = 1 if op_type == "QueueDequeueV2" else int(inputs[1])
             return bool(closed or size >= wanted)
@@ -477,6 +492,8 @@ class _Host:
                 self._touched = None  # a destroy, say: any queue may change
         if step.queue_op == "QueueEnqueueManyV2":
             _check_fits_at_once(arguments)
+        if step.queue_op == "QueueCloseV2" and arguments.get("cancel_pending_enqueues"):
+            self._cancel_waiting_enqueues(int(inputs[0]))
         if step.take:
             # try_now: on the event loop, a take must not wait
             arguments["timeout"] = 0.0 if try_now else _remaining(step.attrs["timeout"], deadline)
