@@ -57,6 +57,8 @@ ALLOWED["Sign"] = ALLOWED["Reciprocal"] = (*_REAL, *_SIGNED, *_COMPLEX)
 ALLOWED["Maximum"] = ALLOWED["Minimum"] = (*_REAL, "int8", "uint8", "int16", "uint16", "int32",
                                            "uint32", "int64", "uint64")  # fmt: skip
 ALLOWED["Floor"] = ALLOWED["Ceil"] = _REAL
+ALLOWED["DivNoNan"] = (*_REAL, *_COMPLEX)
+ALLOWED["SquaredDifference"] = (*_REAL, "int32", "int64", *_COMPLEX)
 ALLOWED["Round"] = (*_REAL, *_SIGNED)
 for _name in ("Less", "LessEqual", "Greater", "GreaterEqual"):
     ALLOWED[_name] = _REAL_NUMBERS
@@ -122,6 +124,19 @@ def _pow(a: Array, b: Array) -> Any:
     return np.power(a, b)
 
 
+def _div_no_nan(a: Array, b: Array) -> Any:
+    zero = b == 0
+    quotient = np.true_divide(a, np.where(zero, np.ones_like(b), b))
+    return np.where(zero, np.zeros_like(quotient), quotient)
+
+
+def _squared_difference(a: Array, b: Array) -> Any:
+    difference = np.subtract(a, b)
+    if difference.dtype.kind == "c":
+        return difference * np.conj(difference)
+    return np.square(difference)
+
+
 def string_add(a: Array, b: Array) -> Any:
     return np.frompyfunc(_concat, 2, 1)(a, b)
 
@@ -159,4 +174,6 @@ BINARY: dict[str, ArrayFn] = {
     "Pow": _pow,
     "Maximum": np.maximum,  # NaN wins, as in TensorFlow
     "Minimum": np.minimum,
+    "DivNoNan": _div_no_nan,
+    "SquaredDifference": _squared_difference,
 }

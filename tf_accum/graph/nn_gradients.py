@@ -74,7 +74,7 @@ def _softmax_grad(op: Operation, grad: Any) -> list[Any]:
 
 @RegisterGradient("LogSoftmax")
 def _log_softmax_grad(op: Operation, grad: Any) -> list[Any]:
-    from tf_accum.graph.nn_elementwise import exp
+    from tf_accum.graph.elementwise_ops import exp
 
     with _in_graph_of(op):
         probabilities = exp(op.outputs[0])
@@ -181,7 +181,7 @@ def _squared_difference_grad(op: Operation, grad: Any) -> list[Any]:
 
 
 def _div_no_nan_grad(op: Operation, grad: Any) -> list[Any]:
-    from tf_accum.graph.nn_elementwise import div_no_nan
+    from tf_accum.graph.elementwise_ops import div_no_nan
 
     x, y = op.inputs
     with _in_graph_of(op):

@@ -261,13 +261,13 @@ def _softmax_op(op_type: str, fn: Any, logits: Any, axis: Any, name: str | None)
             return build(op_type, name, [("logits", logits)], same_as_first, kernel, {"T": dtype})
         # as TensorFlow: swap the axis with the last, apply the op, swap back
         assert rank is not None
-        from tf_accum.graph.nn_elementwise import transpose
+        from tf_accum.graph.array_ops import transpose
 
         perm = list(range(rank))
         perm[axis % rank], perm[-1] = perm[-1], perm[axis % rank]
-        swapped = transpose(logits, perm)
+        swapped = transpose(logits, perm, name="Transpose")
         applied = build(op_type, None, [("logits", swapped)], same_as_first, kernel, {"T": dtype})
-        return transpose(applied, perm, name=name)
+        return transpose(applied, perm, name=name or "Transpose")
 
 
 def _softmax_kernel(fn: Any, dtype: DType, axis: int) -> Any:
@@ -463,11 +463,12 @@ def softmax_cross_entropy_with_logits_v2(
                 )
             if rank is not None and axis % max(rank, 1) != rank - 1:
                 # as TensorFlow: move the axis to the end, keeping the others' order
-                from tf_accum.graph.nn_elementwise import transpose
+                from tf_accum.graph.array_ops import transpose
 
                 moved = axis % rank
                 perm = [i for i in range(rank) if i != moved] + [moved]
-                logits_t, labels_t = transpose(logits_t, perm), transpose(labels_t, perm)
+                logits_t = transpose(logits_t, perm, name="Transpose")
+                labels_t = transpose(labels_t, perm, name="Transpose")
             loss, _ = xent_op(logits_t, labels_t, name=scope)
         return loss
 
@@ -621,7 +622,8 @@ def sigmoid_cross_entropy_with_logits(
                 w, v = _widened(x), _widened(z)
                 out = np.maximum(w, 0) - w * v + np.log1p(np.exp(-np.abs(w)))
             return np.asarray(out).astype(x.dtype)
-        from tf_accum.graph import nn_elementwise as ew
+        from tf_accum.graph.array_ops import where
+        from tf_accum.graph.elementwise_ops import exp, greater_equal, log1p
         from tf_accum.graph.math_ops import add, multiply, subtract
 
         with graph.name_scope(name or "logistic_loss"):
@@ -635,12 +637,12 @@ def sigmoid_cross_entropy_with_logits(
             from tf_accum.graph.fill_ops import zeros_like
 
             zeros = zeros_like(logits_t)
-            cond = ew.greater_equal(logits_t, zeros)
-            relu_logits = ew.select(cond, logits_t, zeros)
-            neg_abs_logits = ew.select(cond, -logits_t, logits_t)
+            cond = greater_equal(logits_t, zeros)
+            relu_logits = where(cond, logits_t, zeros)
+            neg_abs_logits = where(cond, -logits_t, logits_t)
             return add(
                 subtract(relu_logits, multiply(logits_t, labels_t)),
-                ew.log1p(ew.exp(neg_abs_logits)),
+                log1p(exp(neg_abs_logits)),
             )
 
 
