@@ -207,3 +207,30 @@ def test_the_record_is_what_tensorflow_gives_today() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     live = json.loads(done.stdout.strip().splitlines()[-1])
     assert live == RECORDED
+
+
+def test_repeated_rows_are_summed_as_tensorflow_sums_them() -> None:
+    # Unique, then UnsortedSegmentSum over shape(unique)[0], before the sparse update
+    from tf_accum.graph.array_ops import unique
+
+    with tf.Graph().as_default() as graph:
+        table = tf.Variable(np.zeros((4, 2), np.float32))
+        rows = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+        grad = tf.IndexedSlices(rows, tf.constant([2, 0, 2]), tf.constant([4, 2]))
+        train = tf.train.AdagradOptimizer(1.0).apply_gradients([(grad, table)])
+        types = {op.type for op in graph.get_operations()}
+        assert {"Unique", "UnsortedSegmentSum", "Shape", "StridedSlice"} <= types
+        distinct, positions = unique(tf.constant([7, 7, 2, 9, 2], tf.int64))
+        assert (distinct.dtype, positions.dtype) == (tf.int64, tf.int32)
+        assert (distinct.shape.as_list(), positions.shape.as_list()) == ([None], [5])
+        with pytest.raises(ValueError, match="must be rank 1"):
+            unique(tf.constant([[1, 2]]))
+        with tf.Session() as session:
+            session.run(tf.global_variables_initializer())
+            session.run(train)
+            found = session.run(table)
+            assert session.run(distinct).tolist() == [7, 2, 9]
+            assert session.run(positions).tolist() == [0, 0, 1, 2, 1]
+    # Adagrad's first step from an accumulator of 0.1: -g / sqrt(0.1 + g * g) of the sum g
+    summed = np.array([[3.0, 4.0], [0.0, 0.0], [6.0, 8.0], [0.0, 0.0]])
+    np.testing.assert_allclose(found, -summed / np.sqrt(0.1 + summed * summed), rtol=1e-6)

@@ -925,6 +925,51 @@ def unsorted_segment_sum(
         )
 
 
+def unique(x: Any, out_idx: Any = int32, name: str | None = None) -> list[Any]:
+    """``Unique``: the distinct elements of the vector ``x`` in the order they
+    first appear, and for each element of ``x`` the position of its value
+    among them (an ``out_idx`` vector).
+
+    Raises:
+        ValueError: ``x`` of known rank other than 1 (when building).
+        InvalidArgumentError: ``x`` not a vector (when run).
+    """
+    index_dtype = as_dtype(out_idx)
+    with build_in([x]):
+        source = convert_input(x, param="x")
+        static_in = _shape_of(source)
+
+        def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+            array = np.asarray(inputs[0])
+            if array.ndim != 1:
+                raise errors.InvalidArgumentError(None, None, "unique expects a 1D vector.")
+            found, first, inverse = np.unique(array, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            place = np.empty_like(order)
+            place[order] = np.arange(order.size)
+            positions = place[inverse.reshape(-1)].astype(index_dtype.numpy_dtype)
+            return (found[order].astype(array.dtype), positions)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            if static_in.rank not in (None, 1):
+                raise shape_error(f"Shape must be rank 1 but is rank {static_in.rank}", tensors)
+            return [
+                (tensors[0].dtype, TensorShape([None])),
+                (index_dtype, TensorShape([static_in.as_list()[0]] if static_in.rank else None)),
+            ]
+
+        made: list[Any] = make_op(
+            "Unique",
+            name,
+            [("x", source)],
+            kernel,
+            outputs,
+            {"T": dtype_of(source), "out_idx": index_dtype},
+            many=True,
+        )
+        return made
+
+
 def dense_from_slices(value: IndexedSlices, name: str | None = None) -> Any:
     """An IndexedSlices as the dense tensor it stands for (rows at the same index add up).
 
