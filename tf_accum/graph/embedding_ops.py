@@ -18,11 +18,10 @@ import numpy as np
 
 from tf_accum.graph import array_ops, mode
 from tf_accum.graph.array_ops import where_v2
-from tf_accum.graph.build_op import as_input, operand
 from tf_accum.graph.elementwise_ops import greater_equal
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.math_ops import Converted, building_in, graph_of
-from tf_accum.graph.op_building import dtype_of
+from tf_accum.graph.op_building import convert_input, dtype_of
 from tf_accum.graph.ops import as_tensor, constant, identity
 from tf_accum.graph.tensor_shape import TensorShape
 
@@ -99,7 +98,7 @@ def dropout(
         if graph is not None:
             scope.enter_context(graph.name_scope(name or "dropout"))
         source = x if is_symbolic(x) else constant(operand_value(x), name="x")
-        dtype = as_tensor(source).dtype if is_symbolic(source) else dtype_of(as_input(source))
+        dtype = as_tensor(source).dtype if is_symbolic(source) else dtype_of(convert_input(source))
         if not dtype.is_floating:
             raise ValueError(
                 "`x.dtype` must be a floating point tensor as `x` will be scaled. Received: "
@@ -130,7 +129,7 @@ def dropout(
 
 
 def operand_value(x: Any) -> Any:
-    value = as_input(operand(x))
+    value = convert_input(x)
     return value.array if isinstance(value, Converted) else value
 
 

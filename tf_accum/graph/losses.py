@@ -15,13 +15,13 @@ import numpy as np
 
 from tf_accum.dtypes import float32
 from tf_accum.graph import mode
+from tf_accum.graph.array_ops import stop_gradient
 from tf_accum.graph.elementwise_ops import div_no_nan, not_equal, squared_difference
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.math_ops import building_in, graph_of, multiply
 from tf_accum.graph.nn_ops import (
     softmax_cross_entropy_with_logits_v2,
     sparse_softmax_cross_entropy_with_logits,
-    stop_gradient,
 )
 from tf_accum.graph.ops import as_tensor, cast, constant, name_scope
 from tf_accum.graph.reduce_ops import reduce_sum

@@ -66,6 +66,17 @@ ALLOWED["AddN"] = (*ALLOWED["Sum"], "variant")
 ALLOWED["MatMul"] = (*_REAL, "int32", "int64", "uint8", "uint16", "uint32", "uint64", *_COMPLEX)
 ALLOWED["BatchMatMulV2"] = (*_REAL, "int16", "int32", "int64", "uint8", "uint16", "uint32",
                             "uint64", *_COMPLEX)  # fmt: skip
+# tf.nn's ops
+_NN_FLOATS = ("float16", "bfloat16", "float32", "float64")
+ALLOWED["Relu"] = (*_REAL_NUMBERS, "qint8")
+for _name in ("ReluGrad", "Relu6", "Relu6Grad"):
+    ALLOWED[_name] = _REAL_NUMBERS
+for _name in ("Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad"):
+    ALLOWED[_name] = (*_REAL, *_COMPLEX)
+for _name in ("Elu", "EluGrad", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+              "SparseSoftmaxCrossEntropyWithLogits", "L2Loss"):  # fmt: skip
+    ALLOWED[_name] = _NN_FLOATS
+ALLOWED["BiasAdd"] = ALLOWED["BiasAddGrad"] = ALLOWED["Sum"]
 # `/` of integers divides in floating point: small integers in float32, others in float64.
 TRUEDIV_FLOAT = {"int8": float32, "uint8": float32, "int16": float32, "uint16": float32,
                   "int32": float64, "uint32": float64, "int64": float64, "uint64": float64}  # fmt: skip
