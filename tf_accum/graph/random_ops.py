@@ -253,16 +253,14 @@ def _value_as(value: Any, dtype: DType) -> Any:
 
 
 def _tensor_of(value: Any, dtype: DType, name: str) -> Tensor:
-    if is_symbolic(value):
-        tensor = as_tensor(value)
-        if tensor.dtype != dtype:
-            raise ValueError(
-                f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype "
-                f"{tensor.dtype.name}: {tensor!r}"
-            )
-        return tensor
-    made: Tensor = constant(_value_as(value, dtype), dtype=dtype, name=name)
-    return made
+    """``value`` as a tensor of ``dtype`` (a constant called ``name``), as
+    TensorFlow converts it; a Tensor of another dtype is a ValueError."""
+    converted = convert_input(value, dtype)
+    if isinstance(converted, Converted):
+        made: Tensor = constant(converted.array, dtype=dtype, name=name)
+        return made
+    tensor: Tensor = converted
+    return tensor
 
 
 def random_normal(
