@@ -10,6 +10,7 @@ Eagerly each returns numpy arrays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -179,7 +180,7 @@ def rank(input: Any, name: str | None = None) -> Any:  # noqa: A002
 
 def _reshaped(array: Array, dims: list[int]) -> Array:
     unknown = [i for i, d in enumerate(dims) if d == -1]
-    known = int(np.prod([d for d in dims if d != -1])) if dims else 1
+    known = math.prod(d for d in dims if d != -1)
     if len(unknown) > 1:
         raise errors.InvalidArgumentError(
             None, None, f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]}"
@@ -194,12 +195,12 @@ def _reshaped(array: Array, dims: list[int]) -> Array:
         dims = [array.size // known if d == -1 else d for d in dims]
     elif unknown and known == 0 and array.size == 0:
         dims = [0 if d == -1 else d for d in dims]
-    if unknown and -1 in dims or int(np.prod(dims)) != array.size:
+    if unknown and -1 in dims or math.prod(dims) != array.size:
         raise errors.InvalidArgumentError(
             None,
             None,
             f"Input to reshape is a tensor with {array.size} values, but the requested shape "
-            + (f"requires a multiple of {known}" if unknown else f"has {int(np.prod(dims))}"),
+            + (f"requires a multiple of {known}" if unknown else f"has {math.prod(dims)}"),
         )
     return array.reshape(dims)
 

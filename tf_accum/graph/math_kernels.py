@@ -82,6 +82,12 @@ TRUEDIV_FLOAT = {"int8": float32, "uint8": float32, "int16": float32, "uint16": 
                   "int32": float64, "uint32": float64, "int64": float64, "uint64": float64}  # fmt: skip
 
 
+def half_float(dtype: np.dtype[Any]) -> bool:
+    """float16 or bfloat16 (ml_dtypes' numpy type, of kind "V"): the dtypes whose
+    math is done in float32 and rounded once."""
+    return dtype.itemsize == 2 and dtype.kind in "fV"
+
+
 def _check_broadcast(a: Array, b: Array) -> None:
     try:
         np.broadcast_shapes(a.shape, b.shape)

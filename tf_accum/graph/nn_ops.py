@@ -20,6 +20,7 @@ from tf_accum.dtypes import DType
 from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
 from tf_accum.graph.graph import Tensor, is_symbolic
+from tf_accum.graph.math_kernels import half_float
 from tf_accum.graph.math_ops import Converted, building_in, check_allowed, graph_of, op_def_inputs
 from tf_accum.graph.op_building import Kernel, convert_input, dtype_of, make_op, same_as_first
 from tf_accum.graph.ops import as_tensor
@@ -31,7 +32,7 @@ Array = np.ndarray[Any, Any]
 
 def _widened(array: Array) -> Array:
     """Half-precision values as float32, computed in and rounded once at the end."""
-    if array.dtype.kind == "f" and array.dtype.itemsize < 4 or array.dtype.name == "bfloat16":
+    if half_float(array.dtype):
         return array.astype(np.float32)
     return array
 
@@ -40,7 +41,7 @@ def _elementwise_kernel(fn: Any, dtype: DType) -> Kernel:
     def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
         arrays = [_widened(np.asarray(a)) for a in inputs]
         with np.errstate(all="ignore"):
-            return (np.asarray(fn(*arrays)).astype(dtype.numpy_dtype),)
+            return (np.asarray(fn(*arrays)).astype(dtype.numpy_dtype, copy=False),)
 
     return kernel
 
@@ -138,7 +139,7 @@ def relu_grad(gradients: Any, features: Any, name: str | None = None) -> Any:
     """``ReluGrad``: ``gradients`` where ``features > 0``, else 0."""
     return _binary(
         "ReluGrad",
-        lambda g, x: np.where(x > 0, g, np.zeros_like(g)),
+        lambda g, x: np.where(x > 0, g, g.dtype.type(0)),
         ("gradients", "features"),
         gradients,
         features,
