@@ -87,8 +87,9 @@ class Plan:
     # outputs of source ops that give the same value every run (constants, variable
     # handles): a sequential run starts with them instead of calling those ops
     preset: tuple[tuple[Tensor, Any], ...] = ()
-    # what a sequential run calls: ``ops`` without the preset ones (None: all of ``ops``)
-    calls: tuple[Operation, ...] | None = None
+    # what a sequential run calls, with each op's inputs and outputs: ``ops``
+    # without the preset ones (None: all of ``ops``)
+    calls: tuple[tuple[Operation, tuple[Tensor, ...], tuple[Tensor, ...]], ...] | None = None
     # whether an op to call also has a fed output (which the run must not overwrite)
     feeds_outputs: bool = True
 
@@ -129,7 +130,7 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
     if len(blocking) == 1:
         order = _blocking_op_last(order, blocking[0], consumers)
     fixed = [op for op in order if _gives_one_value(op)]
-    calls = tuple(op for op in order if not _gives_one_value(op))
+    calls = tuple((op, op.inputs, op.outputs) for op in order if not _gives_one_value(op))
     return Plan(
         tuple(order),
         producers,
@@ -140,7 +141,7 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
         frozenset(roots),
         tuple((op.outputs[0], _fixed_value(op)) for op in fixed),
         calls,
-        any(t in fed for op in calls for t in op.outputs),
+        any(t in fed for _, _, outputs in calls for t in outputs),
     )
 
 
@@ -243,18 +244,15 @@ def _run_in_order(
 ) -> None:
     """The plan's ops one after the other on this thread, with one context: the
     kernels use it only while called."""
-    ops = plan.calls if plan.calls is not None else plan.ops
-    if plan.feeds_outputs:
-        for op in ops:
+    if plan.feeds_outputs or plan.calls is None:
+        for op in plan.ops if plan.calls is None else (op for op, _, _ in plan.calls):
             run.op = op
             _store(values, op, _call(run, op, values), fed)
         return
     try:
-        for op in ops:
+        for op, inputs, outputs in plan.calls:
             run.op = op
-            values.update(
-                zip(op.outputs, op.kernel(run, [values[t] for t in op.inputs]), strict=True)
-            )
+            values.update(zip(outputs, op.kernel(run, [values[t] for t in inputs]), strict=True))
     except errors.OpError as error:
         if error.op is None:
             error._op = run.op
