@@ -173,7 +173,7 @@ def elementwise(fn: Callable[..., Any], out: DType) -> Callable[[Any, list[Any]]
         arrays = [np.asarray(value) for value in inputs]
         if fn is _floordiv and out.is_complex:
             _no_complex_floordiv(context, out)
-        if len(arrays) == 2:
+        if len(arrays) == 2 and arrays[0].shape != arrays[1].shape:
             _check_broadcast(arrays[0], arrays[1])
         with np.errstate(all="ignore"):
             return (np.asarray(fn(*arrays), dtype=target),)
