@@ -9,7 +9,16 @@ Targets (issue: gradients, model math and optimizers in graph mode):
   - a linear regression on 1,000 features (batch 100, mean squared error,
     gradient descent), ``minimize``: likewise (per-op overhead dominates).
 Both need ``tf.gradients``, ``matmul`` and ``tf.nn``; where this build lacks
-them the row says so. Two rows that need only the optimizers are measured
+them the row says so.
+
+numpy's matrix products run on OpenBLAS, whose thread count is the process's
+(``OPENBLAS_NUM_THREADS``, default one per core); the title says which was
+used. On a machine whose cores are busy with other work, OpenBLAS's threads
+wait for each other and a product can take many times longer than on one
+thread; TensorFlow's own thread pools are not affected by the variable.
+Neither this benchmark nor tf_accum changes the setting: run
+``OPENBLAS_NUM_THREADS=1 python -m benchmarks.bench_training`` to measure
+with one thread. Two rows that need only the optimizers are measured
 always: the same steps with the gradients fed (``apply_gradients`` of Adam on
 the MLP's variables, of gradient descent on the regression's).
 """
@@ -173,12 +182,23 @@ def rows(repeat: int, tf_v1: ModuleType | None, figures: Figures) -> list[list[s
     return found
 
 
+def blas_threads() -> str:
+    """What the environment asks of OpenBLAS's thread count."""
+    import os
+
+    for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        if os.environ.get(variable):
+            return f"{variable}={os.environ[variable]}"
+    return f"OpenBLAS's default ({os.cpu_count()} cores)"
+
+
 def run(repeat: int, with_tensorflow: bool, json_path: str | None = None) -> None:
     tf = load_tensorflow() if with_tensorflow else None
     figures = Figures()
     table = rows(repeat, tf.compat.v1 if tf is not None else None, figures)
     print_table(
-        f"Session.run(train_op), median of {repeat} alternating trials of {CALLS} steps (per step)",
+        f"Session.run(train_op), median of {repeat} alternating trials of {CALLS} steps (per "
+        f"step); BLAS threads: {blas_threads()}",
         ["case", "tf_accum", "TF graph", "ours/TF", "target", "met"],
         table,
     )

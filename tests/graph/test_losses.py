@@ -61,7 +61,7 @@ def test_loss_errors() -> None:
 
 
 def test_squared_difference_gradient_undoes_broadcasting(graph: tf.Graph) -> None:
-    from tf_accum.graph.nn_elementwise import squared_difference
+    from tf_accum.graph.elementwise_ops import squared_difference
 
     loss = tf.losses.mean_squared_error(tf.constant([1.0]), tf.constant([2.0]))
     assert "SquaredDifference" in [op.type for op in graph.get_operations()]

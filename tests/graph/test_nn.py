@@ -163,16 +163,25 @@ def test_in_top_k_has_no_gradient_and_sparse_labels_none(graph: tf.Graph) -> Non
     assert grads[1] is None
 
 
-def test_embedding_lookup_gathers_rows_of_the_value(graph: tf.Graph) -> None:
-    # GatherV2's gradient (an IndexedSlices) is registered with the core array ops
+def test_embedding_lookup_gathers_rows_of_the_variable(graph: tf.Graph) -> None:
+    # as TensorFlow: ResourceGather on the variable's handle, named as the lookup's scope
     table = tf.Variable(np.arange(12, dtype=np.float32).reshape(4, 3))
     rows = tf.nn.embedding_lookup(table, tf.constant([3, 1, 3]))
     gather = rows.op.inputs[0].op
-    assert (gather.type, gather.inputs[0].op.type) == ("GatherV2", "ReadVariableOp")
+    assert (gather.type, gather.name, gather.inputs[0].op.type) == (
+        "ResourceGather",
+        "embedding_lookup",
+        "VarHandleOp",
+    )
+    assert (rows.op.type, rows.op.name) == ("Identity", "embedding_lookup/Identity")
     assert rows.shape.as_list() == [3, 3]
+    (grad,) = tf.gradients(tf.reduce_sum(rows), [table])
+    assert isinstance(grad, tf.IndexedSlices)
     with tf.Session() as session:
         session.run(tf.global_variables_initializer())
         assert session.run(rows)[:, 0].tolist() == [9.0, 3.0, 9.0]
+        assert session.run(grad.indices).tolist() == [3, 1, 3]
+        assert session.run(grad.values).tolist() == [[1.0] * 3] * 3
         with pytest.raises(errors.InvalidArgumentError, match="not in"):
             session.run(tf.nn.embedding_lookup(table, tf.constant([4])))
 

@@ -241,3 +241,24 @@ def test_kernel_errors_carry_the_failing_op(g) -> None:
         assert caught.value.op is acc.apply
         assert isinstance(caught.value, errors.OpError)
         assert caught.value.error_code == errors.INVALID_ARGUMENT
+
+
+def test_constants_and_handles_given_once_per_plan_still_obey_feeds(g) -> None:
+    # a sequential run starts from the constants' and variables' handles' values
+    # instead of calling their ops; a fed constant still gives the fed value
+    c = tf.constant([1.0, 2.0])
+    v = tf.Variable([10.0, 20.0])
+    total = c + v
+    p = tf.placeholder(tf.float32, [None])
+    bad = tf.reshape(p, [3])  # fails when run with two values
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        assert sess.run(total).tolist() == [11.0, 22.0]
+        assert sess.run(total, {c: np.array([5.0, 6.0], np.float32)}).tolist() == [15.0, 26.0]
+        assert sess.run(total).tolist() == [11.0, 22.0]
+        sess.run(v.assign([0.0, 1.0]))
+        assert sess.run(total).tolist() == [1.0, 3.0]
+        assert sess.run(c).tolist() == [1.0, 2.0]
+        with pytest.raises(errors.InvalidArgumentError) as caught:
+            sess.run(bad, {p: np.zeros(2, np.float32)})
+        assert caught.value.op is bad.op

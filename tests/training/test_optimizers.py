@@ -207,3 +207,78 @@ def test_the_record_is_what_tensorflow_gives_today() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     live = json.loads(done.stdout.strip().splitlines()[-1])
     assert live == RECORDED
+
+
+def test_repeated_rows_are_summed_as_tensorflow_sums_them() -> None:
+    # Unique, then UnsortedSegmentSum over shape(unique)[0], before the sparse update
+    from tf_accum.graph.array_ops import unique
+
+    with tf.Graph().as_default() as graph:
+        table = tf.Variable(np.zeros((4, 2), np.float32))
+        rows = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+        grad = tf.IndexedSlices(rows, tf.constant([2, 0, 2]), tf.constant([4, 2]))
+        train = tf.train.AdagradOptimizer(1.0).apply_gradients([(grad, table)])
+        types = {op.type for op in graph.get_operations()}
+        assert {"Unique", "UnsortedSegmentSum", "Shape", "StridedSlice"} <= types
+        distinct, positions = unique(tf.constant([7, 7, 2, 9, 2], tf.int64))
+        assert (distinct.dtype, positions.dtype) == (tf.int64, tf.int32)
+        assert (distinct.shape.as_list(), positions.shape.as_list()) == ([None], [5])
+        with pytest.raises(ValueError, match="must be rank 1"):
+            unique(tf.constant([[1, 2]]))
+        with tf.Session() as session:
+            session.run(tf.global_variables_initializer())
+            session.run(train)
+            found = session.run(table)
+            assert session.run(distinct).tolist() == [7, 2, 9]
+            assert session.run(positions).tolist() == [0, 0, 1, 2, 1]
+    # Adagrad's first step from an accumulator of 0.1: -g / sqrt(0.1 + g * g) of the sum g
+    summed = np.array([[3.0, 4.0], [0.0, 0.0], [6.0, 8.0], [0.0, 0.0]])
+    np.testing.assert_allclose(found, -summed / np.sqrt(0.1 + summed * summed), rtol=1e-6)
+
+
+# op types of each schedule's graph, and its result's (type, name), as TensorFlow 2.21 builds them
+SCHEDULE_GRAPHS = {
+    "tf.train.exponential_decay(0.1, step, 3, 0.5, staircase=True)": (
+        ("Mul", "ExponentialDecay"),
+        {"Cast", "Const", "Floor", "Mul", "Pow", "RealDiv"},
+    ),
+    "tf.train.polynomial_decay(0.1, step, 3, cycle=True)": (
+        ("AddV2", "PolynomialDecay"),
+        {"AddV2", "Cast", "Ceil", "Const", "Equal", "Mul", "Pow", "RealDiv", "SelectV2", "Sub"},
+    ),
+    "tf.train.polynomial_decay(0.1, step, 4, end_learning_rate=0.01, power=2.0)": (
+        ("AddV2", "PolynomialDecay"),
+        {"AddV2", "Cast", "Const", "Minimum", "Mul", "Pow", "RealDiv", "Sub"},
+    ),
+    # TensorFlow: a case of conditionals (departure T31); the comparisons are its
+    "tf.train.piecewise_constant(step, [2, 4], [1.0, 0.5, 0.25])": (
+        ("SelectV2", "PiecewiseConstant"),
+        {"Cast", "Const", "Greater", "LessEqual", "LogicalAnd", "SelectV2"},
+    ),
+}
+
+
+@pytest.mark.parametrize("expression", sorted(SCHEDULE_GRAPHS))
+def test_schedules_are_built_from_tensorflows_math_ops(expression: str) -> None:
+    result, types = SCHEDULE_GRAPHS[expression]
+    with tf.Graph().as_default() as graph:
+        step = tf.train.get_or_create_global_step()
+        before = {op.type for op in graph.get_operations()}
+        rate = eval(expression, {"tf": tf, "step": step})
+        made = {op.type for op in graph.get_operations()} - before
+    assert (rate.op.type, rate.op.name) == result
+    assert made | {"Const"} == types | {"Const"}
+
+
+def test_eager_schedules_follow_the_step() -> None:
+    step = tf.Variable(np.int64(0))
+    exponential = tf.train.exponential_decay(0.1, step, 3, 0.5, staircase=True)
+    piecewise = tf.train.piecewise_constant(step, [2, 4], [1.0, 0.5, 0.25])
+    polynomial = tf.train.polynomial_decay(0.1, step, 3, cycle=True)
+    found = []
+    for value in (0, 3, 5):
+        step.assign(np.int64(value))
+        found.append((float(exponential()), float(piecewise()), float(polynomial())))
+        assert np.asarray(exponential()).dtype == np.float32
+    expected = [(0.1, 1.0, 0.1), (0.05, 0.5, 0.0001), (0.05, 0.25, 0.0001 + 0.0999 / 6)]
+    np.testing.assert_allclose(found, expected, rtol=1e-6)

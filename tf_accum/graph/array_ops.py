@@ -10,6 +10,7 @@ Eagerly each returns numpy arrays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -179,7 +180,7 @@ def rank(input: Any, name: str | None = None) -> Any:  # noqa: A002
 
 def _reshaped(array: Array, dims: list[int]) -> Array:
     unknown = [i for i, d in enumerate(dims) if d == -1]
-    known = int(np.prod([d for d in dims if d != -1])) if dims else 1
+    known = math.prod(d for d in dims if d != -1)
     if len(unknown) > 1:
         raise errors.InvalidArgumentError(
             None, None, f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]}"
@@ -194,12 +195,12 @@ def _reshaped(array: Array, dims: list[int]) -> Array:
         dims = [array.size // known if d == -1 else d for d in dims]
     elif unknown and known == 0 and array.size == 0:
         dims = [0 if d == -1 else d for d in dims]
-    if unknown and -1 in dims or int(np.prod(dims)) != array.size:
+    if unknown and -1 in dims or math.prod(dims) != array.size:
         raise errors.InvalidArgumentError(
             None,
             None,
             f"Input to reshape is a tensor with {array.size} values, but the requested shape "
-            + (f"requires a multiple of {known}" if unknown else f"has {int(np.prod(dims))}"),
+            + (f"requires a multiple of {known}" if unknown else f"has {math.prod(dims)}"),
         )
     return array.reshape(dims)
 
@@ -923,6 +924,51 @@ def unsorted_segment_sum(
             lambda t: [(t[0].dtype, static)],
             {"T": dtype_of(source), "Tindices": dtype_of(ids), "Tnumsegments": dtype_of(count)},
         )
+
+
+def unique(x: Any, out_idx: Any = int32, name: str | None = None) -> list[Any]:
+    """``Unique``: the distinct elements of the vector ``x`` in the order they
+    first appear, and for each element of ``x`` the position of its value
+    among them (an ``out_idx`` vector).
+
+    Raises:
+        ValueError: ``x`` of known rank other than 1 (when building).
+        InvalidArgumentError: ``x`` not a vector (when run).
+    """
+    index_dtype = as_dtype(out_idx)
+    with build_in([x]):
+        source = convert_input(x, param="x")
+        static_in = _shape_of(source)
+
+        def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
+            array = np.asarray(inputs[0])
+            if array.ndim != 1:
+                raise errors.InvalidArgumentError(None, None, "unique expects a 1D vector.")
+            found, first, inverse = np.unique(array, return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            place = np.empty_like(order)
+            place[order] = np.arange(order.size)
+            positions = place[inverse.reshape(-1)].astype(index_dtype.numpy_dtype)
+            return (found[order].astype(array.dtype), positions)
+
+        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
+            if static_in.rank not in (None, 1):
+                raise shape_error(f"Shape must be rank 1 but is rank {static_in.rank}", tensors)
+            return [
+                (tensors[0].dtype, TensorShape([None])),
+                (index_dtype, TensorShape([static_in.as_list()[0]] if static_in.rank else None)),
+            ]
+
+        made: list[Any] = make_op(
+            "Unique",
+            name,
+            [("x", source)],
+            kernel,
+            outputs,
+            {"T": dtype_of(source), "out_idx": index_dtype},
+            many=True,
+        )
+        return made
 
 
 def dense_from_slices(value: IndexedSlices, name: str | None = None) -> Any:

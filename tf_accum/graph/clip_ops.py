@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum.graph import mode
-from tf_accum.graph import nn_elementwise as ew
+from tf_accum.graph.array_ops import stack, where_v2
+from tf_accum.graph.elementwise_ops import greater, maximum, minimum, sqrt
 from tf_accum.graph.graph import Tensor, is_symbolic
 from tf_accum.graph.math_ops import building_in, graph_of
 from tf_accum.graph.nn_ops import l2_loss, operand_array
@@ -68,9 +69,9 @@ def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any, name: str | 
             return _like(t, clipped)
         with graph.name_scope(name or "clip_by_value") as scope:
             values_t = _tensor(_values_of(t), "t")
-            smaller = ew.minimum(values_t, clip_value_max)
+            smaller = minimum(values_t, clip_value_max)
             _check_same_shape(values_t, smaller)
-            clipped_t = ew.maximum(smaller, clip_value_min, name=scope)
+            clipped_t = maximum(smaller, clip_value_min, name=scope)
             _check_same_shape(values_t, clipped_t)
         return _like(t, clipped_t)
 
@@ -93,15 +94,15 @@ def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: str | None = No
         with graph.name_scope(name or "clip_by_norm") as scope:
             values_t = _tensor(_values_of(t), "t")
             squares = reduce_sum(values_t * values_t, axes, keepdims=True)
-            positive = ew.greater(squares, 0)
+            positive = greater(squares, 0)
             from tf_accum.graph.fill_ops import ones_like
 
             # two selects, so that a zero norm gives no NaN gradient
-            safe = ew.select_v2(positive, squares, ones_like(squares))
-            norm = ew.select_v2(positive, ew.sqrt(safe), squares)
+            safe = where_v2(positive, squares, ones_like(squares))
+            norm = where_v2(positive, sqrt(safe), squares)
             scaled = values_t * clip_norm
             _check_same_shape(values_t, scaled)
-            clipped_t = identity(scaled / ew.maximum(norm, clip_norm), name=scope)
+            clipped_t = identity(scaled / maximum(norm, clip_norm), name=scope)
         return _like(t, clipped_t)
 
 
@@ -132,9 +133,9 @@ def global_norm(t_list: Any, name: str | None = None) -> Any:
                 for i, t in enumerate(items)
             ]
             halves = [l2_loss(v) for v in values if v is not None]
-            half_total = reduce_sum(ew.stack(halves))
+            half_total = reduce_sum(stack(halves))
             two = constant(2.0, dtype=half_total.dtype)
-            return ew.sqrt(half_total * two, name="global_norm")
+            return sqrt(half_total * two, name="global_norm")
 
 
 def clip_by_global_norm(
@@ -168,7 +169,7 @@ def clip_by_global_norm(
         with graph.name_scope(name or "clip_by_global_norm") as scope:
             norm_t = as_tensor(use_norm)
             one = constant(1.0, dtype=norm_t.dtype)
-            scale_for_finite = clip_norm * ew.minimum(1.0 / norm_t, one / clip_norm)
+            scale_for_finite = clip_norm * minimum(1.0 / norm_t, one / clip_norm)
             # any finite norm adds 0; an infinite or NaN one makes the scale NaN
             scale = scale_for_finite + (norm_t - norm_t)
             values = [

@@ -212,6 +212,16 @@ def pow(x: Any, y: Any, name: str | None = None) -> Any:  # noqa: A001 - TensorF
     return _binary("Pow", x, y, name, "Pow")
 
 
+def div_no_nan(x: Any, y: Any, name: str | None = None) -> Any:
+    """``x / y``, but 0 where ``y`` is 0, elementwise with broadcasting."""
+    return _binary("DivNoNan", x, y, name, "DivNoNan")
+
+
+def squared_difference(x: Any, y: Any, name: str | None = None) -> Any:
+    """``(x - y) * conj(x - y)`` elementwise, with broadcasting."""
+    return _binary("SquaredDifference", x, y, name, "SquaredDifference")
+
+
 def floordiv(x: Any, y: Any, name: str | None = None) -> Any:
     """``x // y``: division rounded toward negative infinity."""
     return _binary("FloorDiv", x, y, name, "floordiv")

@@ -1,83 +1,29 @@
 """``embedding_lookup`` and ``dropout``: the ``tf.nn`` functions built on a
 gather and on random numbers.
 
-``embedding_lookup`` gathers rows with a ``GatherV2`` op (on the variable's
-value for a Variable; TensorFlow uses ``ResourceGather`` on its handle), so
-its gradient reaches ``params`` as an ``IndexedSlices`` of the looked-up rows.
+``embedding_lookup`` gathers rows as ``gather`` does (``ResourceGather`` on a
+Variable's handle, ``GatherV2`` of a tensor), so its gradient reaches
+``params`` as an ``IndexedSlices`` of the looked-up rows.
 
-Differs from TensorFlow: the gather and the unsupported cases, see
-docs/departures.md T22.
+Differs from TensorFlow: the unsupported cases, see docs/departures.md T22.
 """
 
 from __future__ import annotations
 
 import contextlib
 import numbers
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tf_accum import errors
-from tf_accum.dtypes import DType, int32
-from tf_accum.graph import mode
-from tf_accum.graph import nn_elementwise as ew
-from tf_accum.graph.build_op import as_input, build, operand, refuse_dtype
-from tf_accum.graph.graph import Tensor, is_symbolic
+from tf_accum.graph import array_ops, mode
+from tf_accum.graph.array_ops import where_v2
+from tf_accum.graph.elementwise_ops import greater_equal
+from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.math_ops import Converted, building_in, graph_of
+from tf_accum.graph.op_building import convert_input, dtype_of
 from tf_accum.graph.ops import as_tensor, constant, identity
 from tf_accum.graph.tensor_shape import TensorShape
-
-
-def gather(params: Any, indices: Any, name: str | None = None) -> Any:
-    """``GatherV2`` along axis 0: the rows of ``params`` at ``indices`` (any shape).
-
-    Raises:
-        TypeError: indices that are not int16, int32 or int64.
-        InvalidArgumentError: an index outside ``[0, rows)`` (when run).
-    """
-    with building_in(graph_of([params, indices])):
-        source = as_input(operand(params))
-        index_input = as_input(indices)
-        index_dtype = _dtype_of(index_input)
-        refuse_dtype("GatherV2", "indices", index_dtype, ("int16", "int32", "int64"))
-        axis = Converted(np.asarray(0, np.int32), int32)
-
-        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
-            table, rows = np.asarray(arrays[0]), np.asarray(arrays[1])
-            if table.ndim == 0:
-                raise errors.InvalidArgumentError(
-                    None, None, "Expected axis in the range [0, 0), but got 0"
-                )
-            bad = (rows < 0) | (rows >= table.shape[0])
-            if np.any(bad):
-                where = int(np.flatnonzero(bad.reshape(-1))[0])
-                raise errors.InvalidArgumentError(
-                    None,
-                    None,
-                    f"indices[{where}] = {int(rows.reshape(-1)[where])} is not in "
-                    f"[0, {table.shape[0]})",
-                )
-            return (np.take(table, rows, axis=0),)
-
-        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
-            table, rows = tensors[0].shape, tensors[1].shape
-            if table.rank is None or rows.rank is None:
-                return [(tensors[0].dtype, TensorShape(None))]
-            return [(tensors[0].dtype, TensorShape([*rows.as_list(), *table.as_list()[1:]]))]
-
-        attrs = {
-            "Tparams": _dtype_of(source),
-            "Tindices": index_dtype,
-            "Taxis": int32,
-            "batch_dims": 0,
-        }
-        pairs = [("params", source), ("indices", index_input), ("axis", axis)]
-        return build("GatherV2", name, pairs, outputs, kernel, attrs)
-
-
-def _dtype_of(value: Any) -> DType:
-    return value.dtype if isinstance(value, Converted) else as_tensor(value).dtype
 
 
 def embedding_lookup(
@@ -105,10 +51,10 @@ def embedding_lookup(
     with building_in(graph_of([params, ids])):
         graph = mode.building_graph()
         if graph is None:
-            return gather(params, ids)
+            return array_ops.gather(params, ids)
         with graph.name_scope(name or "embedding_lookup") as scope:
-            rows = gather(params, ids, name=scope)
-        return identity(rows)
+            rows = array_ops.gather(params, ids, name=scope)
+            return identity(rows)
 
 
 def dropout(
@@ -152,7 +98,7 @@ def dropout(
         if graph is not None:
             scope.enter_context(graph.name_scope(name or "dropout"))
         source = x if is_symbolic(x) else constant(operand_value(x), name="x")
-        dtype = as_tensor(source).dtype if is_symbolic(source) else _dtype_of(as_input(source))
+        dtype = as_tensor(source).dtype if is_symbolic(source) else dtype_of(convert_input(source))
         if not dtype.is_floating:
             raise ValueError(
                 "`x.dtype` must be a floating point tensor as `x` will be scaled. Received: "
@@ -174,16 +120,16 @@ def dropout(
             kept = source / (one - rate_t)
         shape = _noise_shape(source, noise_shape)
         draws = random_uniform(shape, dtype=dtype, seed=seed)
-        mask = ew.greater_equal(draws, rate)
+        mask = greater_equal(draws, rate)
         zero = constant(np.asarray(0, dtype.numpy_dtype))
-        result = ew.select_v2(mask, kept, zero)
+        result = where_v2(mask, kept, zero)
         if is_symbolic(result):
             result.set_shape(as_tensor(source).shape)
         return result
 
 
 def operand_value(x: Any) -> Any:
-    value = as_input(operand(x))
+    value = convert_input(x)
     return value.array if isinstance(value, Converted) else value
 
 
@@ -191,7 +137,7 @@ def _noise_shape(x: Any, noise_shape: Any) -> Any:
     static = as_tensor(x).shape if is_symbolic(x) else TensorShape(np.shape(x))
     if noise_shape is None:
         if not static.is_fully_defined():
-            return ew.shape(x)  # read when the op runs
+            return array_ops.shape(x)  # read when the op runs
         return static.as_list()
     if is_symbolic(noise_shape):
         return noise_shape

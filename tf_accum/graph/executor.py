@@ -84,6 +84,14 @@ class Plan:
     urgent: frozenset[Operation] = frozenset()
     # the ops the run fetches (or whose outputs it fetches)
     fetched: frozenset[Operation] = frozenset()
+    # outputs of source ops that give the same value every run (constants, variable
+    # handles): a sequential run starts with them instead of calling those ops
+    preset: tuple[tuple[Tensor, Any], ...] = ()
+    # what a sequential run calls, with each op's inputs and outputs: ``ops``
+    # without the preset ones (None: all of ``ops``)
+    calls: tuple[tuple[Operation, tuple[Tensor, ...], tuple[Tensor, ...]], ...] | None = None
+    # whether an op to call also has a fed output (which the run must not overwrite)
+    feeds_outputs: bool = True
 
 
 def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> Plan:
@@ -121,6 +129,8 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
     blocking = [op for op in order if op.blocking]
     if len(blocking) == 1:
         order = _blocking_op_last(order, blocking[0], consumers)
+    fixed = [op for op in order if _gives_one_value(op)]
+    calls = tuple((op, op.inputs, op.outputs) for op in order if not _gives_one_value(op))
     return Plan(
         tuple(order),
         producers,
@@ -129,6 +139,28 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
         len(blocking) <= 1,
         _urgent(order, blocking, consumers) if len(blocking) > 1 else frozenset(),
         frozenset(roots),
+        tuple((op.outputs[0], _fixed_value(op)) for op in fixed),
+        calls,
+        any(t in fed for _, _, outputs in calls for t in outputs),
+    )
+
+
+# source ops whose kernels return one fixed value, whatever the run
+_FIXED_VALUE_TYPES = frozenset({"Const", "VarHandleOp"})
+
+
+def _fixed_value(op: Operation) -> Any:
+    # these kernels read nothing of the run
+    return op.kernel(None, [])[0]  # type: ignore[arg-type]
+
+
+def _gives_one_value(op: Operation) -> bool:
+    return (
+        op.type in _FIXED_VALUE_TYPES
+        and not op.inputs
+        and not op.control_inputs
+        and not op.blocking
+        and len(op.outputs) == 1
     )
 
 
@@ -195,17 +227,36 @@ def execute(
     Raises:
         the first error of any op; DeadlineExceededError at ``deadline``.
     """
-    values: dict[Tensor, Any] = dict(fed)
     run = RunContext(session, deadline, cancellation)
     with using_table(session.table), cancelled_by(cancellation):
         if plan.sequential:
-            # One thread, one context: the kernels use it only while called.
-            for op in plan.ops:
-                run.op = op
-                _store(values, op, _call(run, op, values), fed)
+            values: dict[Tensor, Any] = dict(plan.preset)
+            values.update(fed)
+            _run_in_order(run, plan, values, fed)
             return values
+        values = dict(fed)
         _Scheduler(run, plan, values, fed).run()
     return values
+
+
+def _run_in_order(
+    run: RunContext, plan: Plan, values: dict[Tensor, Any], fed: dict[Tensor, Any]
+) -> None:
+    """The plan's ops one after the other on this thread, with one context: the
+    kernels use it only while called."""
+    if plan.feeds_outputs or plan.calls is None:
+        for op in plan.ops if plan.calls is None else (op for op, _, _ in plan.calls):
+            run.op = op
+            _store(values, op, _call(run, op, values), fed)
+        return
+    try:
+        for op, inputs, outputs in plan.calls:
+            run.op = op
+            values.update(zip(outputs, op.kernel(run, [values[t] for t in inputs]), strict=True))
+    except errors.OpError as error:
+        if error.op is None:
+            error._op = run.op
+        raise
 
 
 def _call(run: RunContext, op: Operation, values: dict[Tensor, Any]) -> Sequence[Any]:

@@ -15,6 +15,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.dtypes import DType
+from tf_accum.graph.math_kernels import half_float
 from tf_accum.graph.math_ops import op_def_inputs
 from tf_accum.graph.math_shapes import node_text, type_enum
 from tf_accum.graph.op_building import build_in, make_op
@@ -31,7 +32,7 @@ def _oriented(array: Array, transpose: bool, adjoint: bool) -> Array:
 
 
 def _product(a: Array, b: Array) -> Array:
-    if a.dtype.kind == "f" and a.dtype.itemsize < 4 or str(a.dtype) == "bfloat16":
+    if half_float(a.dtype):
         wide: Array = np.matmul(a.astype(np.float32), b.astype(np.float32))
         return wide.astype(a.dtype)
     result: Array = np.matmul(a, b)

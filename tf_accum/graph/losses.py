@@ -15,13 +15,13 @@ import numpy as np
 
 from tf_accum.dtypes import float32
 from tf_accum.graph import mode
-from tf_accum.graph import nn_elementwise as ew
+from tf_accum.graph.array_ops import stop_gradient
+from tf_accum.graph.elementwise_ops import div_no_nan, not_equal, squared_difference
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.math_ops import building_in, graph_of, multiply
 from tf_accum.graph.nn_ops import (
     softmax_cross_entropy_with_logits_v2,
     sparse_softmax_cross_entropy_with_logits,
-    stop_gradient,
 )
 from tf_accum.graph.ops import as_tensor, cast, constant, name_scope
 from tf_accum.graph.reduce_ops import reduce_sum
@@ -79,7 +79,7 @@ def _num_present(losses: Any, weights: Any) -> Any:
     with name_scope("num_present"):
         from tf_accum.graph.fill_ops import ones_like
 
-        present = cast(ew.not_equal(cast(weights, float32), 0.0), float32)
+        present = cast(not_equal(cast(weights, float32), 0.0), float32)
         return reduce_sum(multiply(ones_like(losses), present))
 
 
@@ -116,13 +116,11 @@ def compute_weighted_loss(
                 from tf_accum.graph.fill_ops import ones_like
 
                 total = reduce_sum(multiply(ones_like(losses_f), weights_f))
-                loss = ew.div_no_nan(reduce_sum(loss), total, name="value")
+                loss = div_no_nan(reduce_sum(loss), total, name="value")
             elif reduction == Reduction.SUM_BY_NONZERO_WEIGHTS:
-                loss = ew.div_no_nan(
-                    reduce_sum(loss), _num_present(losses_f, weights), name="value"
-                )
+                loss = div_no_nan(reduce_sum(loss), _num_present(losses_f, weights), name="value")
             elif reduction == Reduction.SUM_OVER_BATCH_SIZE:
-                loss = ew.div_no_nan(reduce_sum(loss), _count(losses_f), name="value")
+                loss = div_no_nan(reduce_sum(loss), _count(losses_f), name="value")
         if input_dtype is not None:
             loss = cast(loss, input_dtype)
         elif not is_symbolic(loss):
@@ -168,7 +166,7 @@ def mean_squared_error(
         predictions_f = cast(predictions, float32)
         labels_f = cast(labels, float32)
         _check_compatible(predictions_f, labels_f)
-        losses = ew.squared_difference(predictions_f, labels_f)
+        losses = squared_difference(predictions_f, labels_f)
         return compute_weighted_loss(losses, weights, full, loss_collection, reduction)
 
 

@@ -57,6 +57,8 @@ ALLOWED["Sign"] = ALLOWED["Reciprocal"] = (*_REAL, *_SIGNED, *_COMPLEX)
 ALLOWED["Maximum"] = ALLOWED["Minimum"] = (*_REAL, "int8", "uint8", "int16", "uint16", "int32",
                                            "uint32", "int64", "uint64")  # fmt: skip
 ALLOWED["Floor"] = ALLOWED["Ceil"] = _REAL
+ALLOWED["DivNoNan"] = (*_REAL, *_COMPLEX)
+ALLOWED["SquaredDifference"] = (*_REAL, "int32", "int64", *_COMPLEX)
 ALLOWED["Round"] = (*_REAL, *_SIGNED)
 for _name in ("Less", "LessEqual", "Greater", "GreaterEqual"):
     ALLOWED[_name] = _REAL_NUMBERS
@@ -64,9 +66,26 @@ ALLOWED["AddN"] = (*ALLOWED["Sum"], "variant")
 ALLOWED["MatMul"] = (*_REAL, "int32", "int64", "uint8", "uint16", "uint32", "uint64", *_COMPLEX)
 ALLOWED["BatchMatMulV2"] = (*_REAL, "int16", "int32", "int64", "uint8", "uint16", "uint32",
                             "uint64", *_COMPLEX)  # fmt: skip
+# tf.nn's ops
+_NN_FLOATS = ("float16", "bfloat16", "float32", "float64")
+ALLOWED["Relu"] = (*_REAL_NUMBERS, "qint8")
+for _name in ("ReluGrad", "Relu6", "Relu6Grad"):
+    ALLOWED[_name] = _REAL_NUMBERS
+for _name in ("Sigmoid", "SigmoidGrad", "Tanh", "TanhGrad"):
+    ALLOWED[_name] = (*_REAL, *_COMPLEX)
+for _name in ("Elu", "EluGrad", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
+              "SparseSoftmaxCrossEntropyWithLogits", "L2Loss"):  # fmt: skip
+    ALLOWED[_name] = _NN_FLOATS
+ALLOWED["BiasAdd"] = ALLOWED["BiasAddGrad"] = ALLOWED["Sum"]
 # `/` of integers divides in floating point: small integers in float32, others in float64.
 TRUEDIV_FLOAT = {"int8": float32, "uint8": float32, "int16": float32, "uint16": float32,
                   "int32": float64, "uint32": float64, "int64": float64, "uint64": float64}  # fmt: skip
+
+
+def half_float(dtype: np.dtype[Any]) -> bool:
+    """float16 or bfloat16 (ml_dtypes' numpy type, of kind "V"): the dtypes whose
+    math is done in float32 and rounded once."""
+    return dtype.itemsize == 2 and dtype.kind in "fV"
 
 
 def _check_broadcast(a: Array, b: Array) -> None:
@@ -122,6 +141,19 @@ def _pow(a: Array, b: Array) -> Any:
     return np.power(a, b)
 
 
+def _div_no_nan(a: Array, b: Array) -> Any:
+    zero = b == 0
+    quotient = np.true_divide(a, np.where(zero, np.ones_like(b), b))
+    return np.where(zero, np.zeros_like(quotient), quotient)
+
+
+def _squared_difference(a: Array, b: Array) -> Any:
+    difference = np.subtract(a, b)
+    if difference.dtype.kind == "c":
+        return difference * np.conj(difference)
+    return np.square(difference)
+
+
 def string_add(a: Array, b: Array) -> Any:
     return np.frompyfunc(_concat, 2, 1)(a, b)
 
@@ -141,7 +173,7 @@ def elementwise(fn: Callable[..., Any], out: DType) -> Callable[[Any, list[Any]]
         arrays = [np.asarray(value) for value in inputs]
         if fn is _floordiv and out.is_complex:
             _no_complex_floordiv(context, out)
-        if len(arrays) == 2:
+        if len(arrays) == 2 and arrays[0].shape != arrays[1].shape:
             _check_broadcast(arrays[0], arrays[1])
         with np.errstate(all="ignore"):
             return (np.asarray(fn(*arrays), dtype=target),)
@@ -159,4 +191,6 @@ BINARY: dict[str, ArrayFn] = {
     "Pow": _pow,
     "Maximum": np.maximum,  # NaN wins, as in TensorFlow
     "Minimum": np.minimum,
+    "DivNoNan": _div_no_nan,
+    "SquaredDifference": _squared_difference,
 }

@@ -108,6 +108,8 @@ def op_def_inputs(
     converted: list[Any] = []
     for param, value in pairs:
         value = packed_or_dense(value)
+        if not is_symbolic(value) and hasattr(value, "numpy") and not isinstance(value, np.generic):
+            value = np.asarray(value.numpy())  # an eager Variable: its current value
         if isinstance(value, Converted) or is_symbolic(value):
             have = _dtype_of(value)
             if dtype is None:
@@ -149,10 +151,14 @@ def op_def_inputs(
     return dtype, converted
 
 
-def check_allowed(op_type: str, param: str, dtype: DType) -> None:
-    """Refuse a dtype the op does not take: TypeError when building, and
-    InvalidArgumentError in eager mode, as TensorFlow's eager kernels say it."""
-    names = ALLOWED[op_type]
+def check_allowed(
+    op_type: str, param: str, dtype: DType, names: Sequence[str] | None = None
+) -> None:
+    """Refuse a dtype the op does not take (``names``, default the op's list in
+    ``ALLOWED``): TypeError when building, and InvalidArgumentError in eager
+    mode, as TensorFlow's eager kernels say it."""
+    if names is None:
+        names = ALLOWED[op_type]
     if dtype.name in names:
         return
     if mode.building_graph() is None:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum.graph import nn_ops
+from tf_accum.graph.array_ops import expand_dims
 from tf_accum.graph.gradient_registry import RegisterGradient, no_gradient
 from tf_accum.graph.graph import Operation
 from tf_accum.graph.math_ops import building_in, multiply, subtract
@@ -74,7 +75,7 @@ def _softmax_grad(op: Operation, grad: Any) -> list[Any]:
 
 @RegisterGradient("LogSoftmax")
 def _log_softmax_grad(op: Operation, grad: Any) -> list[Any]:
-    from tf_accum.graph.nn_elementwise import exp
+    from tf_accum.graph.elementwise_ops import exp
 
     with _in_graph_of(op):
         probabilities = exp(op.outputs[0])
@@ -110,7 +111,7 @@ def _xent_grad(op: Operation, grad_loss: Any, grad_grad: Any) -> list[Any]:
     with _in_graph_of(op):
         backprop = op.outputs[1]
         logits = op.inputs[0]
-        per_row = nn_ops.expand_last(grad_loss)
+        per_row = expand_dims(grad_loss, -1)
         logits_grad = multiply(per_row, backprop)
         if grad_grad is not None and not _is_zeros(grad_grad):
             probabilities = nn_ops.softmax(logits)
@@ -123,7 +124,7 @@ def _xent_grad(op: Operation, grad_loss: Any, grad_grad: Any) -> list[Any]:
 @RegisterGradient("SparseSoftmaxCrossEntropyWithLogits")
 def _sparse_xent_grad(op: Operation, grad_loss: Any, grad_grad: Any) -> list[Any]:
     with _in_graph_of(op):
-        return [multiply(nn_ops.expand_last(grad_loss), op.outputs[1]), None]
+        return [multiply(expand_dims(grad_loss, -1), op.outputs[1]), None]
 
 
 @RegisterGradient("L2Loss")
@@ -181,7 +182,7 @@ def _squared_difference_grad(op: Operation, grad: Any) -> list[Any]:
 
 
 def _div_no_nan_grad(op: Operation, grad: Any) -> list[Any]:
-    from tf_accum.graph.nn_elementwise import div_no_nan
+    from tf_accum.graph.elementwise_ops import div_no_nan
 
     x, y = op.inputs
     with _in_graph_of(op):

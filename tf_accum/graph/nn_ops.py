@@ -16,59 +16,23 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.dtypes import DType, int32
+from tf_accum.dtypes import DType
 from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
-from tf_accum.graph.build_op import (
-    Kernel,
-    as_input,
-    build,
-    refuse_dtype,
-    same_as_first,
-    same_dtype_inputs,
-)
 from tf_accum.graph.graph import Tensor, is_symbolic
-from tf_accum.graph.math_ops import Converted, building_in, graph_of
+from tf_accum.graph.math_kernels import half_float
+from tf_accum.graph.math_ops import Converted, building_in, check_allowed, graph_of, op_def_inputs
+from tf_accum.graph.op_building import Kernel, convert_input, dtype_of, make_op, same_as_first
 from tf_accum.graph.ops import as_tensor
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.shapes import kernel_text
 
 Array = np.ndarray[Any, Any]
 
-_FLOATS = ("float16", "bfloat16", "float32", "float64")
-_REAL_NUMBERS = ("float32", "float64", "int32", "uint8", "int16", "int8", "int64", "bfloat16",
-                 "uint16", "float16", "uint32", "uint64")  # fmt: skip
-_NUMBERS = ("float32", "float64", "int32", "uint8", "int16", "int8", "complex64", "int64",
-            "qint8", "quint8", "qint32", "bfloat16", "qint16", "quint16", "uint16",
-            "complex128", "float16", "uint32", "uint64")  # fmt: skip
-_FLOATS_AND_COMPLEX = ("bfloat16", "float16", "float32", "float64", "complex64", "complex128")
-# The dtypes each op definition allows, in the order TensorFlow's messages list them.
-ALLOWED: dict[str, tuple[str, ...]] = {
-    "Relu": (*_REAL_NUMBERS, "qint8"),
-    "ReluGrad": _REAL_NUMBERS,
-    "Relu6": _REAL_NUMBERS,
-    "Relu6Grad": _REAL_NUMBERS,
-    "Elu": ("float16", "bfloat16", "float32", "float64"),
-    "EluGrad": ("float16", "bfloat16", "float32", "float64"),
-    "Sigmoid": _FLOATS_AND_COMPLEX,
-    "SigmoidGrad": _FLOATS_AND_COMPLEX,
-    "Tanh": _FLOATS_AND_COMPLEX,
-    "TanhGrad": _FLOATS_AND_COMPLEX,
-    "Softmax": _FLOATS,
-    "LogSoftmax": _FLOATS,
-    "SoftmaxCrossEntropyWithLogits": _FLOATS,
-    "SparseSoftmaxCrossEntropyWithLogits": _FLOATS,
-    "L2Loss": _FLOATS,
-    "BiasAdd": _NUMBERS,
-    "BiasAddGrad": _NUMBERS,
-    "MatMul": ("bfloat16", "float16", "float32", "float64", "int32", "int64", "uint8", "uint16",
-               "uint32", "uint64", "complex64", "complex128"),
-}  # fmt: skip
-
 
 def _widened(array: Array) -> Array:
     """Half-precision values as float32, computed in and rounded once at the end."""
-    if array.dtype.kind == "f" and array.dtype.itemsize < 4 or array.dtype.name == "bfloat16":
+    if half_float(array.dtype):
         return array.astype(np.float32)
     return array
 
@@ -77,29 +41,27 @@ def _elementwise_kernel(fn: Any, dtype: DType) -> Kernel:
     def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
         arrays = [_widened(np.asarray(a)) for a in inputs]
         with np.errstate(all="ignore"):
-            return (np.asarray(fn(*arrays)).astype(dtype.numpy_dtype),)
+            return (np.asarray(fn(*arrays)).astype(dtype.numpy_dtype, copy=False),)
 
     return kernel
 
 
 def _unary(op_type: str, fn: Any, x: Any, name: str | None, param: str = "features") -> Any:
     with building_in(graph_of([x])):
-        dtype, inputs = same_dtype_inputs(op_type, [(param, x)], ALLOWED[op_type])
-        return build(
+        dtype, inputs = op_def_inputs(op_type, [(param, x)])
+        return make_op(
             op_type,
             name,
             [(param, inputs[0])],
-            same_as_first,
             _elementwise_kernel(fn, dtype),
+            same_as_first,
             {"T": dtype},
         )
 
 
 def _binary(op_type: str, fn: Any, params: tuple[str, str], x: Any, y: Any, name: Any) -> Any:
     with building_in(graph_of([x, y])):
-        dtype, inputs = same_dtype_inputs(
-            op_type, list(zip(params, (x, y), strict=True)), ALLOWED[op_type]
-        )
+        dtype, inputs = op_def_inputs(op_type, list(zip(params, (x, y), strict=True)))
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             if np.shape(arrays[0]) != np.shape(arrays[1]):
@@ -111,12 +73,12 @@ def _binary(op_type: str, fn: Any, params: tuple[str, str], x: Any, y: Any, name
                 )
             return _elementwise_kernel(fn, dtype)(context, arrays)
 
-        return build(
+        return make_op(
             op_type,
             name,
             list(zip(params, inputs, strict=True)),
-            same_as_first,
             kernel,
+            same_as_first,
             {"T": dtype},
         )
 
@@ -177,7 +139,7 @@ def relu_grad(gradients: Any, features: Any, name: str | None = None) -> Any:
     """``ReluGrad``: ``gradients`` where ``features > 0``, else 0."""
     return _binary(
         "ReluGrad",
-        lambda g, x: np.where(x > 0, g, np.zeros_like(g)),
+        lambda g, x: np.where(x > 0, g, g.dtype.type(0)),
         ("gradients", "features"),
         gradients,
         features,
@@ -239,7 +201,7 @@ def _log_softmax(x: Array) -> Any:
 
 def _softmax_op(op_type: str, fn: Any, logits: Any, axis: Any, name: str | None) -> Any:
     with building_in(graph_of([logits])):
-        dtype, inputs = same_dtype_inputs(op_type, [("logits", logits)], ALLOWED[op_type])
+        dtype, inputs = op_def_inputs(op_type, [("logits", logits)])
         logits = inputs[0]
         rank = _rank_of(logits)
         if rank == 0:
@@ -258,16 +220,16 @@ def _softmax_op(op_type: str, fn: Any, logits: Any, axis: Any, name: str | None)
         # eagerly the kernel works along the axis; a graph's op along the last one
         kernel = _softmax_kernel(fn, dtype, axis if graph is None else -1)
         if graph is None or last:
-            return build(op_type, name, [("logits", logits)], same_as_first, kernel, {"T": dtype})
+            return make_op(op_type, name, [("logits", logits)], kernel, same_as_first, {"T": dtype})
         # as TensorFlow: swap the axis with the last, apply the op, swap back
         assert rank is not None
-        from tf_accum.graph.nn_elementwise import transpose
+        from tf_accum.graph.array_ops import transpose
 
         perm = list(range(rank))
         perm[axis % rank], perm[-1] = perm[-1], perm[axis % rank]
-        swapped = transpose(logits, perm)
-        applied = build(op_type, None, [("logits", swapped)], same_as_first, kernel, {"T": dtype})
-        return transpose(applied, perm, name=name)
+        swapped = transpose(logits, perm, name="Transpose")
+        applied = make_op(op_type, None, [("logits", swapped)], kernel, same_as_first, {"T": dtype})
+        return transpose(applied, perm, name=name or "Transpose")
 
 
 def _softmax_kernel(fn: Any, dtype: DType, axis: int) -> Any:
@@ -331,9 +293,7 @@ def xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, A
     """
     op_type = "SoftmaxCrossEntropyWithLogits"
     with building_in(graph_of([features, labels])):
-        dtype, inputs = same_dtype_inputs(
-            op_type, [("features", features), ("labels", labels)], ALLOWED[op_type]
-        )
+        dtype, inputs = op_def_inputs(op_type, [("features", features), ("labels", labels)])
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             x, y = (_widened(np.asarray(a)) for a in arrays)
@@ -363,8 +323,8 @@ def xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, A
             return [(dtype, loss), (dtype, shape)]
 
         pairs = [("features", inputs[0]), ("labels", inputs[1])]
-        result: tuple[Any, Any] = build(op_type, name, pairs, outputs, kernel, {"T": dtype})
-        return result
+        loss, backprop = make_op(op_type, name, pairs, kernel, outputs, {"T": dtype}, many=True)
+        return loss, backprop
 
 
 def sparse_xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, Any]:
@@ -376,10 +336,10 @@ def sparse_xent_op(features: Any, labels: Any, name: str | None = None) -> tuple
     """
     op_type = "SparseSoftmaxCrossEntropyWithLogits"
     with building_in(graph_of([features, labels])):
-        dtype, (logits,) = same_dtype_inputs(op_type, [("features", features)], ALLOWED[op_type])
-        label_input = as_input(labels)
-        label_dtype = _dtype_of(label_input)
-        refuse_dtype(op_type, "labels", label_dtype, ("int32", "int64"))
+        dtype, (logits,) = op_def_inputs(op_type, [("features", features)])
+        label_input = convert_input(labels)
+        label_dtype = dtype_of(label_input)
+        check_allowed(op_type, "labels", label_dtype, ("int32", "int64"))
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             x = _widened(np.asarray(arrays[0]))
@@ -419,12 +379,8 @@ def sparse_xent_op(features: Any, labels: Any, name: str | None = None) -> tuple
 
         pairs = [("features", logits), ("labels", label_input)]
         attrs = {"T": dtype, "Tlabels": label_dtype}
-        result: tuple[Any, Any] = build(op_type, name, pairs, outputs, kernel, attrs)
-        return result
-
-
-def _dtype_of(value: Any) -> DType:
-    return value.dtype if isinstance(value, Converted) else as_tensor(value).dtype
+        loss, backprop = make_op(op_type, name, pairs, kernel, outputs, attrs, many=True)
+        return loss, backprop
 
 
 def _static_shape(value: Any) -> TensorShape:
@@ -463,11 +419,12 @@ def softmax_cross_entropy_with_logits_v2(
                 )
             if rank is not None and axis % max(rank, 1) != rank - 1:
                 # as TensorFlow: move the axis to the end, keeping the others' order
-                from tf_accum.graph.nn_elementwise import transpose
+                from tf_accum.graph.array_ops import transpose
 
                 moved = axis % rank
                 perm = [i for i in range(rank) if i != moved] + [moved]
-                logits_t, labels_t = transpose(logits_t, perm), transpose(labels_t, perm)
+                logits_t = transpose(logits_t, perm, name="Transpose")
+                labels_t = transpose(labels_t, perm, name="Transpose")
             loss, _ = xent_op(logits_t, labels_t, name=scope)
         return loss
 
@@ -475,7 +432,7 @@ def softmax_cross_entropy_with_logits_v2(
 def _xent_eager(labels: Any, logits: Any, axis: int) -> Any:
     x = np.asarray(operand_array(logits))
     y = np.asarray(operand_array(labels, _eager_dtype(x)))
-    refuse_dtype("SoftmaxCrossEntropyWithLogits", "features", _eager_dtype(x), _FLOATS)
+    check_allowed("SoftmaxCrossEntropyWithLogits", "features", _eager_dtype(x))
     if x.shape != y.shape:
         raise ValueError(f"Shapes {y.shape} and {x.shape} are incompatible")
     x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
@@ -492,7 +449,7 @@ def _eager_dtype(array: Array) -> DType:
 
 def operand_array(value: Any, dtype: DType | None = None) -> Array:
     """An eager operand's value as an array (of ``dtype`` when given)."""
-    converted = as_input(value, dtype)
+    converted = convert_input(value, dtype)
     array: Array = np.asarray(converted.array)
     return array
 
@@ -510,7 +467,7 @@ def _constant_input(value: Any, dtype: DType | None, name: str) -> Any:
         return tensor
     from tf_accum.graph.ops import constant
 
-    converted = as_input(value, dtype)
+    converted = convert_input(value, dtype)
     return constant(converted.array, dtype=converted.dtype, name=name)
 
 
@@ -535,6 +492,8 @@ def softmax_cross_entropy_with_logits(
     """
     _both_given("softmax_cross_entropy_with_logits", labels, logits)
     axis = axis if axis is not None else dim
+    from tf_accum.graph.array_ops import stop_gradient
+
     with building_in(graph_of([labels, logits])):
         if mode.building_graph() is not None:
             labels = stop_gradient(
@@ -621,7 +580,8 @@ def sigmoid_cross_entropy_with_logits(
                 w, v = _widened(x), _widened(z)
                 out = np.maximum(w, 0) - w * v + np.log1p(np.exp(-np.abs(w)))
             return np.asarray(out).astype(x.dtype)
-        from tf_accum.graph import nn_elementwise as ew
+        from tf_accum.graph.array_ops import where
+        from tf_accum.graph.elementwise_ops import exp, greater_equal, log1p
         from tf_accum.graph.math_ops import add, multiply, subtract
 
         with graph.name_scope(name or "logistic_loss"):
@@ -635,12 +595,12 @@ def sigmoid_cross_entropy_with_logits(
             from tf_accum.graph.fill_ops import zeros_like
 
             zeros = zeros_like(logits_t)
-            cond = ew.greater_equal(logits_t, zeros)
-            relu_logits = ew.select(cond, logits_t, zeros)
-            neg_abs_logits = ew.select(cond, -logits_t, logits_t)
+            cond = greater_equal(logits_t, zeros)
+            relu_logits = where(cond, logits_t, zeros)
+            neg_abs_logits = where(cond, -logits_t, logits_t)
             return add(
                 subtract(relu_logits, multiply(logits_t, labels_t)),
-                ew.log1p(ew.exp(neg_abs_logits)),
+                log1p(exp(neg_abs_logits)),
             )
 
 
@@ -658,9 +618,7 @@ def bias_add(value: Any, bias: Any, data_format: Any = None, name: str | None = 
     op_type = "BiasAdd"
     channels_first = data_format is not None and str(data_format).startswith("NC")
     with building_in(graph_of([value, bias])):
-        dtype, inputs = same_dtype_inputs(
-            op_type, [("value", value), ("bias", bias)], ALLOWED[op_type]
-        )
+        dtype, inputs = op_def_inputs(op_type, [("value", value), ("bias", bias)])
         value_shape, bias_shape = (_static_shape(v) for v in inputs)
         if bias_shape.rank is not None and bias_shape.rank != 1:
             raise ValueError(f"Shape must be rank 1 but is rank {bias_shape.rank}")
@@ -687,13 +645,8 @@ def bias_add(value: Any, bias: Any, data_format: Any = None, name: str | None = 
                 return (np.asarray(_widened(x) + _widened(shaped)).astype(dtype.numpy_dtype),)
 
         attrs = {"T": dtype, "data_format": "NCHW" if channels_first else "NHWC"}
-        return build(
-            op_type,
-            name,
-            [("value", inputs[0]), ("bias", inputs[1])],
-            same_as_first,
-            kernel,
-            attrs,
+        return make_op(
+            op_type, name, [("value", inputs[0]), ("bias", inputs[1])], kernel, same_as_first, attrs
         )
 
 
@@ -702,9 +655,7 @@ def bias_add_grad(out_backprop: Any, data_format: str = "NHWC", name: str | None
     op_type = "BiasAddGrad"
     channels_first = data_format.startswith("NC")
     with building_in(graph_of([out_backprop])):
-        dtype, inputs = same_dtype_inputs(
-            op_type, [("out_backprop", out_backprop)], ALLOWED[op_type]
-        )
+        dtype, inputs = op_def_inputs(op_type, [("out_backprop", out_backprop)])
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             g = _widened(np.asarray(arrays[0]))
@@ -719,62 +670,14 @@ def bias_add_grad(out_backprop: Any, data_format: str = "NHWC", name: str | None
             return [(dtype, TensorShape([shape.as_list()[1 if channels_first else -1]]))]
 
         attrs = {"T": dtype, "data_format": "NCHW" if channels_first else "NHWC"}
-        return build(op_type, name, [("out_backprop", inputs[0])], outputs, kernel, attrs)
-
-
-def matmul(
-    a: Any,
-    b: Any,
-    transpose_a: bool = False,
-    transpose_b: bool = False,
-    name: str | None = None,
-) -> Any:
-    """``MatMul`` of two 2-D tensors of one dtype (optionally transposed first).
-
-    Raises:
-        TypeError: the dtypes differ, or one ``MatMul`` does not take.
-        ValueError: inputs that are not 2-D, or inner dimensions that differ (when known).
-        InvalidArgumentError: inner dimensions that differ (when run).
-    """
-    op_type = "MatMul"
-    with building_in(graph_of([a, b])):
-        dtype, inputs = same_dtype_inputs(op_type, [("a", a), ("b", b)], ALLOWED[op_type])
-        left, right = (_static_shape(v) for v in inputs)
-        for shape in (left, right):
-            if shape.rank is not None and shape.rank != 2:
-                raise ValueError(f"Shape must be rank 2 but is rank {shape.rank}")
-        dims_a = left.as_list() if left.rank == 2 else [None, None]
-        dims_b = right.as_list() if right.rank == 2 else [None, None]
-        if transpose_a:
-            dims_a = dims_a[::-1]
-        if transpose_b:
-            dims_b = dims_b[::-1]
-        if dims_a[1] is not None and dims_b[0] is not None and dims_a[1] != dims_b[0]:
-            raise ValueError(f"Dimensions must be equal, but are {dims_a[1]} and {dims_b[0]}")
-
-        def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
-            x, y = (np.asarray(v) for v in arrays)
-            x = x.T if transpose_a else x
-            y = y.T if transpose_b else y
-            if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[0]:
-                raise errors.InvalidArgumentError(
-                    None,
-                    None,
-                    f"Matrix size-incompatible: In[0]: {kernel_text(np.shape(arrays[0]))}, "
-                    f"In[1]: {kernel_text(np.shape(arrays[1]))}",
-                )
-            return (np.asarray(_widened(x) @ _widened(y)).astype(dtype.numpy_dtype),)
-
-        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
-            return [(dtype, TensorShape([dims_a[0], dims_b[1]]))]
-
-        attrs = {"T": dtype, "transpose_a": bool(transpose_a), "transpose_b": bool(transpose_b)}
-        return build(op_type, name, [("a", inputs[0]), ("b", inputs[1])], outputs, kernel, attrs)
+        return make_op(op_type, name, [("out_backprop", inputs[0])], kernel, outputs, attrs)
 
 
 def xw_plus_b(x: Any, weights: Any, biases: Any, name: str | None = None) -> Any:
     """``matmul(x, weights) + biases``: a ``MatMul`` and a ``BiasAdd`` in a
     scope called ``xw_plus_b``."""
+    from tf_accum.graph.linalg_ops import matmul
+
     with building_in(graph_of([x, weights, biases])):
         graph = mode.building_graph()
         if graph is None:
@@ -788,7 +691,7 @@ def l2_loss(t: Any, name: str | None = None) -> Any:
     """``sum(t ** 2) / 2``, a scalar of ``t``'s dtype."""
     op_type = "L2Loss"
     with building_in(graph_of([t])):
-        dtype, inputs = same_dtype_inputs(op_type, [("t", t)], ALLOWED[op_type])
+        dtype, inputs = op_def_inputs(op_type, [("t", t)])
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             x = _widened(np.asarray(arrays[0]))
@@ -797,7 +700,7 @@ def l2_loss(t: Any, name: str | None = None) -> Any:
         def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
             return [(dtype, TensorShape([]))]
 
-        return build(op_type, name, [("t", inputs[0])], outputs, kernel, {"T": dtype})
+        return make_op(op_type, name, [("t", inputs[0])], kernel, outputs, {"T": dtype})
 
 
 def in_top_k(predictions: Any, targets: Any, k: Any, name: str | None = None) -> Any:
@@ -808,13 +711,13 @@ def in_top_k(predictions: Any, targets: Any, k: Any, name: str | None = None) ->
     """
     op_type = "InTopKV2"
     with building_in(graph_of([predictions, targets, k])):
-        preds = as_input(predictions)
-        if _dtype_of(preds).name != "float32":
-            refuse_dtype(op_type, "predictions", _dtype_of(preds), ("float32",))
-        target_input = as_input(targets)
-        target_dtype = _dtype_of(target_input)
-        refuse_dtype(op_type, "targets", target_dtype, ("int32", "int64"))
-        k_input = as_input(k, target_dtype) if not is_symbolic(k) else k
+        preds = convert_input(predictions)
+        if dtype_of(preds).name != "float32":
+            check_allowed(op_type, "predictions", dtype_of(preds), ("float32",))
+        target_input = convert_input(targets)
+        target_dtype = dtype_of(target_input)
+        check_allowed(op_type, "targets", target_dtype, ("int32", "int64"))
+        k_input = convert_input(k, target_dtype) if not is_symbolic(k) else k
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             p = np.asarray(arrays[0])
@@ -840,39 +743,4 @@ def in_top_k(predictions: Any, targets: Any, k: Any, name: str | None = None) ->
             return [(bool_, TensorShape([rows]))]
 
         pairs = [("predictions", preds), ("targets", target_input), ("k", k_input)]
-        return build(op_type, name, pairs, outputs, kernel, {"T": target_dtype})
-
-
-def stop_gradient(input: Any, name: str | None = None) -> Any:  # noqa: A002
-    """``StopGradient``: the same value, through which no gradient flows."""
-    with building_in(graph_of([input])):
-        value = as_input(input)
-        return build(
-            "StopGradient",
-            name,
-            [("input", value)],
-            same_as_first,
-            lambda context, arrays: (arrays[0],),
-            {"T": _dtype_of(value)},
-        )
-
-
-def expand_last(x: Any, name: str | None = None) -> Any:
-    """``ExpandDims(x, -1)``: a new axis of length 1 at the end."""
-    with building_in(graph_of([x])):
-        value = as_input(x)
-        axis = Converted(np.asarray(-1, np.int32), int32)
-
-        def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:
-            shape = tensors[0].shape
-            dims = None if shape.rank is None else [*shape.as_list(), 1]
-            return [(tensors[0].dtype, TensorShape(dims))]
-
-        return build(
-            "ExpandDims",
-            name,
-            [("input", value), ("dim", axis)],
-            outputs,
-            lambda context, arrays: (np.expand_dims(np.asarray(arrays[0]), -1),),
-            {"T": _dtype_of(value), "Tdim": int32},
-        )
+        return make_op(op_type, name, pairs, kernel, outputs, {"T": target_dtype})

@@ -39,6 +39,7 @@ __all__ = [
     "dtype_of",
     "graph_of",
     "make_op",
+    "same_as_first",
 ]
 
 
@@ -210,6 +211,11 @@ def make_op(
             _inferring.reset(token)
         op = graph.create_op(op_type, tensors, specs, kernel, name=full, attrs=dict(attrs or {}))
     return list(op.outputs) if many else op.outputs[0]
+
+
+def same_as_first(tensors: list[Tensor]) -> OutputSpec:
+    """One output of the first input's dtype and static shape."""
+    return [(tensors[0].dtype, tensors[0].shape)]
 
 
 def build_in(values: Sequence[Any]) -> Any:

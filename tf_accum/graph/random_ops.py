@@ -23,9 +23,9 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.dtypes import DType, as_dtype, float32, int32, int64
 from tf_accum.graph import mode, philox
-from tf_accum.graph.build_op import build, refuse_dtype
 from tf_accum.graph.graph import Tensor, is_symbolic
-from tf_accum.graph.math_ops import Converted, building_in, graph_of
+from tf_accum.graph.math_ops import Converted, building_in, check_allowed, graph_of
+from tf_accum.graph.op_building import convert_input, make_op
 from tf_accum.graph.ops import as_tensor, constant
 from tf_accum.graph.random_seed import eager_position, get_seed
 from tf_accum.graph.tensor_shape import Dimension, TensorShape
@@ -119,7 +119,7 @@ def _random_op(
 
     type_attr = "Tout" if op_type == "RandomUniformInt" else "dtype"
     attrs = {"seed": seed or 0, "seed2": seed2 or 0, type_attr: dtype, "T": shape_dtype}
-    return build(op_type, name, [("shape", shape), *extra], outputs, kernel, attrs)
+    return make_op(op_type, name, [("shape", shape), *extra], kernel, outputs, attrs)
 
 
 def _uniform_int(key: int, counter: int, count: int, dtype: DType, low: Any, high: Any) -> Array:
@@ -197,7 +197,7 @@ def shape_input(shape: Any) -> Any:
 
 def _float_dtype(dtype: Any, op_type: str) -> DType:
     wanted = as_dtype(dtype)
-    refuse_dtype(op_type, "dtype", wanted, _FLOATS)
+    check_allowed(op_type, "dtype", wanted, _FLOATS)
     return wanted
 
 
@@ -247,23 +247,20 @@ def _shape_tensor(shape: Any) -> Tensor:
 
 
 def _value_as(value: Any, dtype: DType) -> Any:
-    from tf_accum.graph.build_op import as_input
 
-    converted = as_input(value, dtype)
+    converted = convert_input(value, dtype)
     return converted.array
 
 
 def _tensor_of(value: Any, dtype: DType, name: str) -> Tensor:
-    if is_symbolic(value):
-        tensor = as_tensor(value)
-        if tensor.dtype != dtype:
-            raise ValueError(
-                f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype "
-                f"{tensor.dtype.name}: {tensor!r}"
-            )
-        return tensor
-    made: Tensor = constant(_value_as(value, dtype), dtype=dtype, name=name)
-    return made
+    """``value`` as a tensor of ``dtype`` (a constant called ``name``), as
+    TensorFlow converts it; a Tensor of another dtype is a ValueError."""
+    converted = convert_input(value, dtype)
+    if isinstance(converted, Converted):
+        made: Tensor = constant(converted.array, dtype=dtype, name=name)
+        return made
+    tensor: Tensor = converted
+    return tensor
 
 
 def random_normal(

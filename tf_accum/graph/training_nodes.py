@@ -20,7 +20,12 @@ from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.ops import as_tensor, graph_input, infer_array
 from tf_accum.graph.tensor_shape import TensorShape
 from tf_accum.graph.variables import Variable, store_of, variable_of
-from tf_accum.raw_ops.training import TRAINING_OPS, check_kernel_dtype, updated_values
+from tf_accum.raw_ops.training import (
+    TRAINING_OPS,
+    check_kernel_dtype,
+    kernel_dtypes,
+    updated_values,
+)
 
 Array = np.ndarray[Any, Any]
 
@@ -187,9 +192,11 @@ def _kernel(
     positions = [arguments.index(name) for name in names]
     others = [(i, a) for i, a in enumerate(arguments) if a not in names]
     resource = TRAINING_OPS[op_type].resource
+    has_kernel = dtype.name in kernel_dtypes(op_type)
 
     def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
-        check_kernel_dtype(op_type, dtype)  # as TensorFlow: when it runs
+        if not has_kernel:
+            check_kernel_dtype(op_type, dtype)  # as TensorFlow: refused when it runs
         variables = [inputs[i] for i in positions]
         given = {a: np.asarray(inputs[i]) for i, a in others}
         fresh = store_of(context).update_together(

@@ -17,9 +17,9 @@ import numpy as np
 
 from tf_accum import raw_ops
 from tf_accum.graph import mode
+from tf_accum.graph.elementwise_ops import sqrt as _sqrt
 from tf_accum.graph.ops import cast, group
 from tf_accum.graph.optimizers.optimizer import Optimizer, cast_to
-from tf_accum.graph.optimizers.scalar_math import sqrt as _sqrt
 from tf_accum.graph.optimizers.slots import colocated_with
 from tf_accum.graph.scatter import scatter_add
 from tf_accum.graph.variables import Variable

@@ -9,8 +9,8 @@ import numpy as np
 
 from tf_accum import raw_ops
 from tf_accum.graph import mode
+from tf_accum.graph.elementwise_ops import maximum
 from tf_accum.graph.optimizers.optimizer import Optimizer, cast_to
-from tf_accum.graph.optimizers.scalar_math import maximum
 from tf_accum.graph.variables import Variable
 
 

@@ -1,69 +1,68 @@
 """Learning-rate schedules of a global step: ``exponential_decay``, ``piecewise_constant``,
 ``polynomial_decay``.
 
-In graph mode each returns a scalar Tensor (one op) whose value follows the
+In graph mode each returns a scalar Tensor computed with the ordinary math ops
+(``Cast``, ``RealDiv``, ``Pow``, ``Mul``, ...) under a name scope of the
+schedule's name, its last op taking that name, so that its value follows the
 global step each time a session runs it; give it to an optimizer as its
 learning rate. Eagerly each returns a function of no arguments giving the
 value now, as TensorFlow's do. The arithmetic is TensorFlow's, in the
 learning rate's dtype (float32 for a Python float).
+
+Differs from TensorFlow: ``piecewise_constant`` chooses its value with
+``SelectV2`` ops instead of a ``case`` of conditionals (docs/departures.md T31).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from tf_accum.dtypes import DType, as_dtype, int32, int64
 from tf_accum.graph import mode
-from tf_accum.graph.graph import Graph, Tensor, is_symbolic
-from tf_accum.graph.ops import as_tensor, constant, infer_array
-from tf_accum.graph.tensor_shape import TensorShape
+from tf_accum.graph.array_ops import where_v2
+from tf_accum.graph.elementwise_ops import ceil, equal, floor, greater, less_equal, logical_and
+from tf_accum.graph.elementwise_ops import minimum as _minimum
+from tf_accum.graph.elementwise_ops import pow as _pow
+from tf_accum.graph.graph import is_symbolic
+from tf_accum.graph.math_ops import add, divide, multiply, subtract
+from tf_accum.graph.ops import as_tensor, cast, constant, infer_array
 
 Array = np.ndarray[Any, Any]
 
 
-def _scalar(graph: Graph, value: Any, name: str, dtype: Any = None) -> Tensor:
-    if is_symbolic(value):
-        return as_tensor(value)
-    made: Tensor = constant(value, dtype, name=name)
-    return made
+def _schedule(compute: Callable[..., Any], inputs: Sequence[Any]) -> Any:
+    """``compute(*inputs)`` built into the graph; eagerly, a function of no
+    arguments computing it from the inputs' values now."""
+    if mode.building_graph() is not None:
+        return compute(*inputs)
+
+    def value_now() -> Array:
+        return np.asarray(compute(*(_eager_value(v) for v in inputs)))
+
+    return value_now
 
 
-def _schedule(
-    op_type: str,
-    name: str | None,
-    inputs: Sequence[Any],
-    output: DType | None,
-    compute: Callable[..., Array],
-) -> Any:
-    """One op of type ``op_type`` computing ``compute(*input values)``; eagerly, a
-    function of no arguments that computes it from the inputs' values now."""
+@contextlib.contextmanager
+def _scope(name: str) -> Iterator[str | None]:
+    """The schedule's name scope while building (its full name, ending in "/")."""
     graph = mode.building_graph()
     if graph is None:
-
-        def value_now() -> Array:
-            return compute(*(_eager_value(v) for v in inputs))
-
-        return value_now
-    with graph.name_scope(name or op_type) as scope:
-        tensors = [_scalar(graph, v, f"input_{i}") for i, v in enumerate(inputs)]
-        dtype = output or tensors[0].dtype
-        op = graph.create_op(
-            op_type,
-            tensors,
-            [(dtype, TensorShape([]))],
-            lambda context, values: (compute(*(np.asarray(v) for v in values)),),
-            name=scope,  # ends in "/": the schedule's op takes the scope's name
-        )
-    return op.outputs[0]
+        yield None
+        return
+    with graph.name_scope(name) as full:
+        yield full
 
 
 def _eager_value(value: Any) -> Array:
     numpy_value = getattr(value, "numpy", None)
     if callable(numpy_value):
         return np.asarray(numpy_value())
+    if isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value)
     return infer_array(value)
 
 
@@ -72,14 +71,23 @@ def _require_step(global_step: Any, function: str) -> None:
         raise ValueError(f"global_step is required for {function}.")
 
 
-def _float_kind(value: Any) -> np.dtype[Any]:
-    """The dtype a learning rate computes in: its own, float32 for Python numbers."""
+def _initial_rate(learning_rate: Any) -> Any:
+    """The learning rate as a tensor (eagerly an array): its own dtype, float32
+    for a Python number."""
+    if is_symbolic(learning_rate):
+        return as_tensor(learning_rate)
+    array = np.asarray(learning_rate)
+    if not isinstance(learning_rate, (np.ndarray, np.generic)):
+        array = infer_array(learning_rate)
+    if mode.building_graph() is None:
+        return array
+    return constant(array, name="initial_learning_rate")
+
+
+def _dtype(value: Any) -> DType:
     if is_symbolic(value):
-        return as_tensor(value).dtype.numpy_dtype
-    array = np.asarray(getattr(value, "numpy", lambda: value)())
-    if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "numpy"):
-        return array.dtype
-    return np.dtype(np.float32)
+        return as_tensor(value).dtype
+    return as_dtype(np.asarray(value).dtype)
 
 
 def exponential_decay(
@@ -97,22 +105,17 @@ def exponential_decay(
         ValueError: no global step.
     """
     _require_step(global_step, "exponential_decay")
-    kind = _float_kind(learning_rate)
 
-    def compute(lr: Array, step: Array, steps: Array, rate: Array) -> Array:
-        p = step.astype(kind) / steps.astype(kind)
-        if staircase:
-            p = np.floor(p)
-        found: Array = np.asarray(lr, kind) * np.power(rate.astype(kind), p)
-        return found
+    def compute(rate0: Any, step: Any, steps: Any, decay: Any) -> Any:
+        with _scope(name or "ExponentialDecay") as scope:
+            initial = _initial_rate(rate0)
+            dtype = _dtype(initial)
+            p = divide(cast(step, dtype), cast(steps, dtype))
+            if staircase:
+                p = floor(p)
+            return multiply(initial, _pow(cast(decay, dtype), p), name=scope)
 
-    inputs = [
-        np.asarray(learning_rate, kind) if not is_symbolic(learning_rate) else learning_rate,
-        global_step,
-        decay_steps,
-        decay_rate,
-    ]
-    return _schedule("ExponentialDecay", name, inputs, as_dtype(kind), compute)
+    return _schedule(compute, [learning_rate, global_step, decay_steps, decay_rate])
 
 
 def polynomial_decay(
@@ -132,31 +135,27 @@ def polynomial_decay(
         ValueError: no global step.
     """
     _require_step(global_step, "polynomial_decay")
-    kind = _float_kind(learning_rate)
 
-    def compute(lr: Array, step: Array, steps: Array, end: Array, exponent: Array) -> Array:
-        one = np.ones((), kind)
-        at = step.astype(kind)
-        span = steps.astype(kind)
-        if cycle:
-            multiplier = one if at == 0 else np.ceil(at / span)
-            span = span * multiplier
-        else:
-            at = np.minimum(at, span)
-        p = at / span
-        start = np.asarray(lr, kind)
-        final = end.astype(kind)
-        found: Array = (start - final) * np.power(one - p, exponent.astype(kind)) + final
-        return found
+    def compute(rate0: Any, step: Any, steps: Any, end: Any, exponent: Any) -> Any:
+        with _scope(name or "PolynomialDecay") as scope:
+            initial = _initial_rate(rate0)
+            dtype = _dtype(initial)
+            final = cast(end, dtype)
+            at = cast(step, dtype)
+            span = cast(steps, dtype)
+            if cycle:
+                zero = np.zeros((), dtype.numpy_dtype)
+                one = np.ones((), dtype.numpy_dtype)
+                multiplier = where_v2(equal(at, zero), one, ceil(divide(at, cast(steps, dtype))))
+                span = multiply(span, multiplier)
+            else:
+                at = _minimum(at, span)
+            p = divide(at, span)
+            one_minus_p = subtract(np.ones((), dtype.numpy_dtype), p)
+            decayed = multiply(subtract(initial, final), _pow(one_minus_p, cast(exponent, dtype)))
+            return add(decayed, final, name=scope)
 
-    inputs = [
-        np.asarray(learning_rate, kind) if not is_symbolic(learning_rate) else learning_rate,
-        global_step,
-        decay_steps,
-        end_learning_rate,
-        power,
-    ]
-    return _schedule("PolynomialDecay", name, inputs, as_dtype(kind), compute)
+    return _schedule(compute, [learning_rate, global_step, decay_steps, end_learning_rate, power])
 
 
 def piecewise_constant(x: Any, boundaries: Any, values: Any, name: str | None = None) -> Any:
@@ -187,15 +186,31 @@ def piecewise_constant(x: Any, boundaries: Any, values: Any, name: str | None = 
                 f"({value_dtype.name} vs {_dtype_of(v).name})."
             )
 
-    def compute(step: Array, *rest: Array) -> Array:
-        edges = rest[: len(bounds)]
-        choices = rest[len(bounds) :]
-        for edge, choice in zip(edges, choices, strict=False):
-            if step <= edge.astype(step.dtype):
-                return np.asarray(choice, value_dtype.numpy_dtype)
-        return np.asarray(choices[-1], value_dtype.numpy_dtype)
+    def compute(step: Any, *rest: Any) -> Any:
+        with _scope(name or "PiecewiseConstant") as scope:
+            edges = [cast(_as_value(b), step_dtype) for b in rest[: len(bounds)]]
+            choices = [_as_value(v) for v in rest[len(bounds) :]]
+            # the first interval holding the step gives the value: built from the last back
+            chosen = choices[-1]
+            pairs = [less_equal(step, edges[0])]
+            pairs += [
+                logical_and(greater(step, low), less_equal(step, high))
+                for low, high in zip(edges[:-1], edges[1:], strict=True)
+            ]
+            for i in range(len(pairs) - 1, -1, -1):
+                last = i == 0
+                chosen = where_v2(pairs[i], choices[i], chosen, name=scope if last else None)
+            return chosen
 
-    return _schedule("PiecewiseConstant", name, [x, *bounds, *levels], value_dtype, compute)
+    return _schedule(compute, [x, *bounds, *levels])
+
+
+def _as_value(value: Any) -> Any:
+    """A boundary or value as an op input: a tensor as it is, else an array of
+    the dtype TensorFlow converts it to."""
+    if is_symbolic(value):
+        return as_tensor(value)
+    return _eager_value(value)
 
 
 def _dtype_of(value: Any) -> DType:

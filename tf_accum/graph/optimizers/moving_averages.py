@@ -18,9 +18,9 @@ import numpy as np
 from tf_accum.dtypes import bfloat16, float16, float32, float64
 from tf_accum.graph import mode
 from tf_accum.graph.collections import get_collection, global_variables, trainable_variables
+from tf_accum.graph.elementwise_ops import minimum
 from tf_accum.graph.graph import GLOBAL_VARIABLES
 from tf_accum.graph.ops import cast, convert_to_tensor, group
-from tf_accum.graph.optimizers.scalar_math import minimum
 from tf_accum.graph.optimizers.slots import colocated_with
 from tf_accum.graph.variables import Variable
 

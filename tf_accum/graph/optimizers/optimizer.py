@@ -25,7 +25,6 @@ from tf_accum.graph.collections import get_collection_ref, trainable_variables
 from tf_accum.graph.graph import Graph, Operation, Tensor, is_symbolic
 from tf_accum.graph.ops import cast, convert_to_tensor, graph_input, group, identity
 from tf_accum.graph.optimizers.slots import colocated_with, create_non_slot, create_slot
-from tf_accum.graph.optimizers.sparse_rows import summed_rows
 from tf_accum.graph.variables import Variable, store_of
 from tf_accum.indexed_slices import IndexedSlices
 
@@ -272,7 +271,7 @@ class Optimizer:
         if isinstance(grad, IndexedSlices):
             if not self._sums_repeated_rows:
                 return self._resource_apply_sparse(grad.values, var, grad.indices)
-            values, indices = summed_rows(grad.values, grad.indices)
+            values, indices = _summed_rows(grad.values, grad.indices)
             return self._resource_apply_sparse(values, var, indices)
         return self._resource_apply_dense(grad, var)
 
@@ -447,6 +446,15 @@ def _colocated_with_step(global_step: Any) -> Any:
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def _summed_rows(values: Any, indices: Any) -> tuple[Any, Any]:
+    """(the rows summed per index, the distinct indices): TensorFlow's sparse
+    training ops update a row named twice twice, an optimizer once by the sum."""
+    from tf_accum.graph.array_ops import shape, unique, unsorted_segment_sum
+
+    distinct, positions = unique(indices)
+    return unsorted_segment_sum(values, positions, shape(distinct)[0]), distinct
 
 
 __all__ = ["Optimizer", "cast_to"]
