@@ -198,3 +198,27 @@ def spawn(ray_cluster: Cluster) -> Iterator[Callable[..., Process]]:
     yield start
     for process in started:
         process.kill()
+
+
+@pytest.fixture
+def serve_ps(ray_cluster: Cluster) -> Iterator[Callable[[dict[str, list[str]]], None]]:
+    """``serve_ps(spec)``: this process serves the spec's ps tasks, as each ps task's
+    process does with its ``tf.train.Server`` (a task's host is made by its own ps
+    process); the hosts are ended after the test."""
+    import ray
+
+    import tf_accum.compat.v1 as tf
+
+    servers: dict[tuple[str, int], Any] = {}
+
+    def serve(spec: dict[str, list[str]]) -> None:
+        for index in range(len(spec["ps"])):
+            key = (json.dumps(spec, sort_keys=True), index)
+            if key not in servers:
+                servers[key] = tf.train.Server(spec, job_name="ps", task_index=index)
+
+    yield serve
+    for (_, index), server in servers.items():
+        link = server.runtime.link("ps", index)
+        if link is not None:
+            ray.kill(link.actor, no_restart=True)

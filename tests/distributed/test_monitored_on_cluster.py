@@ -54,9 +54,10 @@ def _chief_trains(spec: Any, checkpoint_dir: Path) -> int:
 
 @pytest.mark.parametrize("role", ["mts", "supervised"])
 def test_a_non_chief_waits_for_the_chief_and_says_what_it_waits_for(
-    ray_cluster: Any, spawn: Any, tmp_path: Path, role: str
+    ray_cluster: Any, spawn: Any, serve_ps: Any, tmp_path: Path, role: str
 ) -> None:
     spec = cluster_of(workers=2)
+    serve_ps(spec)  # the ps task's host, made as its process makes it
     marker = tmp_path / "waiting"
     worker = spawn(role, module=ROLES, spec=spec, task=1, last_step=LAST_STEP, marker=str(marker))
     wait_until(marker.exists, PROCESS_START)

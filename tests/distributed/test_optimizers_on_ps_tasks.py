@@ -14,11 +14,12 @@ import tf_accum.compat.v1 as tf
 
 
 @pytest.fixture
-def task(ray_cluster) -> Iterator[Callable[..., Any]]:
+def task(ray_cluster, serve_ps) -> Iterator[Callable[..., Any]]:
     """A Session of worker task ``index`` on its Server's target (closed after)."""
     sessions: list[Any] = []
 
     def start(spec: Any, index: int, graph: Any) -> Any:
+        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
         server = tf.train.Server(spec, job_name="worker", task_index=index)
         sess = tf.Session(server.target, graph=graph)
         sessions.append(sess)
@@ -96,3 +97,32 @@ def test_two_workers_train_the_ps_variables_as_one_session_would(task) -> None:
         here = _steps([local], p)
     for ours, theirs in zip(on_cluster, here, strict=True):
         assert ours.tolist() == theirs.tolist()
+
+
+def test_an_embedding_on_a_ps_task_gathers_and_trains_there(task) -> None:
+    # embedding_lookup of a variable is a ResourceGather on its handle: it runs on the
+    # table's ps task, and its IndexedSlices gradient goes to the sparse update there
+    tag = uuid.uuid4().hex[:8]
+    spec = {"ps": [f"ps0-{tag}:2222"], "worker": [f"w0-{tag}:2222"]}
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        table = tf.Variable(np.arange(12, dtype=np.float32).reshape(6, 2), name="table")
+        ids = tf.placeholder(tf.int64, [None])
+        looked_up = tf.nn.embedding_lookup(table, ids)
+        loss = tf.reduce_sum(tf.square(looked_up))
+        train = tf.train.AdagradOptimizer(0.5).minimize(loss)
+        init = tf.global_variables_initializer()
+    assert looked_up.op.type == "ResourceGather" or any(
+        op.type == "ResourceGather" for op in graph.get_operations()
+    )
+    _, sess = task(spec, 0, graph)
+    sess.run(init)
+    with tf.Session(graph=graph) as local:
+        local.run(init)
+        for feed in ([0, 3], [3, 5, 3]):
+            ours = sess.run([looked_up, train], {ids: feed})[0]
+            theirs = local.run([looked_up, train], {ids: feed})[0]
+            assert ours.tolist() == theirs.tolist()
+        assert sess.run(table).tolist() == local.run(table).tolist()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="not in"):
+        sess.run(looked_up, {ids: [6]})

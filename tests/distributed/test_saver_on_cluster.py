@@ -28,11 +28,12 @@ def cluster_of(ps: int, workers: int) -> dict[str, list[str]]:
 
 
 @pytest.fixture
-def task(ray_cluster) -> Iterator[Callable[..., Any]]:
+def task(ray_cluster, serve_ps) -> Iterator[Callable[..., Any]]:
     """A Session on the target of this process's worker task ``index`` (closed after)."""
     sessions: list[Any] = []
 
     def start(spec: Any, index: int, graph: Any) -> Any:
+        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
         server = tf.train.Server(spec, job_name="worker", task_index=index)
         sess = tf.Session(server.target, graph=graph)
         sessions.append(sess)

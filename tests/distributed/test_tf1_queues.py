@@ -34,11 +34,12 @@ def cluster_of(ps: int, workers: int) -> dict[str, list[str]]:
 
 
 @pytest.fixture
-def task(ray_cluster: Any) -> Iterator[Callable[..., tuple[Any, Any]]]:
+def task(ray_cluster: Any, serve_ps: Any) -> Iterator[Callable[..., tuple[Any, Any]]]:
     """A worker task of this process: its Server and a Session on its target (closed after)."""
     sessions: list[Any] = []
 
     def start(spec: Any, index: int, graph: Any) -> tuple[Any, Any]:
+        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
         server = tf.train.Server(spec, job_name="worker", task_index=index)
         sess = tf.Session(server.target, graph=graph)
         sessions.append(sess)

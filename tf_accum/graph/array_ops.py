@@ -847,6 +847,19 @@ def gather(
         )
 
 
+def gathered_rows(value: Any, indices: Any) -> Array:
+    """The rows of a variable's ``value`` at ``indices``: what ``ResourceGather`` gives,
+    in this process or on the variable's ps task.
+
+    Raises:
+        InvalidArgumentError: an index outside ``[0, rows)``.
+    """
+    array = np.asarray(value)
+    chosen = np.asarray(indices)
+    _check_indices(chosen, array.shape[0], "")
+    return np.take(array, chosen.astype(np.int64), axis=0)
+
+
 def resource_gather(variable: Any, indices: Any, name: str | None = None) -> Any:
     """``ResourceGather``: rows of a graph Variable at ``indices``, read when run
     (only those rows; the gradient is an IndexedSlices over the variable's shape)."""
@@ -865,10 +878,7 @@ def resource_gather(variable: Any, indices: Any, name: str | None = None) -> Any
         dtype = variable.dtype
 
         def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
-            array = np.asarray(store_of(context).read(inputs[0]))
-            chosen = np.asarray(inputs[1])
-            _check_indices(chosen, array.shape[0], "")
-            return (np.take(array, chosen.astype(np.int64), axis=0),)
+            return (gathered_rows(store_of(context).read(inputs[0]), inputs[1]),)
 
         return make_op(
             "ResourceGather",

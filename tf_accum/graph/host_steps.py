@@ -45,6 +45,7 @@ VARIABLE_METHODS = {
     "AssignAddVariableOp": "assign_add",
     "AssignSubVariableOp": "assign_sub",
     "VarIsInitializedOp": "initialized",
+    "ResourceGather": "gather",
     **SCATTER_METHODS,
 }
 
@@ -157,6 +158,10 @@ def variable_step(store: Any, step: tuple[Any, ...], values: list[Any]) -> tuple
         except errors.FailedPreconditionError:
             return (np.bool_(False),)
         return (np.bool_(True),)
+    if method == "gather":
+        from tf_accum.graph.array_ops import gathered_rows
+
+        return (gathered_rows(store.read(key), values[0]),)
     if method == "assign":
         return (store.assign(key, values[0]),)
     if method == "assign_add":
