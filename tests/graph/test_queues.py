@@ -524,9 +524,9 @@ def test_a_runner_cancelled_by_the_sessions_close_after_the_stop_ends_quietly() 
     source = tf.FIFOQueue(1, tf.int32, shapes=[[]])
     q = tf.FIFOQueue(1, tf.int32, shapes=[[]])
     runner = tf.train.QueueRunner(q, [q.enqueue(source.dequeue())])
-    failures: list[BaseException] = []
+    failures: list[BaseException | None] = []
     previous = threading.excepthook
-    threading.excepthook = lambda args: failures.append(args.exc_value)  # type: ignore[assignment]
+    threading.excepthook = lambda args: failures.append(args.exc_value)
     try:
         sess = tf.Session()
         coord = tf.train.Coordinator()
