@@ -4,24 +4,14 @@ that checks the record against a live TensorFlow."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import tf_accum.compat.v1 as tf
-from tests import background
 from tests.graph.nn_table import CASES, RECORD, differences, outcome
+from tests.live_tensorflow import live_job
 
-ROOT = Path(__file__).resolve().parents[2]
 RECORDED: dict[str, Any] = json.loads(RECORD.read_text())
-
-LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
-)
 
 
 def cases_of(group: str) -> list[str]:
@@ -36,10 +26,10 @@ def check_case(name: str) -> None:
     assert not problems, problems[:3]
 
 
-def live_record_job() -> str:
-    """TensorFlow's outcomes today compared with the record, in a child process."""
-    key = "model table: TensorFlow's outcomes against the record"
-    if LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        background.define(key, [sys.executable, "-m", "tests.graph.nn_table", "--check"], env, 900)
-    return key
+# TensorFlow's outcomes today compared with the record, in a child process
+LIVE_JOB = live_job(
+    "model table: TensorFlow's outcomes against the record",
+    "tests.graph.nn_table",
+    "--check",
+    timeout=900,
+)

@@ -10,18 +10,13 @@ TensorFlow when one is installed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests import background
 from tests.graph.math_table import (
     CASES,
     EAGER_CASES,
@@ -30,9 +25,9 @@ from tests.graph.math_table import (
     outcome,
 )
 from tests.helpers import Background
+from tests.live_tensorflow import last_json_line, live_job, live_result
 from tf_accum.graph.operators import TensorOperators
 
-ROOT = Path(__file__).resolve().parents[2]
 RECORDED: dict[str, dict[str, Any]] = json.loads(RECORD.read_text())
 
 
@@ -55,30 +50,13 @@ def test_the_record_holds_every_case_and_covers_the_grid() -> None:
     assert sum("run_error" in o for o in outcomes) >= 10
 
 
-_LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
-)
+# TensorFlow's outcomes today, found in a child process
+_LIVE_JOB = live_job("math table: TensorFlow's outcomes", "tests.graph.math_table")
 
 
-def _live_record_job() -> str:
-    """TensorFlow's outcomes today, found in a child process (tests/background.py)."""
-    key = "math table: TensorFlow's outcomes"
-    if _LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        background.define(key, [sys.executable, "-m", "tests.graph.math_table"], env, 600)
-    return key
-
-
-@pytest.mark.background(_live_record_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_the_record_is_what_tensorflow_gives_today() -> None:
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("TensorFlow is not installed (the oracle extra)")
-    if os.environ.get("TF_ACCUM_BACKEND") == "tf_accum":
-        pytest.skip("TF_ACCUM_BACKEND=tf_accum: no live TensorFlow")
-    done = background.result(_live_record_job())
-    assert done.returncode == 0, done.stderr[-3000:]
-    live = json.loads(done.stdout.strip().splitlines()[-1])
+    live = last_json_line(live_result(_LIVE_JOB))
     for part in ("graph", "eager"):
         differing = [case for case in RECORDED[part] if live[part][case] != RECORDED[part][case]]
         assert differing == [], part

@@ -9,18 +9,13 @@ checks that record against a live TensorFlow when one is installed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests import background
 from tests.graph.model_table import (
     CASES,
     EAGER_CASES,
@@ -29,9 +24,9 @@ from tests.graph.model_table import (
     outcome,
     same_outcome,
 )
+from tests.live_tensorflow import live_job, live_result
 from tf_accum import errors
 
-ROOT = Path(__file__).resolve().parents[2]
 RECORDED: dict[str, dict[str, Any]] = json.loads(RECORD.read_text())
 MATH_CASES = [case for case in CASES if not case.startswith("G(")]
 
@@ -78,29 +73,13 @@ def test_the_comparison_tells_a_wrong_value_or_gradient_apart() -> None:
     assert not same_outcome(want, off_by_a_bit)
 
 
-_LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
-)
+# TensorFlow's outcomes today compared with the record, in a child process
+_LIVE_JOB = live_job("model table: TensorFlow's outcomes", "tests.graph.model_table")
 
 
-def _live_record_job() -> str:
-    """TensorFlow's outcomes today compared with the record, in a child process."""
-    key = "model table: TensorFlow's outcomes"
-    if _LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        background.define(key, [sys.executable, "-m", "tests.graph.model_table"], env, 600)
-    return key
-
-
-@pytest.mark.background(_live_record_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_the_record_is_what_tensorflow_gives_today() -> None:
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("TensorFlow is not installed (the oracle extra)")
-    if os.environ.get("TF_ACCUM_BACKEND") == "tf_accum":
-        pytest.skip("TF_ACCUM_BACKEND=tf_accum: no live TensorFlow")
-    done = background.result(_live_record_job())
-    assert done.returncode == 0, done.stderr[-3000:]
+    live_result(_LIVE_JOB)
 
 
 # --- behaviour beyond the table -------------------------------------------------

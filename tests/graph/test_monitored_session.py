@@ -7,7 +7,6 @@ called in, the steps checkpoints and summaries are written at.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -22,9 +21,9 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests import background
 from tests.graph.tensorflow_monitored import record
 from tests.graph.test_hooks import events_in
+from tests.live_tensorflow import last_json_line, live_job, live_result
 from tf_accum import errors
 
 # TensorFlow 2.21, the program of _regression below: five steps, then three more
@@ -513,22 +512,11 @@ def test_exit_does_not_wait_for_an_unclosed_sessions_queue_runners(tmp_path: Pat
     assert "leaving without close" in done.stdout
 
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 RECORDED = json.loads((Path(__file__).parent / "data" / "tensorflow_monitored.json").read_text())
-_LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
+# tests/graph/tensorflow_monitored.py run with TensorFlow, in a child process
+_LIVE_JOB = live_job(
+    "monitored sessions: TensorFlow's training loops today", "tests.graph.tensorflow_monitored"
 )
-
-
-def _live_job() -> str:
-    """tests/graph/tensorflow_monitored.py run with TensorFlow, in a child process."""
-    key = "monitored sessions: TensorFlow's training loops today"
-    if _LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        argv = [sys.executable, "-m", "tests.graph.tensorflow_monitored"]
-        background.define(key, argv, env, 600)
-    return key
 
 
 def test_training_loops_give_what_tensorflow_gave(graph: Any) -> None:
@@ -536,13 +524,9 @@ def test_training_loops_give_what_tensorflow_gave(graph: Any) -> None:
     assert record(tf, "tf_accum") == RECORDED
 
 
-@pytest.mark.background(_live_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_the_record_is_what_tensorflow_gives_today() -> None:
-    if not _LIVE_TENSORFLOW:
-        pytest.skip("TensorFlow is not installed (the oracle extra); the record stands for it")
-    done = background.result(_live_job())
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == RECORDED
+    assert last_json_line(live_result(_LIVE_JOB, "the record stands for it")) == RECORDED
 
 
 class StubbornThread(tf.train.SessionRunHook):

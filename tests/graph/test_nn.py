@@ -7,17 +7,15 @@ second time against finite differences.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests import background
-from tests.graph.nn_record import RECORDED, cases_of, check_case, live_record_job
+from tests.graph.nn_record import LIVE_JOB, RECORDED, cases_of, check_case
 from tests.graph.nn_table import CASES, SIGNATURES, inputs_of, outcome, signature_of
+from tests.live_tensorflow import live_result
 from tf_accum import errors
 from tf_accum.graph.gradient_registry import get_gradient_function
 
@@ -52,14 +50,9 @@ def test_arguments_are_tensorflows(name: str) -> None:
     assert signature_of(tf, name) == RECORDED["signatures"][name]
 
 
-@pytest.mark.background(live_record_job())
+@pytest.mark.background(LIVE_JOB)
 def test_the_record_is_what_tensorflow_gives_today() -> None:
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("TensorFlow is not installed (the oracle extra)")
-    if os.environ.get("TF_ACCUM_BACKEND") == "tf_accum":
-        pytest.skip("TF_ACCUM_BACKEND=tf_accum: no live TensorFlow")
-    done = background.result(live_record_job())
-    assert done.returncode == 0, done.stderr[-3000:]
+    live_result(LIVE_JOB)
 
 
 # --- gradients against finite differences ---------------------------------------

@@ -10,11 +10,8 @@ TensorFlow reads and restores what tf_accum writes (live, when it is installed).
 from __future__ import annotations
 
 import base64
-import importlib.util
-import json
 import os
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,14 +22,13 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests import background
 from tests.graph.tensorflow_checkpoint import STEP, VARIABLES, as_json
+from tests.live_tensorflow import last_json_line, live_job, live_result
 from tf_accum import errors
 from tf_accum.graph.checkpoint_format import CheckpointReader, write_checkpoint
 
 pytestmark = pytest.mark.usefixtures("graph")
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURE = Path(__file__).resolve().parent / "data" / "tensorflow_checkpoint"
 
 
@@ -501,30 +497,17 @@ def test_tf_accum_writes_tensorflows_table_layout_across_many_blocks(tmp_path: P
     assert reader.tensor("layer2999/" + "w" * 100).tolist() == [2999, 2999]
 
 
-_LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
+# TensorFlow reading tf_accum's checkpoint and writing its own, in a child process
+_LIVE_JOB = live_job(
+    "checkpoints: TensorFlow reads tf_accum's and writes its own",
+    "tests.graph.tensorflow_checkpoint",
+    "check",
 )
 
 
-def _live_check_job() -> str:
-    """TensorFlow reading tf_accum's checkpoint and writing its own, in a child process
-    (tests/background.py)."""
-    key = "checkpoints: TensorFlow reads tf_accum's and writes its own"
-    if _LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        argv = [sys.executable, "-m", "tests.graph.tensorflow_checkpoint", "check"]
-        background.define(key, argv, env, 600)
-    return key
-
-
-@pytest.mark.background(_live_check_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_tensorflow_reads_and_restores_tf_accums_checkpoint_and_writes_the_fixture() -> None:
-    if not _LIVE_TENSORFLOW:
-        pytest.skip("TensorFlow is not installed (the oracle extra); the fixture tests cover it")
-    done = background.result(_live_check_job())
-    assert done.returncode == 0, done.stderr[-3000:]
-    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    outcome = last_json_line(live_result(_LIVE_JOB, "the fixture tests cover it"))
     wanted = {name: as_json(value) for name, value in VARIABLES.items()}
     assert outcome["read"] == {"path": "model-7", "loaded": wanted, "restored": wanted}
     # and TensorFlow today writes what the fixture holds

@@ -9,12 +9,9 @@ values under TensorFlow 2.21 are kept in tests/graph/data/tensorflow_summaries.j
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import logging
-import os
 import struct
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,37 +20,27 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests import background
 from tests.graph.tensorflow_summaries import decoded_images, images, summaries, write_events
+from tests.live_tensorflow import live_job, live_result
 from tf_accum import errors
 from tf_accum.graph import summary_writer
 from tf_accum.graph.checkpoint_format import crc32c, mask
 
 pytestmark = pytest.mark.usefixtures("graph")
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 RECORDED = json.loads((Path(__file__).parent / "data" / "tensorflow_summaries.json").read_text())
-_LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
+# TensorFlow's values today and its reading of tf_accum's event file, in a child process
+_LIVE_JOB = live_job(
+    "summaries: TensorFlow's values and its reading of tf_accum's event file",
+    "tests.graph.tensorflow_summaries",
+    "check",
 )
 
 
-def _live_check_job() -> str:
-    """TensorFlow's values today and its reading of tf_accum's event file, in a child
-    process (tests/background.py)."""
-    key = "summaries: TensorFlow's values and its reading of tf_accum's event file"
-    if _LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        argv = [sys.executable, "-m", "tests.graph.tensorflow_summaries", "check"]
-        background.define(key, argv, env, 600)
-    return key
-
-
-def _tensorflow() -> list[Any]:
-    """The JSON lines tests/graph/tensorflow_summaries.py printed, run with TensorFlow."""
-    done = background.result(_live_check_job())
-    assert done.returncode == 0, done.stderr[-3000:]
+def _tensorflow(covered_by: str) -> list[Any]:
+    """The JSON lines tests/graph/tensorflow_summaries.py printed, run with TensorFlow
+    (the test skips without a live TensorFlow)."""
+    done = live_result(_LIVE_JOB, covered_by)
     return [json.loads(line) for line in done.stdout.strip().splitlines()[-2:]]
 
 
@@ -76,11 +63,9 @@ def test_image_summaries_give_tensorflows_pixels() -> None:
     assert {name: decoded_images(value) for name, value in shown.items()} == RECORDED["images"]
 
 
-@pytest.mark.background(_live_check_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_the_record_is_what_tensorflow_gives_today() -> None:
-    if not _LIVE_TENSORFLOW:
-        pytest.skip("TensorFlow is not installed (the oracle extra); the record stands for it")
-    assert _tensorflow()[0] == RECORDED
+    assert _tensorflow("the record stands for it")[0] == RECORDED
 
 
 def test_summaries_go_to_collections_and_merge_all() -> None:
@@ -200,11 +185,9 @@ def test_file_writer_writes_event_files(tmp_path: Path) -> None:
     assert events[2].summary.value[1].histo.num == 3
 
 
-@pytest.mark.background(_live_check_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_tensorflow_reads_tf_accums_event_files() -> None:
-    if not _LIVE_TENSORFLOW:
-        pytest.skip("TensorFlow is not installed (the oracle extra); the record checks stand")
-    assert _tensorflow()[1] == [
+    assert _tensorflow("the record checks stand")[1] == [
         [0, "file_version", []],
         [0, "graph_def", []],
         [0, "summary", [["loss", 0.0], ["weights", 0.0]]],

@@ -10,11 +10,8 @@ the hand-computed mean-of-gradients updates. Every wait is bounded.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
-import os
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,9 +20,9 @@ import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests import background
 from tests.graph import sync_replicas_program as program
 from tests.helpers import WAIT, wait_until
+from tests.live_tensorflow import live_job, live_result
 from tf_accum import errors
 from tf_accum.compat.v1 import sync_replicas_optimizer as sync_module
 
@@ -33,30 +30,15 @@ RECORDED = json.loads(
     (Path(__file__).resolve().parent / "sync_replicas_tensorflow.json").read_text()
 )
 SHORT = tf.RunOptions(timeout_in_ms=1500)
-ROOT = Path(__file__).resolve().parent.parent.parent
-_LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
+# the program run on TensorFlow in a child process
+_LIVE_JOB = live_job(
+    "sync replicas: the program on TensorFlow", "tests.graph.sync_replicas_program"
 )
 
 
-def _live_program_job() -> str:
-    """The program run on TensorFlow in a child process (tests/background.py)."""
-    key = "sync replicas: the program on TensorFlow"
-    if _LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        argv = [sys.executable, "-m", "tests.graph.sync_replicas_program"]
-        background.define(key, argv, env, 600)
-    return key
-
-
-@pytest.mark.background(_live_program_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_tensorflow_still_gives_the_recorded_results() -> None:
-    if not _LIVE_TENSORFLOW:
-        pytest.skip("TensorFlow is not installed (the oracle extra); the recording covers it")
-    done = background.result(_live_program_job())
-    assert done.returncode == 0, done.stderr[-3000:]
-    live = json.loads(done.stdout)
+    live = json.loads(live_result(_LIVE_JOB, "the recording covers it").stdout)
     assert sorted(live) == sorted(RECORDED)
     for scenario, found in live.items():
         assert found["global_step"] == RECORDED[scenario]["global_step"]

@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests import background
+from tests.live_tensorflow import last_json_line, live_job, live_result
 from tests.training import optimizer_cases
 from tests.training.optimizer_cases import RECORD, cases, run_case
 from tests.training.rounding import within_rounding
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 RECORDED: dict[str, Any] = json.loads(RECORD.read_text())
 CASES = cases()
 
@@ -181,32 +177,15 @@ def test_slots_variables_and_the_train_op_collection() -> None:
         assert sess.run(slot).tolist() == [[np.float32(1.9)] * 2] * 2
 
 
-_LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
+# TensorFlow's outcomes today, found in a child process
+_LIVE_JOB = live_job(
+    "optimizers: TensorFlow's outcomes", "tests.training.optimizer_cases", timeout=900
 )
 
 
-def _live_record_job() -> str:
-    """TensorFlow's outcomes today, found in a child process (tests/background.py)."""
-    key = "optimizers: TensorFlow's outcomes"
-    if _LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        command = [sys.executable, "-m", "tests.training.optimizer_cases"]
-        background.define(key, command, env, 900)
-    return key
-
-
-@pytest.mark.background(_live_record_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_the_record_is_what_tensorflow_gives_today() -> None:
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("TensorFlow is not installed (the oracle extra)")
-    if os.environ.get("TF_ACCUM_BACKEND") == "tf_accum":
-        pytest.skip("TF_ACCUM_BACKEND=tf_accum: no live TensorFlow")
-    done = background.result(_live_record_job())
-    assert done.returncode == 0, done.stderr[-3000:]
-    live = json.loads(done.stdout.strip().splitlines()[-1])
-    assert live == RECORDED
+    assert last_json_line(live_result(_LIVE_JOB)) == RECORDED
 
 
 def test_repeated_rows_are_summed_as_tensorflow_sums_them() -> None:

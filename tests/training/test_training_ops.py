@@ -5,11 +5,7 @@ the ref forms; and the record against live TensorFlow when it is installed."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,13 +13,12 @@ import pytest
 
 import tf_accum as tfa
 import tf_accum.compat.v1 as tf
-from tests import background
+from tests.live_tensorflow import last_json_line, live_job, live_result
 from tests.training.op_cases import ERROR_CASES, RECORD, cases, run_case, run_error_case
 from tests.training.rounding import numpy_dtype, within_rounding
 from tf_accum import errors
 from tf_accum.raw_ops.training import TRAINING_OPS
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 RECORDED: dict[str, Any] = json.loads(RECORD.read_text())
 CASES = cases()
 
@@ -191,28 +186,10 @@ def test_graph_build_checks_dtypes_and_static_shapes() -> None:
             assert sess.run(v).tolist() == [1, 2]
 
 
-_LIVE_TENSORFLOW = (
-    importlib.util.find_spec("tensorflow") is not None
-    and os.environ.get("TF_ACCUM_BACKEND") != "tf_accum"
-)
+# TensorFlow's outcomes today, found in a child process
+_LIVE_JOB = live_job("training ops: TensorFlow's outcomes", "tests.training.op_cases")
 
 
-def _live_record_job() -> str:
-    """TensorFlow's outcomes today, found in a child process (tests/background.py)."""
-    key = "training ops: TensorFlow's outcomes"
-    if _LIVE_TENSORFLOW:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        background.define(key, [sys.executable, "-m", "tests.training.op_cases"], env, 600)
-    return key
-
-
-@pytest.mark.background(_live_record_job())
+@pytest.mark.background(_LIVE_JOB)
 def test_the_record_is_what_tensorflow_gives_today() -> None:
-    if importlib.util.find_spec("tensorflow") is None:
-        pytest.skip("TensorFlow is not installed (the oracle extra)")
-    if os.environ.get("TF_ACCUM_BACKEND") == "tf_accum":
-        pytest.skip("TF_ACCUM_BACKEND=tf_accum: no live TensorFlow")
-    done = background.result(_live_record_job())
-    assert done.returncode == 0, done.stderr[-3000:]
-    live = json.loads(done.stdout.strip().splitlines()[-1])
-    assert live == RECORDED
+    assert last_json_line(live_result(_LIVE_JOB)) == RECORDED
