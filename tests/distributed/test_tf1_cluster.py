@@ -398,7 +398,8 @@ def test_a_replayed_run_skips_constants_its_request_carries_and_keeps_the_rest(t
     assert sess.run(count) == 4
     assert sess.run(doubled).tolist() == [2.0, 4.0]
     assert sess.run(doubled).tolist() == [2.0, 4.0]
-    assert runs["gradient"] == 4
+    # a run of local ops only computes a constant once per plan (its value is fixed)
+    assert runs["gradient"] == 3
     assert sess.run(take).tolist() == [1.0, 2.0]
     assert sess.run(count) == 0
 

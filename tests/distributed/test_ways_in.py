@@ -211,8 +211,9 @@ with graph.as_default():
     with tf.device("/job:ps/task:0"):
         total = tf.Variable(np.zeros(2, np.float32), name="total")
 sessions = [tf.Session(server.target, graph=graph) for _ in range(THREADS)]
-start = threading.Barrier(THREADS)
+start = threading.Barrier(THREADS + 1)
 failures = []
+ps = []
 
 def first_run(session):
     start.wait()
@@ -221,7 +222,13 @@ def first_run(session):
     except BaseException as exc:
         failures.append(repr(exc))
 
+def serve_ps():
+    # the ps task's Server makes its host (the runs wait for it), racing the runs
+    start.wait()
+    ps.append(tf.train.Server(spec, job_name="ps", task_index=0))
+
 threads = [threading.Thread(target=first_run, args=(s,)) for s in sessions]
+threads.append(threading.Thread(target=serve_ps))
 for thread in threads:
     thread.start()
 for thread in threads:

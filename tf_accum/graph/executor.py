@@ -86,7 +86,7 @@ class Plan:
     fetched: frozenset[Operation] = frozenset()
     # outputs of source ops that give the same value every run (constants, variable
     # handles): a sequential run starts with them instead of calling those ops
-    preset: tuple[tuple[Tensor, Any], ...] = ()
+    preset: FixedValues | None = None
     # what a sequential run calls, with each op's inputs and outputs: ``ops``
     # without the preset ones (None: all of ``ops``)
     calls: tuple[tuple[Operation, tuple[Tensor, ...], tuple[Tensor, ...]], ...] | None = None
@@ -139,7 +139,7 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
         len(blocking) <= 1,
         _urgent(order, blocking, consumers) if len(blocking) > 1 else frozenset(),
         frozenset(roots),
-        tuple((op.outputs[0], _fixed_value(op)) for op in fixed),
+        FixedValues(fixed),
         calls,
         any(t in fed for _, _, outputs in calls for t in outputs),
     )
@@ -147,6 +147,27 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
 
 # source ops whose kernels return one fixed value, whatever the run
 _FIXED_VALUE_TYPES = frozenset({"Const", "VarHandleOp"})
+
+
+class FixedValues:
+    """The outputs of a plan's fixed-value ops, computed at its first sequential run
+    (not when the plan is made: a TF1 cluster session's plans never need them)."""
+
+    __slots__ = ("_ops", "_values", "_lock")
+
+    def __init__(self, ops: Sequence[Operation]) -> None:
+        self._ops = tuple(ops)
+        self._values: tuple[tuple[Tensor, Any], ...] | None = None
+        self._lock = threading.Lock()
+
+    def values(self) -> tuple[tuple[Tensor, Any], ...]:
+        found = self._values
+        if found is None:
+            with self._lock:
+                if self._values is None:
+                    self._values = tuple((op.outputs[0], _fixed_value(op)) for op in self._ops)
+                found = self._values
+        return found
 
 
 def _fixed_value(op: Operation) -> Any:
@@ -230,7 +251,7 @@ def execute(
     run = RunContext(session, deadline, cancellation)
     with using_table(session.table), cancelled_by(cancellation):
         if plan.sequential:
-            values: dict[Tensor, Any] = dict(plan.preset)
+            values: dict[Tensor, Any] = dict(plan.preset.values() if plan.preset else ())
             values.update(fed)
             _run_in_order(run, plan, values, fed)
             return values
