@@ -105,4 +105,4 @@ from tf_accum.raw_ops.training_ops import SparseApplyMomentum as SparseApplyMome
 from tf_accum.raw_ops.training_ops import SparseApplyRMSProp as SparseApplyRMSProp
 
 # the op table's names, in its order, then the training ops'
-__all__ = [*OPS, *TRAINING_OPS]
+__all__ = list(OPS) + list(TRAINING_OPS)
