@@ -138,8 +138,6 @@ class Tensor(TensorOperators):
     ``eval()`` it in the default session.
     """
 
-    __array_priority__ = 100  # numpy defers `array + tensor` to Tensor.__radd__
-
     def __init__(self, op: Operation, value_index: int, dtype: DType, shape: TensorShape) -> None:
         self._op = op
         self._value_index = value_index
