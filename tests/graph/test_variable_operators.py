@@ -3,6 +3,8 @@ Tensor operators); the expected values and dtypes were recorded from TensorFlow 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -47,7 +49,7 @@ def test_a_sgd_update_reads_the_variable_after_the_take() -> None:
 # x = [1, 2] (a variable), the array [2, 3] (float32): TensorFlow 2.21 gives a float32
 # (bool for comparisons) Tensor with these values, never a numpy array of tensors.
 _ARRAY = np.array([2.0, 3.0], np.float32)
-_OPERATORS = {
+_OPERATORS: dict[str, tuple[Any, list[Any], list[Any]]] = {
     "+": (lambda x, y: x + y, [5, 7], [3, 5]),
     "-": (lambda x, y: x - y, [-1, -1], [1, 1]),
     "*": (lambda x, y: x * y, [6, 12], [2, 6]),
