@@ -161,6 +161,11 @@ class Tensor(TensorOperators):
         return self._dtype
 
     @property
+    def device(self) -> str:
+        """Its op's device, as TensorFlow spells it ("" when unplaced)."""
+        return self._op.device
+
+    @property
     def graph(self) -> Graph:
         return self._op.graph
 

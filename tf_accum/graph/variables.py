@@ -32,6 +32,10 @@ from tf_accum.indexed_slices import IndexedSlices
 Array = np.ndarray[Any, Any]
 
 
+# An eager variable's device: TensorFlow's name for this process's CPU.
+EAGER_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
 def _rows_of(sparse_delta: Any) -> tuple[Any, Any]:
     if not isinstance(sparse_delta, IndexedSlices):
         raise TypeError(
@@ -197,6 +201,15 @@ class Variable(TensorOperators):
     @property
     def graph(self) -> Graph | None:
         return self._graph
+
+    @property
+    def device(self) -> str:
+        """Where the variable lives: its handle op's device, as TensorFlow spells it
+        (``"/job:ps/task:0"``; "" when unplaced); an eager variable is on this
+        process's CPU, which TensorFlow names ``EAGER_DEVICE``."""
+        if self._graph is None:
+            return EAGER_DEVICE
+        return self._handle.device
 
     @property
     def op(self) -> Operation:
