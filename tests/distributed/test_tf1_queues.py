@@ -207,7 +207,10 @@ def test_a_replica_waiting_on_a_ps_task_says_what_it_waits_for(
     messages = [r.getMessage() for r in caplog.records if "A run has waited" in r.getMessage()]
     assert messages, "the wait was not reported"
     assert "for sync_token_q_Dequeue on task /job:ps/task:0" in messages[0]
-    assert "has the chief started the queue runner of get_chief_queue_runner()" in messages[0]
+    # what the ps task's host holds: the replica's gradient, and no take waiting for it
+    assert "nobody takes the gradients: the chief has not started the queue runner" in (messages[0])
+    assert "get_chief_queue_runner()" in messages[0]
+    assert "Accumulators: 1 gradient(s) waiting at step 0" in messages[0]
     # reported again after twice as long, not at every poll
     assert 2 <= len(messages) <= 4
 
@@ -263,3 +266,110 @@ def test_a_replicas_step_is_one_request_to_the_ps_task(task: Any) -> None:
     # the gradient's apply and the token's dequeue travel together
     assert requests == [1, 1]
     assert sess.run(size) == 0
+
+
+def _backup_graph(index: int, replicas: int, total: int) -> dict[str, Any]:
+    """Worker ``index``'s graph with ``total`` replicas of which ``replicas`` are aggregated."""
+    graph = tf.Graph()
+    device = tf.train.replica_device_setter(ps_tasks=1, worker_device=f"/job:worker/task:{index}")
+    with graph.as_default(), tf.device(device):
+        global_step = tf.train.get_or_create_global_step()
+        w = tf.Variable(np.array([1.0, -1.0], np.float32), name="w")
+        grad = tf.placeholder(tf.float32, [2], name="grad")
+        opt = tf.train.SyncReplicasOptimizer(
+            tf.train.GradientDescentOptimizer(0.5), replicas, total_num_replicas=total
+        )
+        train_op = opt.apply_gradients([(grad, w)], global_step=global_step)
+        hook = opt.make_session_run_hook(is_chief=index == 0, num_tokens=0)
+        hook.begin()
+        init = tf.global_variables_initializer()
+    return {
+        "graph": graph,
+        "opt": opt,
+        "hook": hook,
+        "w": w,
+        "train_op": train_op,
+        "grad": grad,
+        "global_step": global_step,
+        "init": init,
+    }
+
+
+def test_the_chiefs_take_on_a_ps_task_says_which_replicas_have_not_sent(
+    task: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tf_accum.graph import remote_run
+
+    monkeypatch.setattr(remote_run, "REPORT_AFTER", 0.2)
+    spec = cluster_of(ps=1, workers=2)
+    models = [_backup_graph(i, 2, 2) for i in range(2)]
+    sessions = [task(spec, i, m["graph"])[1] for i, m in enumerate(models)]
+    sessions[0].run(models[0]["init"])
+    coord = tf.train.Coordinator()
+    for m, sess in zip(models, sessions, strict=True):
+        m["hook"].after_create_session(sess, coord)  # the chief starts its queue runner
+    # step 0: both replicas send (each run waits for the token of step 1)
+    both = [
+        Background(sess.run, m["train_op"], {m["grad"]: [1.0, 1.0]}, options=RUN_BOUND)
+        for m, sess in zip(models, sessions, strict=True)
+    ]
+    for run in both:
+        run.result(WAIT)
+    assert sessions[1].run(models[1]["global_step"]) == 1
+    # step 1: only the chief's replica sends; the chief's take waits on the ps task
+    with caplog.at_level(logging.WARNING, logger="tf_accum"):
+        with pytest.raises(errors.DeadlineExceededError):
+            sessions[0].run(
+                models[0]["train_op"],
+                {models[0]["grad"]: [1.0, 1.0]},
+                options=tf.RunOptions(timeout_in_ms=2500),
+            )
+        wait_until(lambda: "the chief's take" in caplog.text, timeout=WAIT)
+    chief = [m for m in (r.getMessage() for r in caplog.records) if "the chief's take" in m]
+    assert "on task /job:ps/task:0" in chief[0]
+    assert "for the gradients of step 1: 1 of replicas_to_aggregate=2 have arrived" in chief[0]
+    assert "(0 stale dropped so far)" in chief[0]
+    assert (
+        "Replicas: sent for step 1: /job:worker/task:0; "
+        "not yet: /job:worker/task:1 (last at step 0)"
+    ) in chief[0]
+    # the replica's own wait said what the chief waits for, once the chief waited
+    replica = [m for m in (r.getMessage() for r in caplog.records) if "a replica's" in m]
+    assert replica, caplog.text
+    coord.request_stop()
+    sessions[0].close()  # cancels the chief's take
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_stale_gradients_dropped_on_a_ps_task_are_counted_and_logged_by_the_chief(
+    task: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # one gradient per update from two replicas: the slower one's arrives stale
+    spec = cluster_of(ps=1, workers=2)
+    models = [_backup_graph(i, 1, 2) for i in range(2)]
+    sessions = [task(spec, i, m["graph"])[1] for i, m in enumerate(models)]
+    sessions[0].run(models[0]["init"])
+    coord = tf.train.Coordinator()
+    with caplog.at_level(logging.INFO, logger="tf_accum"):
+        for m, sess in zip(models, sessions, strict=True):
+            m["hook"].after_create_session(sess, coord)
+        chief, backup = models
+        # the chief's replica sends at step 0: the update to step 1, two tokens
+        sessions[0].run(chief["train_op"], {chief["grad"]: [2.0, 2.0]}, options=RUN_BOUND)
+        # the backup computed at step 0 too: its gradient arrives stale and is dropped
+        sessions[1].run(backup["train_op"], {backup["grad"]: [8.0, 8.0]}, options=RUN_BOUND)
+        # the next update: the chief's take then sees the stale one
+        sessions[0].run(chief["train_op"], {chief["grad"]: [2.0, 2.0]}, options=RUN_BOUND)
+        wait_until(lambda: chief["hook"].steps_aggregated >= 2, timeout=WAIT)
+    assert chief["hook"].stale_gradients == 1 == chief["opt"].stale_gradients
+    assert backup["hook"].stale_gradients == 0  # counted where the chief takes
+    dropped = [r.getMessage() for r in caplog.records if "stale gradient(s)" in r.getMessage()]
+    assert dropped == [
+        "SyncReplicasOptimizer: 1 stale gradient(s) dropped before the update to step 2 "
+        "(1 in all); they came from replicas behind the global step"
+    ]
+    # the stale gradient changed nothing: two updates of 0.5 * 2
+    np.testing.assert_allclose(sessions[1].run(backup["w"]), [-1.0, -3.0])
+    coord.request_stop()
+    sessions[0].close()
+    coord.join(stop_grace_period_secs=WAIT)

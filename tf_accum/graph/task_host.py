@@ -118,6 +118,9 @@ class _Host:
         self._touched: set[int] | None = set()
         # pickled steps -> the steps decoded (a session sends the same ones every run)
         self._decoded: dict[bytes, list[Any]] = {}
+        # per accumulator handle, the local step each replica (the task label of the
+        # session that applied) last applied a gradient with: what a wait report says
+        self._contributions: dict[int, dict[str, int]] = collections.defaultdict(dict)
         self.requests = 0
 
     async def ping(self) -> tuple[str, int, str]:
@@ -142,6 +145,24 @@ class _Host:
     async def owner(self) -> tuple[int, str]:
         """(pid, node id) of the process that made this host (it ends with that process)."""
         return self._owner
+
+    async def accumulator_report(self, handles: list[int]) -> dict[int, dict[str, Any]]:
+        """What a wait report says of accumulators: per handle, its counters
+        (``raw_ops.common.accumulator_stats``) and under ``"replicas"`` the local
+        step each replica (task label) last applied a gradient with. Handles that
+        are gone are left out."""
+        from tf_accum.raw_ops.common import accumulator_stats
+
+        found: dict[int, dict[str, Any]] = {}
+        with using_table(self._table):
+            for handle in handles:
+                try:
+                    stats: dict[str, Any] = dict(accumulator_stats(handle))
+                except (errors.OpError, TypeError, LookupError):
+                    continue
+                stats["replicas"] = dict(self._contributions.get(handle, {}))
+                found[handle] = stats
+        return found
 
     async def join(
         self, task: str, spec: str, caller: str, where: str, life: list[Any]
@@ -351,6 +372,7 @@ class _Host:
         with self._lock:
             self._made.clear()
             self._private.clear()
+        self._contributions.clear()
         for handle in self._table.live_handles():
             self._table.destroy(handle, ignore_lookup_error=True)
         self._variables.clear()
@@ -398,7 +420,7 @@ class _Host:
                     return ("pending", outputs)
                 try:
                     if type(step) is RawStep:
-                        outputs.append(self._raw(step, outputs, slots, deadline, try_now))
+                        outputs.append(self._raw(session, step, outputs, slots, deadline, try_now))
                     else:
                         outputs.append(self._step(session, step, outputs, slots))
                 except errors.DeadlineExceededError as error:
@@ -475,6 +497,7 @@ class _Host:
 
     def _raw(
         self,
+        session: str,
         step: RawStep,
         outputs: list[tuple[Any, ...]],
         slots: list[Any],
@@ -498,11 +521,20 @@ class _Host:
             # try_now: on the event loop, a take must not wait
             arguments["timeout"] = 0.0 if try_now else _remaining(step.attrs["timeout"], deadline)
         result = step.kernel(**arguments)
+        if step.local_step is not None:
+            replica = replica_of(session)
+            self._contributions[int(inputs[0])][replica] = int(inputs[step.local_step])
         if step.listed_outputs:
             return tuple(result)
         if step.n_outputs == 0:
             return ()
-        return (result,) if step.n_outputs == 1 else tuple(result)
+        found = (result,) if step.n_outputs == 1 else tuple(result)
+        if step.required is not None:
+            # a take: its accumulator's stale count and global step after it, for the
+            # session (past the op's outputs, which is all the session stores)
+            stats = self._table.lookup(int(inputs[step.handle or 0])).stats()
+            found += (int(stats["stale"] or 0), int(stats["global_step"] or 0))
+        return found
 
     def _step(
         self,
@@ -529,6 +561,12 @@ class _Host:
             if not attrs.get("shared_name"):
                 self._private[session].append(handle)
             return handle
+
+
+def replica_of(session: str) -> str:
+    """The task label of the process whose session has key ``session`` (see
+    ``remote_run.ClusterSession``): ``"/job:worker/task:1"``."""
+    return session.rsplit("#", 1)[0]
 
 
 def _line_of(step: RawStep, handle: int) -> int:
@@ -600,6 +638,10 @@ class TaskHost:
     async def owner(self) -> tuple[int, str]:
         """(pid, node id) of the process that made this host."""
         return await self._host.owner()
+
+    async def accumulator_report(self, handles: list[int]) -> dict[int, dict[str, Any]]:
+        """Counters and contributions of accumulators (see ``_Host.accumulator_report``)."""
+        return await self._host.accumulator_report(handles)
 
     async def join(
         self, task: str, spec: str, caller: str, where: str, life: list[Any]
