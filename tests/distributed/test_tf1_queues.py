@@ -99,17 +99,53 @@ def test_a_waiting_dequeue_is_withdrawn_when_its_session_closes(task: Any) -> No
     assert first.run(dequeue, options=RUN_BOUND) == 5  # the withdrawn dequeue took nothing
 
 
-def test_an_enqueue_many_larger_than_a_bounded_ps_queue_is_refused(task: Any) -> None:
-    spec = cluster_of(ps=1, workers=1)
+def test_an_enqueue_many_larger_than_a_bounded_ps_queue_adds_as_room_appears(
+    task: Any,
+) -> None:
+    # TensorFlow 2.21, in one process: enqueue_many([1, 2, 3]) into a queue of capacity
+    # 2 adds two and waits; a dequeue (1) lets the third in; out of time, what it added stays
+    spec = cluster_of(ps=1, workers=2)
     graph = tf.Graph()
     with graph.as_default(), tf.device("/job:ps/task:0"):
         queue = tf.FIFOQueue(2, tf.int64, shapes=(), shared_name="small", name="small")
         enqueue_many = queue.enqueue_many((tf.constant([1, 2, 3], tf.int64),))
+        dequeue = queue.dequeue()
+        dequeue_two = queue.dequeue_many(2)
         size = queue.size()
-    _, sess = task(spec, 0, graph)
-    with pytest.raises(errors.UnimplementedError, match="3 elements into a queue of capacity 2"):
-        sess.run(enqueue_many, options=RUN_BOUND)
-    assert sess.run(size) == 0
+    server, first = task(spec, 0, graph)
+    _, second = task(spec, 1, graph)
+    adding = Background(first.run, enqueue_many, options=RUN_BOUND)
+    wait_until(lambda: second.run(size) == 2, timeout=WAIT)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    assert not adding.done()
+    assert second.run(dequeue, options=RUN_BOUND) == 1
+    adding.result(WAIT)
+    assert second.run(dequeue_two, options=RUN_BOUND).tolist() == [2, 3]
+    # the run's deadline: the two that fit stay, the run fails, nothing waits after it
+    with pytest.raises(errors.DeadlineExceededError):
+        first.run(enqueue_many, options=tf.RunOptions(timeout_in_ms=300))
+    assert second.run(size) == 2
+    assert server.runtime.census("ps", 0)["waiting"] == 0
+    assert second.run(dequeue_two, options=RUN_BOUND).tolist() == [1, 2]
+
+
+def test_an_enqueue_many_waiting_for_room_on_a_ps_task_fails_when_the_queue_closes(
+    task: Any,
+) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:ps/task:0"):
+        queue = tf.FIFOQueue(2, tf.int64, shapes=(), shared_name="closing", name="closing")
+        enqueue_many = queue.enqueue_many((tf.constant([1, 2, 3], tf.int64),))
+        cancel = queue.close(cancel_pending_enqueues=True)
+        dequeue_two = queue.dequeue_many(2)
+    server, first = task(spec, 0, graph)
+    _, second = task(spec, 1, graph)
+    adding = Background(first.run, enqueue_many, options=RUN_BOUND)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    second.run(cancel)
+    assert isinstance(adding.error(WAIT), errors.CancelledError)
+    assert second.run(dequeue_two, options=RUN_BOUND).tolist() == [1, 2]
 
 
 def _replica_graph(index: int, replicas: int) -> dict[str, Any]:

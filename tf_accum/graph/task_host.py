@@ -45,7 +45,7 @@ from tf_accum.graph.host_steps import (
 )
 from tf_accum.graph.variable_store import VariableStore
 from tf_accum.queues.fifo import FIFOQueue
-from tf_accum.resources import current_table, using_table
+from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
 
 # Cancellations that arrived before their request (calls are not ordered).
@@ -61,13 +61,15 @@ ENQUEUE_CANCELLED = Failure("CancelledError", "Enqueue operation was cancelled")
 class _Waiter:
     """A request waiting at a take, in its accumulator's queue."""
 
-    __slots__ = ("future", "failure")
+    __slots__ = ("future", "failure", "added")
 
     def __init__(self, future: asyncio.Future[None]) -> None:
         self.future = future
         # set when something else ends the wait with an error (a queue closed with
         # cancel_pending_enqueues fails the enqueues waiting for room)
         self.failure: Failure | None = None
+        # an enqueue_many larger than its queue's room: the elements added so far
+        self.added = 0
 
     def wake(self) -> None:
         if not self.future.done():
@@ -284,6 +286,7 @@ class _Host:
         while True:
             index = len(outputs)
             step = steps[index]
+            enqueued = False
             handle = _line_of(step, int(inputs_of(step.sources, outputs, slots)[step.handle]))
             waiter = _Waiter(loop.create_future())
             queue = self._queues.setdefault(handle, collections.deque())
@@ -301,6 +304,14 @@ class _Host:
                         return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
                     if self._ready(step, outputs, slots, waiter):
                         break
+                    if step.queue_op == "QueueEnqueueManyV2":
+                        # the elements go in as room appears, as in a process
+                        added = self._add_what_fits(step, outputs, slots, waiter)
+                        if added is not None:
+                            if added[0] != "ok":
+                                return (added[0], index, *added[1:])
+                            enqueued = True
+                            break
                     left = _remaining(step.attrs["timeout"], deadline)
                     if left == 0:
                         return ("failed", index, TIMED_OUT)
@@ -317,9 +328,18 @@ class _Host:
                     queue[0].wake()
                 else:
                     del self._queues[handle]
+            if enqueued:
+                outputs.append(())  # every element added: the requests goes on after it
             # no await since the check: the take completes now
             outcome = self._execute(
-                session, steps, slots, deadline, cancellation, outputs, inline=True, checked=True
+                session,
+                steps,
+                slots,
+                deadline,
+                cancellation,
+                outputs,
+                inline=True,
+                checked=not enqueued,
             )
             self._wake()  # the next in line may go now
             if outcome[0] != "pending":
@@ -491,8 +511,8 @@ class _Host:
             if op_type == "QueueEnqueueManyV2" and len(inputs) > 1:
                 first = np.asarray(inputs[1])
                 count = int(first.shape[0]) if first.ndim else 1
-            # more elements than the capacity fail at once (see _raw)
-            return bool(size + count <= capacity or count > capacity)
+            # more elements than the capacity go in as room appears (_add_what_fits)
+            return bool(size + count <= capacity)
         return True
 
     def _raw(
@@ -513,8 +533,6 @@ class _Host:
                 self._touched.add(int(handle))  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 self._touched = None  # a destroy, say: any queue may change
-        if step.queue_op == "QueueEnqueueManyV2":
-            _check_fits_at_once(arguments)
         if step.queue_op == "QueueCloseV2" and arguments.get("cancel_pending_enqueues"):
             self._cancel_waiting_enqueues(int(inputs[0]))
         if step.take:
@@ -535,6 +553,47 @@ class _Host:
             stats = self._table.lookup(int(inputs[step.handle or 0])).stats()
             found += (int(stats["stale"] or 0), int(stats["global_step"] or 0))
         return found
+
+    def _add_what_fits(
+        self, step: RawStep, outputs: list[tuple[Any, ...]], slots: list[Any], me: _Waiter
+    ) -> tuple[Any, ...] | None:
+        """Add to a bounded queue the next elements of enqueue_many ``step`` that fit,
+        when ``me`` heads its line: ("ok",) once all are in; an outcome's kind and
+        details (without the step's index) when the op refuses them; None while
+        some remain (or the queue has no room, or is closed: the op itself then says so).
+        """
+        inputs = inputs_of(step.sources, outputs, slots)
+        arguments = step.arguments(inputs)
+        handle = int(arguments["handle"])
+        try:
+            found: Any = self._table.lookup(handle)
+            queue: FIFOQueue = found
+            room = queue.spec.capacity - queue.size()
+            if queue.is_closed() or room <= 0:
+                return None
+        except Exception:
+            return None
+        line = self._queues.get(~handle)
+        if not line or line[0] is not me:
+            return None
+        components = [np.asarray(component) for component in arguments["components"]]
+        count = int(components[0].shape[0]) if components and components[0].ndim else 0
+        end = min(count, me.added + room)
+        arguments["components"] = [component[me.added : end] for component in components]
+        arguments.update(step.attrs)
+        arguments["timeout"] = 0.0  # there is room for them
+        try:
+            with using_table(self._table):
+                step.kernel(**arguments)
+        except errors.OpError as error:
+            return ("failed", Failure.of(error))
+        except (TypeError, ValueError) as error:
+            return ("python", type(error).__name__, str(error))
+        me.added = end
+        if self._touched is not None:
+            self._touched.add(handle)  # the dequeues waiting may go on
+        self._wake()
+        return ("ok",) if end >= count else None
 
     def _step(
         self,
@@ -580,33 +639,6 @@ def _line_of(step: RawStep, handle: int) -> int:
 
 def _handle_of_line(line: int) -> int:
     return line if line >= 0 else ~line
-
-
-def _check_fits_at_once(arguments: dict[str, Any]) -> None:
-    """Refuse an enqueue_many of more elements than its bounded queue holds: in a
-    process they go in as room appears, which a host's request cannot wait for.
-
-    Raises:
-        UnimplementedError: so many elements.
-    """
-    components = arguments.get("components") or []
-    if not components:
-        return
-    first = np.asarray(components[0])
-    count = int(first.shape[0]) if first.ndim else 1
-    try:
-        found: Any = current_table().lookup(int(arguments["handle"]))
-        capacity = int(found.spec.capacity)
-    except Exception:
-        return  # the op itself says what is wrong
-    if 0 <= capacity < count:
-        raise errors.UnimplementedError(
-            None,
-            None,
-            f"enqueue_many of {count} elements into a queue of capacity {capacity} on a ps "
-            "task: a queue on a ps task takes a batch only when it has room for all of it; "
-            "enqueue smaller batches or make the queue larger",
-        )
 
 
 def _remaining(timeout: float | None, deadline: float | None) -> float | None:
