@@ -316,8 +316,10 @@ def _backup_graph(index: int, replicas: int, total: int) -> dict[str, Any]:
             tf.train.GradientDescentOptimizer(0.5), replicas, total_num_replicas=total
         )
         train_op = opt.apply_gradients([(grad, w)], global_step=global_step)
-        hook = opt.make_session_run_hook(is_chief=index == 0, num_tokens=0)
-        hook.begin()
+        hook = None
+        if total >= replicas:  # fewer replicas need initial tokens (the hook refuses 0)
+            hook = opt.make_session_run_hook(is_chief=index == 0, num_tokens=0)
+            hook.begin()
         init = tf.global_variables_initializer()
     return {
         "graph": graph,
@@ -409,3 +411,85 @@ def test_stale_gradients_dropped_on_a_ps_task_are_counted_and_logged_by_the_chie
     coord.request_stop()
     sessions[0].close()
     coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_too_few_replicas_without_initial_tokens_on_a_ps_task_are_told_to_run_them(
+    task: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tf_accum.graph import remote_run
+
+    monkeypatch.setattr(remote_run, "REPORT_AFTER", 0.2)
+    spec = cluster_of(ps=1, workers=1)
+    m = _backup_graph(0, 2, 1)  # one replica, two gradients per update
+    _, sess = task(spec, 0, m["graph"])
+    sess.run(m["init"])
+    sess.run(m["opt"].chief_init_op)  # the local step and the accumulators' step
+    coord = tf.train.Coordinator()
+    # the chief's queue runner, but not get_init_tokens_op()
+    m["opt"].get_chief_queue_runner().create_threads(sess, coord=coord, start=True)
+    with (
+        caplog.at_level(logging.WARNING, logger="tf_accum"),
+        pytest.raises(errors.DeadlineExceededError),
+    ):
+        sess.run(m["train_op"], {m["grad"]: [1.0, 1.0]}, options=tf.RunOptions(timeout_in_ms=2500))
+    told = [
+        r.getMessage() for r in caplog.records if "must run get_init_tokens_op()" in r.getMessage()
+    ]
+    assert told, caplog.text
+    assert "1 of replicas_to_aggregate=2 have arrived" in told[-1]
+    coord.request_stop()
+    sess.close()
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_a_replica_process_that_ends_holding_a_token_is_named_by_the_chiefs_wait(
+    task: Any, spawn: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.distributed import sync_replicas_roles as roles
+    from tf_accum.graph import remote_run
+
+    monkeypatch.setattr(remote_run, "REPORT_AFTER", 0.2)
+    spec = cluster_of(ps=1, workers=2)
+    m = roles.model(spec, 0, replicas=2)
+    _, sess = task(spec, 0, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    coord = tf.train.Coordinator()
+    m["hook"].after_create_session(sess, coord)
+    other = spawn(
+        "one_step", module="tests.distributed.sync_waits_roles", spec=spec, task=1, replicas=2
+    )
+    # step 0: both send; the other process takes the token of step 1 and ends
+    sess.run(m["train_op"], options=RUN_BOUND)
+    assert other.outcome(WAIT)["step"] >= 1
+    with caplog.at_level(logging.WARNING, logger="tf_accum"):
+        with pytest.raises(errors.DeadlineExceededError):
+            sess.run(m["train_op"], options=tf.RunOptions(timeout_in_ms=2500))
+        step_one = "for the gradients of step 1: 1 of replicas_to_aggregate=2 have arrived"
+        wait_until(lambda: step_one in caplog.text, timeout=WAIT)
+    chief = [r.getMessage() for r in caplog.records if step_one in r.getMessage()]
+    # the process that ended is named by its task, with the last step it sent for
+    assert (
+        "sent for step 1: /job:worker/task:0; not yet: /job:worker/task:1 (last at step 0)"
+    ) in chief[0]
+    coord.request_stop()
+    sess.close()
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_a_chief_whose_queue_runner_waits_on_a_ps_task_exits_at_once(
+    ray_cluster: Any, serve_ps: Any, spawn: Any
+) -> None:
+    import time
+
+    spec = cluster_of(ps=1, workers=2)
+    serve_ps(spec)
+    chief = spawn(
+        "leave_waiting", module="tests.distributed.sync_waits_roles", spec=spec, replicas=2
+    )
+    outcome = chief.outcome(WAIT)  # fails the test if the process does not end
+    ended = time.time()
+    assert outcome["waiting"] == 1
+    assert ended - outcome["left_at"] < 30  # Ray's own shutdown included
+    # its waiting take was withdrawn when its process ended
+    watcher = tf.train.Server(spec, job_name="worker", task_index=1)
+    wait_until(lambda: watcher.runtime.census("ps", 0)["waiting"] == 0, timeout=WAIT)

@@ -162,6 +162,8 @@ class _Host:
                     stats: dict[str, Any] = dict(accumulator_stats(handle))
                 except (errors.OpError, TypeError, LookupError):
                     continue
+                # a take waits in the host's line for its accumulator, not inside it
+                stats["waiting"] = int(stats["waiting"] or 0) + len(self._queues.get(handle, ()))
                 stats["replicas"] = dict(self._contributions.get(handle, {}))
                 found[handle] = stats
         return found

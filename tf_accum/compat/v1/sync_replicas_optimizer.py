@@ -390,8 +390,14 @@ class SyncReplicasOptimizer(Optimizer):
             f"{stats['num_accumulated']} of replicas_to_aggregate={self._replicas_to_aggregate} "
             f"have arrived ({stats['stale']} stale dropped so far); "
             f"total_num_replicas={self._total_num_replicas} replicas should send them. "
-            "The missing replicas have not run their training op for this step (stopped, "
-            "out of data, or slower)" + seen
+            + (
+                "With fewer replicas than replicas_to_aggregate, the chief must run "
+                "get_init_tokens_op() so that replicas can send several gradients"
+                if self._total_num_replicas < self._replicas_to_aggregate
+                else "The missing replicas have not run their training op for this step "
+                "(stopped, out of data, or slower)"
+            )
+            + seen
         )
 
     def _token_wait_text(
