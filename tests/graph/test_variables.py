@@ -165,6 +165,9 @@ def test_variable_and_update_ops_are_tensorflows_resource_variable_ops() -> None
             "initial_value": (v.initial_value.op.type, v.initial_value.op.name),
             "value": (v.value().op.type,),
         }
+        with tf.name_scope("scope"):
+            read = v.read_value()
+        made["read_value"] = (read.op.type, read.name, read.op.inputs[0].name)
         for name, update in [
             ("v.assign", lambda: v.assign([3.0, 4.0])),
             ("tf.assign", lambda: tf.assign(v, [3.0, 4.0])),
@@ -186,6 +189,7 @@ def test_variable_and_update_ops_are_tensorflows_resource_variable_ops() -> None
         "initializer": ("AssignVariableOp", "v/Assign"),
         "initial_value": ("Const", "v/Initializer/initial_value"),
         "value": ("ReadVariableOp",),
+        "read_value": ("Identity", "scope/Identity:0", "scope/Read/ReadVariableOp:0"),
         "v.assign": ("AssignVariableOp", "AssignVariableOp"),
         "tf.assign": ("AssignVariableOp", "AssignVariableOp_1"),
         "v.assign_add": ("AssignAddVariableOp", "AssignAddVariableOp"),
@@ -195,8 +199,9 @@ def test_variable_and_update_ops_are_tensorflows_resource_variable_ops() -> None
         "tf.scatter_update": ("ResourceScatterUpdate", "ResourceScatterUpdate"),
         "read_value=False": ("AssignVariableOp", "AssignVariableOp_2"),
     }
-    # TensorFlow's graph also has an Identity (read_value) and a VarIsInitializedOp
+    # TensorFlow's graph also has a VarIsInitializedOp
     assert kinds >= {
+        "Identity",
         "AssignAddVariableOp",
         "AssignSubVariableOp",
         "AssignVariableOp",

@@ -252,8 +252,19 @@ class Variable(TensorOperators):
         """A new read of the value (a Tensor in graph mode, an array eagerly)."""
         if self._graph is None:
             return self._value.copy()
-        with self._graph.name_scope(f"{self._handle.name}/"):
-            return self._read_op(self._graph, "Read/ReadVariableOp")
+        # as TensorFlow's resource variables: a read in "Read", then an Identity
+        # (which the device scope of the caller places, not the variable's)
+        graph = self._graph
+        with graph.name_scope("Read"):
+            value = self._read_op(graph, "ReadVariableOp")
+        op = graph.create_op(
+            "Identity",
+            [value],
+            [(self._dtype, self._shape)],
+            lambda context, inputs: (inputs[0],),
+            name="Identity",
+        )
+        return op.outputs[0]
 
     def numpy(self) -> Array:
         if self._graph is not None:
