@@ -422,7 +422,7 @@ class ClusterSession:
                     outcome = unpack(
                         answers.pop(ref)
                         if ref in answers
-                        else _answer(ref, task, ops, key, HostState(self, task, link))
+                        else _answer(ref, task, ops, key, self, link)
                     )
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
@@ -585,7 +585,9 @@ class HostState:
         return found.get(handle.handle)
 
 
-def _answer(ref: Any, task: Task, ops: list[Operation], key: Any, state: HostState) -> Any:
+def _answer(
+    ref: Any, task: Task, ops: list[Operation], key: Any, session: ClusterSession, link: TaskLink
+) -> Any:
     """The answer to a request; one that may wait (a take: ``key`` is its cancellation's)
     logs what it waits for after ``REPORT_AFTER`` seconds, then after twice as long, ..."""
     import ray
@@ -600,6 +602,7 @@ def _answer(ref: Any, task: Task, ops: list[Operation], key: Any, state: HostSta
         except ray.exceptions.GetTimeoutError:
             waited = time.monotonic() - start
             blocking = [op for op in ops if op.blocking]
+            state = HostState(session, task, link)
             hints = []
             for op in blocking:
                 report = _WAIT_REPORTS.get(op)

@@ -413,6 +413,7 @@ class _Host:
             private = self._private.pop(session, [])
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
+            self._contributions.pop(handle, None)
         self._wake_all()  # takes waiting on what was destroyed fail
 
     # --- steps ----------------------------------------------------------------------
