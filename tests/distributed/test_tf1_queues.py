@@ -99,17 +99,53 @@ def test_a_waiting_dequeue_is_withdrawn_when_its_session_closes(task: Any) -> No
     assert first.run(dequeue, options=RUN_BOUND) == 5  # the withdrawn dequeue took nothing
 
 
-def test_an_enqueue_many_larger_than_a_bounded_ps_queue_is_refused(task: Any) -> None:
-    spec = cluster_of(ps=1, workers=1)
+def test_an_enqueue_many_larger_than_a_bounded_ps_queue_adds_as_room_appears(
+    task: Any,
+) -> None:
+    # TensorFlow 2.21, in one process: enqueue_many([1, 2, 3]) into a queue of capacity
+    # 2 adds two and waits; a dequeue (1) lets the third in; out of time, what it added stays
+    spec = cluster_of(ps=1, workers=2)
     graph = tf.Graph()
     with graph.as_default(), tf.device("/job:ps/task:0"):
         queue = tf.FIFOQueue(2, tf.int64, shapes=(), shared_name="small", name="small")
         enqueue_many = queue.enqueue_many((tf.constant([1, 2, 3], tf.int64),))
+        dequeue = queue.dequeue()
+        dequeue_two = queue.dequeue_many(2)
         size = queue.size()
-    _, sess = task(spec, 0, graph)
-    with pytest.raises(errors.UnimplementedError, match="3 elements into a queue of capacity 2"):
-        sess.run(enqueue_many, options=RUN_BOUND)
-    assert sess.run(size) == 0
+    server, first = task(spec, 0, graph)
+    _, second = task(spec, 1, graph)
+    adding = Background(first.run, enqueue_many, options=RUN_BOUND)
+    wait_until(lambda: second.run(size) == 2, timeout=WAIT)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    assert not adding.done()
+    assert second.run(dequeue, options=RUN_BOUND) == 1
+    adding.result(WAIT)
+    assert second.run(dequeue_two, options=RUN_BOUND).tolist() == [2, 3]
+    # the run's deadline: the two that fit stay, the run fails, nothing waits after it
+    with pytest.raises(errors.DeadlineExceededError):
+        first.run(enqueue_many, options=tf.RunOptions(timeout_in_ms=300))
+    assert second.run(size) == 2
+    assert server.runtime.census("ps", 0)["waiting"] == 0
+    assert second.run(dequeue_two, options=RUN_BOUND).tolist() == [1, 2]
+
+
+def test_an_enqueue_many_waiting_for_room_on_a_ps_task_fails_when_the_queue_closes(
+    task: Any,
+) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:ps/task:0"):
+        queue = tf.FIFOQueue(2, tf.int64, shapes=(), shared_name="closing", name="closing")
+        enqueue_many = queue.enqueue_many((tf.constant([1, 2, 3], tf.int64),))
+        cancel = queue.close(cancel_pending_enqueues=True)
+        dequeue_two = queue.dequeue_many(2)
+    server, first = task(spec, 0, graph)
+    _, second = task(spec, 1, graph)
+    adding = Background(first.run, enqueue_many, options=RUN_BOUND)
+    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    second.run(cancel)
+    assert isinstance(adding.error(WAIT), errors.CancelledError)
+    assert second.run(dequeue_two, options=RUN_BOUND).tolist() == [1, 2]
 
 
 def _replica_graph(index: int, replicas: int) -> dict[str, Any]:
@@ -207,7 +243,10 @@ def test_a_replica_waiting_on_a_ps_task_says_what_it_waits_for(
     messages = [r.getMessage() for r in caplog.records if "A run has waited" in r.getMessage()]
     assert messages, "the wait was not reported"
     assert "for sync_token_q_Dequeue on task /job:ps/task:0" in messages[0]
-    assert "has the chief started the queue runner of get_chief_queue_runner()" in messages[0]
+    # what the ps task's host holds: the replica's gradient, and no take waiting for it
+    assert "nobody takes the gradients: the chief has not started the queue runner" in (messages[0])
+    assert "get_chief_queue_runner()" in messages[0]
+    assert "Accumulators: 1 gradient(s) waiting at step 0" in messages[0]
     # reported again after twice as long, not at every poll
     assert 2 <= len(messages) <= 4
 
@@ -263,3 +302,194 @@ def test_a_replicas_step_is_one_request_to_the_ps_task(task: Any) -> None:
     # the gradient's apply and the token's dequeue travel together
     assert requests == [1, 1]
     assert sess.run(size) == 0
+
+
+def _backup_graph(index: int, replicas: int, total: int) -> dict[str, Any]:
+    """Worker ``index``'s graph with ``total`` replicas of which ``replicas`` are aggregated."""
+    graph = tf.Graph()
+    device = tf.train.replica_device_setter(ps_tasks=1, worker_device=f"/job:worker/task:{index}")
+    with graph.as_default(), tf.device(device):
+        global_step = tf.train.get_or_create_global_step()
+        w = tf.Variable(np.array([1.0, -1.0], np.float32), name="w")
+        grad = tf.placeholder(tf.float32, [2], name="grad")
+        opt = tf.train.SyncReplicasOptimizer(
+            tf.train.GradientDescentOptimizer(0.5), replicas, total_num_replicas=total
+        )
+        train_op = opt.apply_gradients([(grad, w)], global_step=global_step)
+        hook = None
+        if total >= replicas:  # fewer replicas need initial tokens (the hook refuses 0)
+            hook = opt.make_session_run_hook(is_chief=index == 0, num_tokens=0)
+            hook.begin()
+        init = tf.global_variables_initializer()
+    return {
+        "graph": graph,
+        "opt": opt,
+        "hook": hook,
+        "w": w,
+        "train_op": train_op,
+        "grad": grad,
+        "global_step": global_step,
+        "init": init,
+    }
+
+
+def test_the_chiefs_take_on_a_ps_task_says_which_replicas_have_not_sent(
+    task: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tf_accum.graph import remote_run
+
+    monkeypatch.setattr(remote_run, "REPORT_AFTER", 0.2)
+    spec = cluster_of(ps=1, workers=2)
+    models = [_backup_graph(i, 2, 2) for i in range(2)]
+    sessions = [task(spec, i, m["graph"])[1] for i, m in enumerate(models)]
+    sessions[0].run(models[0]["init"])
+    coord = tf.train.Coordinator()
+    for m, sess in zip(models, sessions, strict=True):
+        m["hook"].after_create_session(sess, coord)  # the chief starts its queue runner
+    # step 0: both replicas send (each run waits for the token of step 1)
+    both = [
+        Background(sess.run, m["train_op"], {m["grad"]: [1.0, 1.0]}, options=RUN_BOUND)
+        for m, sess in zip(models, sessions, strict=True)
+    ]
+    for run in both:
+        run.result(WAIT)
+    assert sessions[1].run(models[1]["global_step"]) == 1
+    # step 1: only the chief's replica sends; the chief's take waits on the ps task
+    with caplog.at_level(logging.WARNING, logger="tf_accum"):
+        with pytest.raises(errors.DeadlineExceededError):
+            sessions[0].run(
+                models[0]["train_op"],
+                {models[0]["grad"]: [1.0, 1.0]},
+                options=tf.RunOptions(timeout_in_ms=2500),
+            )
+        wait_until(lambda: "the chief's take" in caplog.text, timeout=WAIT)
+    chief = [m for m in (r.getMessage() for r in caplog.records) if "the chief's take" in m]
+    assert "on task /job:ps/task:0" in chief[0]
+    assert "for the gradients of step 1: 1 of replicas_to_aggregate=2 have arrived" in chief[0]
+    assert "(0 stale dropped so far)" in chief[0]
+    assert (
+        "Replicas: sent for step 1: /job:worker/task:0; "
+        "not yet: /job:worker/task:1 (last at step 0)"
+    ) in chief[0]
+    # the replica's own wait said what the chief waits for, once the chief waited
+    replica = [m for m in (r.getMessage() for r in caplog.records) if "a replica's" in m]
+    assert replica, caplog.text
+    coord.request_stop()
+    sessions[0].close()  # cancels the chief's take
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_stale_gradients_dropped_on_a_ps_task_are_counted_and_logged_by_the_chief(
+    task: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # one gradient per update from two replicas: the slower one's arrives stale
+    spec = cluster_of(ps=1, workers=2)
+    models = [_backup_graph(i, 1, 2) for i in range(2)]
+    sessions = [task(spec, i, m["graph"])[1] for i, m in enumerate(models)]
+    sessions[0].run(models[0]["init"])
+    coord = tf.train.Coordinator()
+    with caplog.at_level(logging.INFO, logger="tf_accum"):
+        for m, sess in zip(models, sessions, strict=True):
+            m["hook"].after_create_session(sess, coord)
+        chief, backup = models
+        # the chief's replica sends at step 0: the update to step 1, two tokens
+        sessions[0].run(chief["train_op"], {chief["grad"]: [2.0, 2.0]}, options=RUN_BOUND)
+        # the backup computed at step 0 too: its gradient arrives stale and is dropped
+        sessions[1].run(backup["train_op"], {backup["grad"]: [8.0, 8.0]}, options=RUN_BOUND)
+        # the next update: the chief's take then sees the stale one
+        sessions[0].run(chief["train_op"], {chief["grad"]: [2.0, 2.0]}, options=RUN_BOUND)
+        wait_until(lambda: chief["hook"].steps_aggregated >= 2, timeout=WAIT)
+    assert chief["hook"].stale_gradients == 1 == chief["opt"].stale_gradients
+    assert backup["hook"].stale_gradients == 0  # counted where the chief takes
+    dropped = [r.getMessage() for r in caplog.records if "stale gradient(s)" in r.getMessage()]
+    assert dropped == [
+        "SyncReplicasOptimizer: 1 stale gradient(s) dropped before the update to step 2 "
+        "(1 in all); they came from replicas behind the global step"
+    ]
+    # the stale gradient changed nothing: two updates of 0.5 * 2
+    np.testing.assert_allclose(sessions[1].run(backup["w"]), [-1.0, -3.0])
+    coord.request_stop()
+    sessions[0].close()
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_too_few_replicas_without_initial_tokens_on_a_ps_task_are_told_to_run_them(
+    task: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tf_accum.graph import remote_run
+
+    monkeypatch.setattr(remote_run, "REPORT_AFTER", 0.2)
+    spec = cluster_of(ps=1, workers=1)
+    m = _backup_graph(0, 2, 1)  # one replica, two gradients per update
+    _, sess = task(spec, 0, m["graph"])
+    sess.run(m["init"])
+    sess.run(m["opt"].chief_init_op)  # the local step and the accumulators' step
+    coord = tf.train.Coordinator()
+    # the chief's queue runner, but not get_init_tokens_op()
+    m["opt"].get_chief_queue_runner().create_threads(sess, coord=coord, start=True)
+    with (
+        caplog.at_level(logging.WARNING, logger="tf_accum"),
+        pytest.raises(errors.DeadlineExceededError),
+    ):
+        sess.run(m["train_op"], {m["grad"]: [1.0, 1.0]}, options=tf.RunOptions(timeout_in_ms=2500))
+    told = [
+        r.getMessage() for r in caplog.records if "must run get_init_tokens_op()" in r.getMessage()
+    ]
+    assert told, caplog.text
+    assert "1 of replicas_to_aggregate=2 have arrived" in told[-1]
+    coord.request_stop()
+    sess.close()
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_a_replica_process_that_ends_holding_a_token_is_named_by_the_chiefs_wait(
+    task: Any, spawn: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.distributed import sync_replicas_roles as roles
+    from tf_accum.graph import remote_run
+
+    monkeypatch.setattr(remote_run, "REPORT_AFTER", 0.2)
+    spec = cluster_of(ps=1, workers=2)
+    m = roles.model(spec, 0, replicas=2)
+    _, sess = task(spec, 0, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    coord = tf.train.Coordinator()
+    m["hook"].after_create_session(sess, coord)
+    other = spawn(
+        "one_step", module="tests.distributed.sync_waits_roles", spec=spec, task=1, replicas=2
+    )
+    # step 0: both send; the other process takes the token of step 1 and ends
+    sess.run(m["train_op"], options=RUN_BOUND)
+    assert other.outcome(WAIT)["step"] >= 1
+    with caplog.at_level(logging.WARNING, logger="tf_accum"):
+        with pytest.raises(errors.DeadlineExceededError):
+            sess.run(m["train_op"], options=tf.RunOptions(timeout_in_ms=2500))
+        step_one = "for the gradients of step 1: 1 of replicas_to_aggregate=2 have arrived"
+        wait_until(lambda: step_one in caplog.text, timeout=WAIT)
+    chief = [r.getMessage() for r in caplog.records if step_one in r.getMessage()]
+    # the process that ended is named by its task, with the last step it sent for
+    assert (
+        "sent for step 1: /job:worker/task:0; not yet: /job:worker/task:1 (last at step 0)"
+    ) in chief[0]
+    coord.request_stop()
+    sess.close()
+    coord.join(stop_grace_period_secs=WAIT)
+
+
+def test_a_chief_whose_queue_runner_waits_on_a_ps_task_exits_at_once(
+    ray_cluster: Any, serve_ps: Any, spawn: Any
+) -> None:
+    import time
+
+    spec = cluster_of(ps=1, workers=2)
+    serve_ps(spec)
+    chief = spawn(
+        "leave_waiting", module="tests.distributed.sync_waits_roles", spec=spec, replicas=2
+    )
+    outcome = chief.outcome(WAIT)  # fails the test if the process does not end
+    ended = time.time()
+    assert outcome["waiting"] == 1
+    assert ended - outcome["left_at"] < 30  # Ray's own shutdown included
+    # its waiting take was withdrawn when its process ended
+    watcher = tf.train.Server(spec, job_name="worker", task_index=1)
+    wait_until(lambda: watcher.runtime.census("ps", 0)["waiting"] == 0, timeout=WAIT)

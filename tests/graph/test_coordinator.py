@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+from typing import Any
 
 import pytest
 
 import tf_accum.compat.v1 as tf
-from tests.helpers import WAIT
+from tests.helpers import WAIT, wait_until
 from tf_accum import errors
 
 
@@ -149,3 +151,110 @@ def test_loop_calls_its_target_until_the_stop() -> None:
     coord.request_stop()
     coord.join(stop_grace_period_secs=WAIT)
     assert not thread.is_alive()
+
+
+# LooperThread, as TensorFlow 2.21's (tf.compat.v1.train.LooperThread) behaves
+
+
+def test_a_looper_with_no_interval_calls_back_to_back_with_its_arguments() -> None:
+    coord = tf.train.Coordinator()
+    calls: list[tuple[Any, ...]] = []
+    enough = threading.Event()
+
+    def target(*args: Any, **kwargs: Any) -> None:
+        calls.append((args, kwargs))
+        if len(calls) >= 50:
+            enough.set()
+
+    looper = tf.train.LooperThread.loop(coord, None, target, args=(1,), kwargs={"x": 2})
+    assert isinstance(looper, tf.train.LooperThread) and looper.daemon
+    assert enough.wait(WAIT)
+    coord.request_stop()
+    coord.join(stop_grace_period_secs=WAIT)  # registered: join waits for it
+    assert not looper.is_alive()
+    assert calls[0] == ((1,), {"x": 2})
+
+
+def test_a_looper_with_an_interval_calls_at_once_then_on_the_boundaries() -> None:
+    coord = tf.train.Coordinator()
+    times: list[float] = []
+    third = threading.Event()
+
+    def target() -> None:
+        times.append(time.monotonic())
+        if len(times) == 3:
+            third.set()
+
+    start = time.monotonic()
+    looper = tf.train.LooperThread.loop(coord, 0.2, target)
+    assert third.wait(WAIT)
+    coord.request_stop()
+    coord.join([looper], stop_grace_period_secs=WAIT)
+    assert times[0] - start < 0.2  # the first call at once
+    # the later ones not before their boundaries
+    assert times[1] - times[0] >= 0.2 - 0.02 and times[2] - times[0] >= 0.4 - 0.02
+
+
+def test_a_looper_stopped_before_it_starts_never_calls() -> None:
+    for interval in (None, 0.01):
+        coord = tf.train.Coordinator()
+        coord.request_stop()
+        calls: list[int] = []
+        looper = tf.train.LooperThread.loop(coord, interval, calls.append, args=(1,))
+        looper.join(WAIT)
+        assert not looper.is_alive() and calls == []
+
+
+def test_a_looper_reports_its_targets_exception_and_a_bad_interval() -> None:
+    def boom() -> None:
+        raise ValueError("boom")
+
+    coord = tf.train.Coordinator()
+    looper = tf.train.LooperThread.loop(coord, 0.01, boom)
+    looper.join(WAIT)
+    assert coord.should_stop() and not looper.is_alive()
+    with pytest.raises(ValueError, match="boom"):
+        coord.join([looper])
+    # an interval that is no number fails at the first boundary (TensorFlow's TypeError)
+    coord = tf.train.Coordinator()
+    looper = tf.train.LooperThread.loop(coord, "x", lambda: None)  # type: ignore[arg-type]
+    looper.join(WAIT)
+    with pytest.raises(TypeError):
+        coord.join([looper])
+
+
+def test_a_looper_refuses_what_tensorflow_refuses_and_runs_a_subclass_hooks() -> None:
+    coord = tf.train.Coordinator()
+    with pytest.raises(ValueError, match="'coord' argument must be a Coordinator: c"):
+        tf.train.LooperThread("c", 0.1, lambda: None)  # type: ignore[arg-type]
+    for extra in ({"args": (1,)}, {"kwargs": {"a": 1}}):
+        with pytest.raises(ValueError, match="'args' and 'kwargs' argument require"):
+            tf.train.LooperThread(coord, 0.1, **extra)
+
+    class Counting(tf.train.LooperThread):
+        def __init__(self, coord: Any) -> None:
+            super().__init__(coord, 0.01)
+            self.count = 0
+            self.events: list[str] = []
+
+        def start_loop(self) -> None:
+            self.events.append("start")
+
+        def run_loop(self) -> None:
+            self.count += 1
+
+        def stop_loop(self) -> None:
+            self.events.append("stop")
+
+    looper = Counting(coord)
+    assert not looper.is_alive()  # made, not started
+    looper.start()
+    wait_until(lambda: looper.count > 1)
+    coord.request_stop()
+    coord.join(stop_grace_period_secs=WAIT)
+    assert looper.events == ["start", "stop"]
+    # no target: run_loop does nothing
+    quiet = tf.train.LooperThread.loop(tf.train.Coordinator(), 0.01, None)
+    assert quiet.is_alive()
+    quiet._coord.request_stop()
+    quiet.join(WAIT)

@@ -231,3 +231,37 @@ def test_a_one_task_cluster_runs_in_process_without_ray(graph) -> None:
     # (the tests that start one run after this module)
     ray = sys.modules.get("ray")
     assert ray is None or not ray.is_initialized()
+
+
+def test_variables_tensors_and_ops_have_the_device_tensorflow_gives_them(graph) -> None:
+    # TensorFlow 2.21: a variable's device is its op's, a tensor's its op's, in the
+    # canonical spelling, whether a device string or replica_device_setter placed it
+    setter = tf.train.replica_device_setter(ps_tasks=2, worker_device="/job:worker/task:0")
+    with tf.device(setter):
+        v = tf.Variable(1.0, name="v")
+        w = tf.Variable(2.0, name="w")
+        total = tf.constant(1.0) + v
+    assert (v.device, v.op.device, w.device) == (
+        "/job:ps/task:0",
+        "/job:ps/task:0",
+        "/job:ps/task:1",
+    )
+    assert total.device == total.op.device == "/job:worker/task:0"
+    with tf.device("/job:worker/task:1/cpu:0"):
+        x = tf.constant(1.0)
+        y = tf.Variable(1.0)
+    assert y.initializer is not None
+    for found in (x.device, x.op.device, y.device, y.initializer.device):
+        assert found == "/job:worker/task:1/device:CPU:0"
+    with tf.device("/job:ps"):
+        with tf.device("/task:1"):
+            nested = tf.constant(2.0)
+        with tf.device(None):
+            cleared = tf.constant(2.0)
+    assert (nested.device, cleared.device) == ("/job:ps/task:1", "")
+    assert isinstance(tf.constant(0).device, str) and tf.constant(0).device == ""
+
+
+def test_an_eager_variable_is_on_this_processs_cpu() -> None:
+    # TensorFlow 2.21 names it so on a machine without GPUs
+    assert tf.Variable(1.0).device == "/job:localhost/replica:0/task:0/device:CPU:0"

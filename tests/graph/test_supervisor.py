@@ -141,6 +141,17 @@ def test_loop_runs_until_stop_and_a_thread_error_is_raised_by_stop() -> None:
         sv.stop()
 
 
+def test_loop_with_no_interval_is_a_looper_thread_calling_back_to_back() -> None:
+    # TensorFlow 2.21: Supervisor.loop(None, ...) starts a LooperThread
+    sv = supervisor(stop_grace_secs=5)
+    calls: list[int] = []
+    looper = sv.loop(None, calls.append, args=(3,))
+    assert isinstance(looper, tf.train.LooperThread)
+    wait_until(lambda: len(calls) > 10)
+    sv.stop()
+    assert not looper.is_alive() and calls[0] == 3
+
+
 EXITS = """
 import time
 import tf_accum.compat.v1 as tf

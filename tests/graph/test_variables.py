@@ -150,3 +150,63 @@ def test_is_variable_initialized_and_the_report_follow_each_session() -> None:
         assert first.run(none).tolist() == []
         # the other session has initialized nothing
         assert second.run(report).tolist() == [b"a", b"scope/b", b"c"]
+
+
+def test_variable_and_update_ops_are_tensorflows_resource_variable_ops() -> None:
+    # TensorFlow 2.21 with use_resource=True (after disable_v2_behavior, too): the
+    # (type, name) of each op; tf_accum makes these whatever the switch (docs/departures.md
+    # T32); disable_v2_behavior() only turns the whole process to graph mode, as a Graph does
+    with tf.Graph().as_default() as graph:
+        v = tf.Variable([1.0, 2.0], name="v")
+        assert v.initializer is not None
+        made = {
+            "variable": (v.op.type, v.op.name),
+            "initializer": (v.initializer.type, v.initializer.name),
+            "initial_value": (v.initial_value.op.type, v.initial_value.op.name),
+            "value": (v.value().op.type,),
+        }
+        with tf.name_scope("scope"):
+            read = v.read_value()
+        made["read_value"] = (read.op.type, read.name, read.op.inputs[0].name)
+        for name, update in [
+            ("v.assign", lambda: v.assign([3.0, 4.0])),
+            ("tf.assign", lambda: tf.assign(v, [3.0, 4.0])),
+            ("v.assign_add", lambda: v.assign_add([1.0, 1.0])),
+            ("tf.assign_add", lambda: tf.assign_add(v, [1.0, 1.0])),
+            ("v.assign_sub", lambda: v.assign_sub([1.0, 1.0])),
+            ("tf.assign_sub", lambda: tf.assign_sub(v, [1.0, 1.0])),
+            ("tf.scatter_update", lambda: tf.scatter_update(v, [0], [9.0])),
+        ]:
+            result = update()
+            assert isinstance(result, tf.Tensor) and result.dtype == tf.float32
+            made[name] = (result.op.type, result.op.name)
+        quiet = v.assign([1.0, 1.0], read_value=False)
+        assert isinstance(quiet, tf.Operation)
+        made["read_value=False"] = (quiet.type, quiet.name)
+        kinds = {node.op for node in graph.as_graph_def().node}
+    assert made == {
+        "variable": ("VarHandleOp", "v"),
+        "initializer": ("AssignVariableOp", "v/Assign"),
+        "initial_value": ("Const", "v/Initializer/initial_value"),
+        "value": ("ReadVariableOp",),
+        "read_value": ("Identity", "scope/Identity:0", "scope/Read/ReadVariableOp:0"),
+        "v.assign": ("AssignVariableOp", "AssignVariableOp"),
+        "tf.assign": ("AssignVariableOp", "AssignVariableOp_1"),
+        "v.assign_add": ("AssignAddVariableOp", "AssignAddVariableOp"),
+        "tf.assign_add": ("AssignAddVariableOp", "AssignAddVariableOp_1"),
+        "v.assign_sub": ("AssignSubVariableOp", "AssignSubVariableOp"),
+        "tf.assign_sub": ("AssignSubVariableOp", "AssignSubVariableOp_1"),
+        "tf.scatter_update": ("ResourceScatterUpdate", "ResourceScatterUpdate"),
+        "read_value=False": ("AssignVariableOp", "AssignVariableOp_2"),
+    }
+    # TensorFlow's graph also has a VarIsInitializedOp
+    assert kinds >= {
+        "Identity",
+        "AssignAddVariableOp",
+        "AssignSubVariableOp",
+        "AssignVariableOp",
+        "Const",
+        "ReadVariableOp",
+        "ResourceScatterUpdate",
+        "VarHandleOp",
+    }

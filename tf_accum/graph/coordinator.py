@@ -159,28 +159,98 @@ class Coordinator:
 
     def loop(
         self,
-        timer_interval_secs: float,
+        timer_interval_secs: float | None,
         target: Callable[..., Any],
         args: Iterable[Any] | None = None,
         kwargs: dict[str, Any] | None = None,
-    ) -> threading.Thread:
-        """Start a thread calling ``target(*args, **kwargs)`` every
-        ``timer_interval_secs`` until a stop is requested (an exception stops it,
-        and is reported). Returns the started thread, registered for ``join``."""
-        call_args = tuple(args or ())
-        call_kwargs = dict(kwargs or {})
+    ) -> LooperThread:
+        """``LooperThread.loop(self, ...)`` (tf_accum's shortcut; TensorFlow's
+        Coordinator has no ``loop``)."""
+        return LooperThread.loop(self, timer_interval_secs, target, args=args, kwargs=kwargs)
 
-        def repeat() -> None:
-            with self.stop_on_exception():
-                while not self.should_stop():
-                    target(*call_args, **call_kwargs)
-                    if self.wait_for_stop(timer_interval_secs):
-                        break
 
-        thread = threading.Thread(target=repeat, daemon=True)
-        self.register_thread(thread)
-        thread.start()
-        return thread
+class LooperThread(threading.Thread):
+    """A daemon thread that calls ``run_loop()`` (by default ``target(*args, **kwargs)``)
+    until its coordinator is asked to stop.
+
+    With ``timer_interval_secs`` None the calls follow each other at once;
+    with a number they start at the boundaries ``t0``, ``t0 + interval``,
+    ``t0 + 2 * interval``, ... (a call that overruns is followed by the
+    boundaries it missed at once). The stop is checked before each call. An
+    exception of a call is reported to the coordinator (``request_stop``) and
+    ends the thread. ``start_loop()`` and ``stop_loop()`` run once before the
+    first and after the last call; subclasses may override all three. The
+    thread is registered with the coordinator, so ``coord.join()`` waits for it.
+
+    Args:
+        coord: the Coordinator.
+        timer_interval_secs: seconds between calls, or None.
+        target: what ``run_loop`` calls (optional in a subclass).
+        args, kwargs: ``target``'s arguments.
+
+    Raises:
+        ValueError: ``coord`` is not a Coordinator, or ``args``/``kwargs``
+            without ``target``.
+    """
+
+    def __init__(
+        self,
+        coord: Coordinator,
+        timer_interval_secs: float | None,
+        target: Callable[..., Any] | None = None,
+        args: Iterable[Any] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(coord, Coordinator):
+            raise ValueError(f"'coord' argument must be a Coordinator: {coord}")
+        if target is None and (args or kwargs):
+            raise ValueError("'args' and 'kwargs' argument require that you also pass 'target'")
+        super().__init__(daemon=True)
+        self._coord = coord
+        self._timer_interval_secs = timer_interval_secs
+        self._target = target
+        self._args = tuple(args or ())
+        self._kwargs = dict(kwargs or {})
+        coord.register_thread(self)
+
+    @staticmethod
+    def loop(
+        coord: Coordinator,
+        timer_interval_secs: float | None,
+        target: Callable[..., Any] | None,
+        args: Iterable[Any] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> LooperThread:
+        """Make a LooperThread calling ``target`` and start it; returns it."""
+        looper = LooperThread(coord, timer_interval_secs, target=target, args=args, kwargs=kwargs)
+        looper.start()
+        return looper
+
+    def run(self) -> None:
+        coord = self._coord
+        with coord.stop_on_exception():
+            self.start_loop()
+            interval = self._timer_interval_secs
+            if interval is None:
+                while not coord.should_stop():
+                    self.run_loop()
+            else:
+                boundary = time.monotonic()
+                while not coord.wait_for_stop(boundary - time.monotonic()):
+                    boundary += interval  # a TypeError for an interval that is no number
+                    self.run_loop()
+            self.stop_loop()
+
+    def start_loop(self) -> None:
+        """Called once in the thread, before the first ``run_loop``."""
+
+    def stop_loop(self) -> None:
+        """Called once in the thread after the last ``run_loop`` (not after an exception)."""
+
+    def run_loop(self) -> None:
+        """One call: ``target(*args, **kwargs)`` (nothing without a target)."""
+        if self._target is not None:
+            self._target(*self._args, **self._kwargs)
 
 
 def _exc_info_of(reported: ExcInfo | BaseException) -> ExcInfo:
@@ -191,4 +261,4 @@ def _exc_info_of(reported: ExcInfo | BaseException) -> ExcInfo:
     return (type(reported), reported, reported.__traceback__)
 
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "LooperThread"]

@@ -138,8 +138,6 @@ class Tensor(TensorOperators):
     ``eval()`` it in the default session.
     """
 
-    __array_priority__ = 100  # numpy defers `array + tensor` to Tensor.__radd__
-
     def __init__(self, op: Operation, value_index: int, dtype: DType, shape: TensorShape) -> None:
         self._op = op
         self._value_index = value_index
@@ -161,6 +159,11 @@ class Tensor(TensorOperators):
     @property
     def dtype(self) -> DType:
         return self._dtype
+
+    @property
+    def device(self) -> str:
+        """Its op's device, as TensorFlow spells it ("" when unplaced)."""
+        return self._op.device
 
     @property
     def graph(self) -> Graph:

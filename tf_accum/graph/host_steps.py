@@ -68,6 +68,7 @@ class RawStep:
         "take",
         "handle",
         "required",
+        "local_step",
         "queue_op",
         "listed_input",
         "listed_outputs",
@@ -80,6 +81,10 @@ class RawStep:
         self.handle: int | None = self.names.index("handle") if "handle" in self.names else None
         self.required: int | None = (
             self.names.index("num_required") if "num_required" in self.names else None
+        )
+        # an accumulator's apply: where its local step is (the host notes who sent what)
+        self.local_step: int | None = (
+            self.names.index("local_step") if "local_step" in self.names else None
         )
         spec = NODE_SPECS[op_type]
         self.queue_op: str | None = op_type if op_type in QUEUE_TYPES else None

@@ -26,6 +26,10 @@ class TensorOperators:
 
     __slots__ = ()
 
+    # numpy defers ``array * tensor`` (every binary operator, comparisons too) to
+    # the reflected method here instead of treating the tensor as an element
+    __array_priority__ = 100
+
     def __add__(self, other: Any) -> Any:
         return _operator("add", self, other)
 
@@ -144,6 +148,16 @@ class TensorOperators:
         from tf_accum.graph.elementwise_ops import logical_or
 
         return logical_or(other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import logical_xor
+
+        return logical_xor(self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        from tf_accum.graph.elementwise_ops import logical_xor
+
+        return logical_xor(other, self)
 
     def __invert__(self) -> Any:
         from tf_accum.graph.elementwise_ops import logical_not

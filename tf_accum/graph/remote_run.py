@@ -73,6 +73,15 @@ _log = logging.getLogger("tf_accum")
 
 # What a long wait of an op should also say (see ``wait_hint``); ops held weakly.
 _WAIT_HINTS: weakref.WeakKeyDictionary[Operation, str] = weakref.WeakKeyDictionary()
+# What a long wait of an op says, from what its host knows now (see ``wait_report``).
+_WAIT_REPORTS: weakref.WeakKeyDictionary[Operation, Callable[[HostState, float], str | None]] = (
+    weakref.WeakKeyDictionary()
+)
+# Called with an accumulator's stale count and global step after a take on a host
+# (see ``after_take``).
+_AFTER_TAKE: weakref.WeakKeyDictionary[Operation, Callable[[int, int], None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True)
@@ -130,7 +139,9 @@ class ClusterSession:
 
     def __init__(self, runtime: ClusterRuntime) -> None:
         self.runtime = runtime
-        self.key = uuid.uuid4().hex
+        # the session's task label, then a unique part: a host tells the replicas
+        # that applied gradients apart by it (``task_host.replica_of``)
+        self.key = f"{task_label((runtime.job, runtime.task))}#{uuid.uuid4().hex}"
         # request ids: the session's key and a count (unique on every host, and cheap)
         self._count = itertools.count()
         self._lock = threading.Lock()
@@ -409,7 +420,9 @@ class ClusterSession:
                 task, ops, request, link, key, made = pending[ref]
                 try:
                     outcome = unpack(
-                        answers.pop(ref) if ref in answers else _answer(ref, task, ops, key)
+                        answers.pop(ref)
+                        if ref in answers
+                        else _answer(ref, task, ops, key, self, link)
                     )
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
@@ -466,6 +479,8 @@ class ClusterSession:
                 for tensor, value in zip(tensors, outputs[: len(tensors)], strict=True):
                     values[tensor] = value
                 done.add(op)
+                if len(outputs) > len(tensors) and op in _AFTER_TAKE:
+                    _AFTER_TAKE[op](*outputs[len(tensors) :])
             return None
         op = made.outputs[outcome[1]][0]
         if outcome[0] == "python":
@@ -511,7 +526,68 @@ def wait_hint(op: Operation, text: str) -> None:
     _WAIT_HINTS[op] = text
 
 
-def _answer(ref: Any, task: Task, ops: list[Operation], key: Any) -> Any:
+def wait_report(op: Operation, report: Callable[[HostState, float], str | None]) -> None:
+    """Have a long wait of ``op`` on another task's host say ``report(state, waited)``
+    (the hint's place; None: the hint), which may ask the host what it holds now."""
+    _WAIT_REPORTS[op] = report
+
+
+def after_take(op: Operation, record: Callable[[int, int], None]) -> None:
+    """Call ``record(stale, global_step)`` with the counts of take ``op``'s accumulator
+    each time the op completes on another task's host."""
+    _AFTER_TAKE[op] = record
+
+
+class HostState:
+    """What a wait report may ask the host of a waiting request."""
+
+    # a question to a host that does not answer this fast is left out of the report
+    ANSWER_WITHIN = 10.0  # seconds
+
+    def __init__(self, session: ClusterSession, task: Task, link: TaskLink) -> None:
+        self._session = session
+        self.task = task_label(task)
+        self._link = link
+
+    def replicas(self) -> list[str]:
+        """The task labels of the session's job (the replicas of a synchronous job)."""
+        runtime = self._session.runtime
+        job = runtime.job
+        try:
+            indices = runtime.cluster.task_indices(job)
+        except (ValueError, KeyError, AttributeError):
+            return []
+        return [task_label((job, index)) for index in indices]
+
+    def accumulator(self, constructor: Operation) -> dict[str, Any] | None:
+        """The counters of the accumulator ``constructor`` made in this session (on
+        whichever task's host) and the local step each replica last applied with
+        (``"replicas"``), or None (not made in this session, or no answer)."""
+        import ray
+
+        with self._session._lock:
+            handle = self._session._handles.get(constructor)
+        if handle is None:
+            return None
+        link = self._link
+        if handle.task != self.task:
+            job, _, index = handle.task[len("/job:") :].rpartition("/task:")
+            link = self._session.runtime.link(job, int(index))  # type: ignore[assignment]
+            if link is None:
+                return None
+        try:
+            found: dict[int, dict[str, Any]] = ray.get(
+                link.actor.accumulator_report.remote([handle.handle]),
+                timeout=self.ANSWER_WITHIN,
+            )
+        except Exception:
+            return None
+        return found.get(handle.handle)
+
+
+def _answer(
+    ref: Any, task: Task, ops: list[Operation], key: Any, session: ClusterSession, link: TaskLink
+) -> Any:
     """The answer to a request; one that may wait (a take: ``key`` is its cancellation's)
     logs what it waits for after ``REPORT_AFTER`` seconds, then after twice as long, ..."""
     import ray
@@ -526,7 +602,15 @@ def _answer(ref: Any, task: Task, ops: list[Operation], key: Any) -> Any:
         except ray.exceptions.GetTimeoutError:
             waited = time.monotonic() - start
             blocking = [op for op in ops if op.blocking]
-            hints = [_WAIT_HINTS[op] for op in blocking if op in _WAIT_HINTS]
+            state = HostState(session, task, link)
+            hints = []
+            for op in blocking:
+                report = _WAIT_REPORTS.get(op)
+                text = report(state, waited) if report is not None else None
+                if text is None:
+                    text = _WAIT_HINTS.get(op)
+                if text:
+                    hints.append(text)
             _log.warning(
                 "A run has waited %.0f s for %s on task %s%s",
                 waited,

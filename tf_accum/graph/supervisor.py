@@ -29,7 +29,7 @@ from tf_accum.graph.collections import (
     global_variables_initializer,
     local_variables_initializer,
 )
-from tf_accum.graph.coordinator import Coordinator
+from tf_accum.graph.coordinator import Coordinator, LooperThread
 from tf_accum.graph.global_step import global_step as global_step_value
 from tf_accum.graph.initialization import report_uninitialized_variables
 from tf_accum.graph.ops import group
@@ -415,9 +415,10 @@ class Supervisor:
         args: Any = None,
         kwargs: Any = None,
     ) -> Any:
-        """Start a thread calling ``target(*args, **kwargs)`` every
-        ``timer_interval_secs`` (None: again and again) until a stop is requested."""
-        return self._coord.loop(timer_interval_secs or 0, target, args=args, kwargs=kwargs)
+        """Start a ``LooperThread`` calling ``target(*args, **kwargs)`` every
+        ``timer_interval_secs`` (None: again and again) until a stop is requested;
+        returns it (registered with the Supervisor's coordinator)."""
+        return LooperThread.loop(self._coord, timer_interval_secs, target, args, kwargs)
 
     def stop(
         self,

@@ -45,7 +45,7 @@ from tf_accum.graph.host_steps import (
 )
 from tf_accum.graph.variable_store import VariableStore
 from tf_accum.queues.fifo import FIFOQueue
-from tf_accum.resources import current_table, using_table
+from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
 
 # Cancellations that arrived before their request (calls are not ordered).
@@ -61,13 +61,15 @@ ENQUEUE_CANCELLED = Failure("CancelledError", "Enqueue operation was cancelled")
 class _Waiter:
     """A request waiting at a take, in its accumulator's queue."""
 
-    __slots__ = ("future", "failure")
+    __slots__ = ("future", "failure", "added")
 
     def __init__(self, future: asyncio.Future[None]) -> None:
         self.future = future
         # set when something else ends the wait with an error (a queue closed with
         # cancel_pending_enqueues fails the enqueues waiting for room)
         self.failure: Failure | None = None
+        # an enqueue_many larger than its queue's room: the elements added so far
+        self.added = 0
 
     def wake(self) -> None:
         if not self.future.done():
@@ -118,6 +120,9 @@ class _Host:
         self._touched: set[int] | None = set()
         # pickled steps -> the steps decoded (a session sends the same ones every run)
         self._decoded: dict[bytes, list[Any]] = {}
+        # per accumulator handle, the local step each replica (the task label of the
+        # session that applied) last applied a gradient with: what a wait report says
+        self._contributions: dict[int, dict[str, int]] = collections.defaultdict(dict)
         self.requests = 0
 
     async def ping(self) -> tuple[str, int, str]:
@@ -142,6 +147,26 @@ class _Host:
     async def owner(self) -> tuple[int, str]:
         """(pid, node id) of the process that made this host (it ends with that process)."""
         return self._owner
+
+    async def accumulator_report(self, handles: list[int]) -> dict[int, dict[str, Any]]:
+        """What a wait report says of accumulators: per handle, its counters
+        (``raw_ops.common.accumulator_stats``) and under ``"replicas"`` the local
+        step each replica (task label) last applied a gradient with. Handles that
+        are gone are left out."""
+        from tf_accum.raw_ops.common import accumulator_stats
+
+        found: dict[int, dict[str, Any]] = {}
+        with using_table(self._table):
+            for handle in handles:
+                try:
+                    stats: dict[str, Any] = dict(accumulator_stats(handle))
+                except (errors.OpError, TypeError, LookupError):
+                    continue
+                # a take waits in the host's line for its accumulator, not inside it
+                stats["waiting"] = int(stats["waiting"] or 0) + len(self._queues.get(handle, ()))
+                stats["replicas"] = dict(self._contributions.get(handle, {}))
+                found[handle] = stats
+        return found
 
     async def join(
         self, task: str, spec: str, caller: str, where: str, life: list[Any]
@@ -263,6 +288,7 @@ class _Host:
         while True:
             index = len(outputs)
             step = steps[index]
+            enqueued = False
             handle = _line_of(step, int(inputs_of(step.sources, outputs, slots)[step.handle]))
             waiter = _Waiter(loop.create_future())
             queue = self._queues.setdefault(handle, collections.deque())
@@ -280,6 +306,14 @@ class _Host:
                         return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
                     if self._ready(step, outputs, slots, waiter):
                         break
+                    if step.queue_op == "QueueEnqueueManyV2":
+                        # the elements go in as room appears, as in a process
+                        added = self._add_what_fits(step, outputs, slots, waiter)
+                        if added is not None:
+                            if added[0] != "ok":
+                                return (added[0], index, *added[1:])
+                            enqueued = True
+                            break
                     left = _remaining(step.attrs["timeout"], deadline)
                     if left == 0:
                         return ("failed", index, TIMED_OUT)
@@ -296,9 +330,18 @@ class _Host:
                     queue[0].wake()
                 else:
                     del self._queues[handle]
+            if enqueued:
+                outputs.append(())  # every element added: the requests goes on after it
             # no await since the check: the take completes now
             outcome = self._execute(
-                session, steps, slots, deadline, cancellation, outputs, inline=True, checked=True
+                session,
+                steps,
+                slots,
+                deadline,
+                cancellation,
+                outputs,
+                inline=True,
+                checked=not enqueued,
             )
             self._wake()  # the next in line may go now
             if outcome[0] != "pending":
@@ -351,6 +394,7 @@ class _Host:
         with self._lock:
             self._made.clear()
             self._private.clear()
+        self._contributions.clear()
         for handle in self._table.live_handles():
             self._table.destroy(handle, ignore_lookup_error=True)
         self._variables.clear()
@@ -369,6 +413,7 @@ class _Host:
             private = self._private.pop(session, [])
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
+            self._contributions.pop(handle, None)
         self._wake_all()  # takes waiting on what was destroyed fail
 
     # --- steps ----------------------------------------------------------------------
@@ -398,7 +443,7 @@ class _Host:
                     return ("pending", outputs)
                 try:
                     if type(step) is RawStep:
-                        outputs.append(self._raw(step, outputs, slots, deadline, try_now))
+                        outputs.append(self._raw(session, step, outputs, slots, deadline, try_now))
                     else:
                         outputs.append(self._step(session, step, outputs, slots))
                 except errors.DeadlineExceededError as error:
@@ -469,12 +514,13 @@ class _Host:
             if op_type == "QueueEnqueueManyV2" and len(inputs) > 1:
                 first = np.asarray(inputs[1])
                 count = int(first.shape[0]) if first.ndim else 1
-            # more elements than the capacity fail at once (see _raw)
-            return bool(size + count <= capacity or count > capacity)
+            # more elements than the capacity go in as room appears (_add_what_fits)
+            return bool(size + count <= capacity)
         return True
 
     def _raw(
         self,
+        session: str,
         step: RawStep,
         outputs: list[tuple[Any, ...]],
         slots: list[Any],
@@ -490,19 +536,67 @@ class _Host:
                 self._touched.add(int(handle))  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 self._touched = None  # a destroy, say: any queue may change
-        if step.queue_op == "QueueEnqueueManyV2":
-            _check_fits_at_once(arguments)
         if step.queue_op == "QueueCloseV2" and arguments.get("cancel_pending_enqueues"):
             self._cancel_waiting_enqueues(int(inputs[0]))
         if step.take:
             # try_now: on the event loop, a take must not wait
             arguments["timeout"] = 0.0 if try_now else _remaining(step.attrs["timeout"], deadline)
         result = step.kernel(**arguments)
+        if step.local_step is not None:
+            replica = replica_of(session)
+            self._contributions[int(inputs[0])][replica] = int(inputs[step.local_step])
         if step.listed_outputs:
             return tuple(result)
         if step.n_outputs == 0:
             return ()
-        return (result,) if step.n_outputs == 1 else tuple(result)
+        found = (result,) if step.n_outputs == 1 else tuple(result)
+        if step.required is not None:
+            # a take: its accumulator's stale count and global step after it, for the
+            # session (past the op's outputs, which is all the session stores)
+            stats = self._table.lookup(int(inputs[step.handle or 0])).stats()
+            found += (int(stats["stale"] or 0), int(stats["global_step"] or 0))
+        return found
+
+    def _add_what_fits(
+        self, step: RawStep, outputs: list[tuple[Any, ...]], slots: list[Any], me: _Waiter
+    ) -> tuple[Any, ...] | None:
+        """Add to a bounded queue the next elements of enqueue_many ``step`` that fit,
+        when ``me`` heads its line: ("ok",) once all are in; an outcome's kind and
+        details (without the step's index) when the op refuses them; None while
+        some remain (or the queue has no room, or is closed: the op itself then says so).
+        """
+        inputs = inputs_of(step.sources, outputs, slots)
+        arguments = step.arguments(inputs)
+        handle = int(arguments["handle"])
+        try:
+            found: Any = self._table.lookup(handle)
+            queue: FIFOQueue = found
+            room = queue.spec.capacity - queue.size()
+            if queue.is_closed() or room <= 0:
+                return None
+        except Exception:
+            return None
+        line = self._queues.get(~handle)
+        if not line or line[0] is not me:
+            return None
+        components = [np.asarray(component) for component in arguments["components"]]
+        count = int(components[0].shape[0]) if components and components[0].ndim else 0
+        end = min(count, me.added + room)
+        arguments["components"] = [component[me.added : end] for component in components]
+        arguments.update(step.attrs)
+        arguments["timeout"] = 0.0  # there is room for them
+        try:
+            with using_table(self._table):
+                step.kernel(**arguments)
+        except errors.OpError as error:
+            return ("failed", Failure.of(error))
+        except (TypeError, ValueError) as error:
+            return ("python", type(error).__name__, str(error))
+        me.added = end
+        if self._touched is not None:
+            self._touched.add(handle)  # the dequeues waiting may go on
+        self._wake()
+        return ("ok",) if end >= count else None
 
     def _step(
         self,
@@ -531,6 +625,12 @@ class _Host:
             return handle
 
 
+def replica_of(session: str) -> str:
+    """The task label of the process whose session has key ``session`` (see
+    ``remote_run.ClusterSession``): ``"/job:worker/task:1"``."""
+    return session.rsplit("#", 1)[0]
+
+
 def _line_of(step: RawStep, handle: int) -> int:
     """The key of the line a waiting step joins: the handle (an accumulator's takes, a
     queue's dequeues), or its complement (a queue's enqueues and closes, which wait
@@ -542,33 +642,6 @@ def _line_of(step: RawStep, handle: int) -> int:
 
 def _handle_of_line(line: int) -> int:
     return line if line >= 0 else ~line
-
-
-def _check_fits_at_once(arguments: dict[str, Any]) -> None:
-    """Refuse an enqueue_many of more elements than its bounded queue holds: in a
-    process they go in as room appears, which a host's request cannot wait for.
-
-    Raises:
-        UnimplementedError: so many elements.
-    """
-    components = arguments.get("components") or []
-    if not components:
-        return
-    first = np.asarray(components[0])
-    count = int(first.shape[0]) if first.ndim else 1
-    try:
-        found: Any = current_table().lookup(int(arguments["handle"]))
-        capacity = int(found.spec.capacity)
-    except Exception:
-        return  # the op itself says what is wrong
-    if 0 <= capacity < count:
-        raise errors.UnimplementedError(
-            None,
-            None,
-            f"enqueue_many of {count} elements into a queue of capacity {capacity} on a ps "
-            "task: a queue on a ps task takes a batch only when it has room for all of it; "
-            "enqueue smaller batches or make the queue larger",
-        )
 
 
 def _remaining(timeout: float | None, deadline: float | None) -> float | None:
@@ -600,6 +673,10 @@ class TaskHost:
     async def owner(self) -> tuple[int, str]:
         """(pid, node id) of the process that made this host."""
         return await self._host.owner()
+
+    async def accumulator_report(self, handles: list[int]) -> dict[int, dict[str, Any]]:
+        """Counters and contributions of accumulators (see ``_Host.accumulator_report``)."""
+        return await self._host.accumulator_report(handles)
 
     async def join(
         self, task: str, spec: str, caller: str, where: str, life: list[Any]

@@ -32,6 +32,10 @@ from tf_accum.indexed_slices import IndexedSlices
 Array = np.ndarray[Any, Any]
 
 
+# An eager variable's device: TensorFlow's name for this process's CPU.
+EAGER_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
 def _rows_of(sparse_delta: Any) -> tuple[Any, Any]:
     if not isinstance(sparse_delta, IndexedSlices):
         raise TypeError(
@@ -199,6 +203,15 @@ class Variable(TensorOperators):
         return self._graph
 
     @property
+    def device(self) -> str:
+        """Where the variable lives: its handle op's device, as TensorFlow spells it
+        (``"/job:ps/task:0"``; "" when unplaced); an eager variable is on this
+        process's CPU, which TensorFlow names ``EAGER_DEVICE``."""
+        if self._graph is None:
+            return EAGER_DEVICE
+        return self._handle.device
+
+    @property
     def op(self) -> Operation:
         """The variable's handle op (graph mode only)."""
         return self._graph_only()._handle
@@ -239,8 +252,19 @@ class Variable(TensorOperators):
         """A new read of the value (a Tensor in graph mode, an array eagerly)."""
         if self._graph is None:
             return self._value.copy()
-        with self._graph.name_scope(f"{self._handle.name}/"):
-            return self._read_op(self._graph, "Read/ReadVariableOp")
+        # as TensorFlow's resource variables: a read in "Read", then an Identity
+        # (which the device scope of the caller places, not the variable's)
+        graph = self._graph
+        with graph.name_scope("Read"):
+            value = self._read_op(graph, "ReadVariableOp")
+        op = graph.create_op(
+            "Identity",
+            [value],
+            [(self._dtype, self._shape)],
+            lambda context, inputs: (inputs[0],),
+            name="Identity",
+        )
+        return op.outputs[0]
 
     def numpy(self) -> Array:
         if self._graph is not None:

@@ -41,7 +41,7 @@ from tf_accum.graph.ops import group, no_op
 from tf_accum.graph.optimizers.optimizer import Optimizer
 from tf_accum.graph.optimizers.slots import colocated_with
 from tf_accum.graph.queue_runner import QueueRunner
-from tf_accum.graph.remote_run import wait_hint
+from tf_accum.graph.remote_run import HostState, after_take, wait_hint, wait_report
 from tf_accum.graph.session_run_hook import SessionRunHook
 from tf_accum.graph.variables import Variable, assign
 from tf_accum.indexed_slices import IndexedSlices
@@ -240,7 +240,9 @@ class SyncReplicasOptimizer(Optimizer):
         if apply_ops:
             _record_applies(_as_op(apply_ops[0]), shared_names[0], replica)
         _report_waits(token.op, self._describe_token_wait(constructors, shared_names))
-        # on a cluster these ops run on a ps task's host: the run says this instead
+        # on a cluster these ops run on a ps task's host: the run reports from what the
+        # host holds, and the hint when it cannot be asked
+        wait_report(token.op, self._report_token_wait_on_host(token.op, constructors))
         wait_hint(
             token.op,
             "a replica waits for the chief's sync token: has the chief started the queue "
@@ -252,7 +254,7 @@ class SyncReplicasOptimizer(Optimizer):
             )
             + "? If it has, it waits for the gradients of other replicas",
         )
-        for op in take_ops:
+        for index, op in enumerate(take_ops):
             wait_hint(
                 op,
                 f"the chief waits for replicas_to_aggregate={self._replicas_to_aggregate} "
@@ -260,12 +262,14 @@ class SyncReplicasOptimizer(Optimizer):
                 "replicas: the missing ones have not run their training op for this step "
                 "(stopped, out of data, or slower)",
             )
-        for index, op in enumerate(take_ops):
+            wait_report(op, self._report_take_wait_on_host(op, constructors[index]))
             _report_waits(
                 op,
                 self._describe_take_wait(shared_names[index]),
                 self._taken if index == 0 else None,
             )
+        if take_ops:
+            after_take(take_ops[0], self._count_stale)
         self._gradients_applied = True
         return train_op
 
@@ -359,7 +363,11 @@ class SyncReplicasOptimizer(Optimizer):
         stats = _stats(inputs[0])
         if stats is None:
             return
-        stale, step = int(stats["stale"] or 0), stats["global_step"]
+        self._count_stale(int(stats["stale"] or 0), stats["global_step"])
+
+    def _count_stale(self, stale: int, step: Any) -> None:
+        """Count a take of the chief after which the first accumulator had dropped
+        ``stale`` stale gradients in all (its global step ``step``); log the new ones."""
         dropped = self._record.taken(stale)
         if dropped:
             _log.info(
@@ -370,71 +378,116 @@ class SyncReplicasOptimizer(Optimizer):
                 stale,
             )
 
+    def _take_wait_text(
+        self, op_name: str, waited: float, stats: dict[str, Any] | None, seen: str
+    ) -> str:
+        """What a waiting take of the chief says, from its accumulator's counters."""
+        head = f"SyncReplicasOptimizer: the chief's take {op_name} has waited {waited:.0f} s"
+        if stats is None:
+            return f"{head} for {self._replicas_to_aggregate} gradients"
+        return (
+            f"{head} for the gradients of step {stats['global_step']}: "
+            f"{stats['num_accumulated']} of replicas_to_aggregate={self._replicas_to_aggregate} "
+            f"have arrived ({stats['stale']} stale dropped so far); "
+            f"total_num_replicas={self._total_num_replicas} replicas should send them. "
+            + (
+                "With fewer replicas than replicas_to_aggregate, the chief must run "
+                "get_init_tokens_op() so that replicas can send several gradients"
+                if self._total_num_replicas < self._replicas_to_aggregate
+                else "The missing replicas have not run their training op for this step "
+                "(stopped, out of data, or slower)"
+            )
+            + seen
+        )
+
+    def _token_wait_text(
+        self, op_name: str, waited: float, stats: dict[str, Any] | None, seen: str
+    ) -> str:
+        """What a replica's waiting token dequeue says, from the first accumulator's counters."""
+        replicas = self._replicas_to_aggregate
+        head = (
+            f"SyncReplicasOptimizer: a replica's training op has waited {waited:.0f} s "
+            f"for the chief's sync token ({op_name})"
+        )
+        if stats is None:
+            return (
+                f"{head}. Has the chief started the queue runner of "
+                "get_chief_queue_runner() and run get_init_tokens_op()?"
+            )
+        if not stats["waiting"]:
+            return (
+                f"{head}; nobody takes the gradients: the chief has not started the queue "
+                "runner of get_chief_queue_runner() (make_session_run_hook(is_chief=True) "
+                "starts it in a MonitoredTrainingSession; with a Supervisor pass "
+                "queue_runners or call start_queue_runners), or it has stopped. "
+                f"Accumulators: {stats['num_accumulated']} gradient(s) waiting at step "
+                f"{stats['global_step']}"
+            )
+        text = (
+            f"{head}; the chief waits for gradients of step {stats['global_step']}: "
+            f"{stats['num_accumulated']} of replicas_to_aggregate={replicas} have arrived"
+        )
+        if self._total_num_replicas < replicas:
+            text += (
+                f"; with total_num_replicas={self._total_num_replicas} below "
+                "replicas_to_aggregate, the chief must run get_init_tokens_op() so that "
+                "replicas can send several gradients"
+            )
+        else:
+            text += "; the other replicas have not applied theirs yet"
+        return text + seen
+
     def _describe_take_wait(
         self, shared_name: str
     ) -> Callable[[RunContext, Sequence[Any], float], str]:
         def describe(context: RunContext, inputs: Sequence[Any], waited: float) -> str:
             op = context.op
-            head = (
-                f"SyncReplicasOptimizer: the chief's take {op.name if op else ''} has waited "
-                f"{waited:.0f} s"
-            )
             stats = _stats(inputs[0])
-            if stats is None:
-                return f"{head} for {self._replicas_to_aggregate} gradients"
-            step = stats["global_step"]
-            return (
-                f"{head} for the gradients of step {step}: {stats['num_accumulated']} of "
-                f"replicas_to_aggregate={self._replicas_to_aggregate} have arrived "
-                f"({stats['stale']} stale dropped so far); "
-                f"total_num_replicas={self._total_num_replicas} replicas should send them. "
-                "The missing replicas have not run their training op for this step (stopped, "
-                "out of data, or slower)" + _replicas_seen(context, shared_name, step)
+            seen = (
+                "" if stats is None else _replicas_seen(context, shared_name, stats["global_step"])
             )
+            return self._take_wait_text(op.name if op else "", waited, stats, seen)
 
         return describe
 
     def _describe_token_wait(
         self, constructors: list[Operation], shared_names: list[str]
     ) -> Callable[[RunContext, Sequence[Any], float], str]:
-        replicas = self._replicas_to_aggregate
-        total = self._total_num_replicas
-
         def describe(context: RunContext, inputs: Sequence[Any], waited: float) -> str:
             op = context.op
-            head = (
-                f"SyncReplicasOptimizer: a replica's training op has waited {waited:.0f} s "
-                f"for the chief's sync token ({op.name if op else 'sync_token_q'})"
-            )
             stats = _stats(_made(context, constructors[0])) if constructors else None
-            if stats is None:
-                return (
-                    f"{head}. Has the chief started the queue runner of "
-                    "get_chief_queue_runner() and run get_init_tokens_op()?"
-                )
-            if not stats["waiting"]:
-                return (
-                    f"{head}; nobody takes the gradients: the chief has not started the queue "
-                    "runner of get_chief_queue_runner() (make_session_run_hook(is_chief=True) "
-                    "starts it in a MonitoredTrainingSession; with a Supervisor pass "
-                    "queue_runners or call start_queue_runners), or it has stopped. "
-                    f"Accumulators: {stats['num_accumulated']} gradient(s) waiting at step "
-                    f"{stats['global_step']}"
-                )
-            text = (
-                f"{head}; the chief waits for gradients of step {stats['global_step']}: "
-                f"{stats['num_accumulated']} of replicas_to_aggregate={replicas} have arrived"
-            )
-            if total < replicas:
-                text += (
-                    f"; with total_num_replicas={total} below replicas_to_aggregate, the chief "
-                    "must run get_init_tokens_op() so that replicas can send several gradients"
-                )
-            else:
-                text += "; the other replicas have not applied theirs yet"
-            return text + _replicas_seen(context, shared_names[0], stats["global_step"])
+            seen = ""
+            if stats is not None and stats["waiting"]:
+                seen = _replicas_seen(context, shared_names[0], stats["global_step"])
+            return self._token_wait_text(op.name if op else "sync_token_q", waited, stats, seen)
 
         return describe
+
+    def _report_take_wait_on_host(
+        self, op: Operation, constructor: Operation
+    ) -> Callable[[HostState, float], str | None]:
+        def report(state: HostState, waited: float) -> str | None:
+            stats = state.accumulator(constructor)
+            if stats is None:
+                return None
+            seen = _replicas_on_cluster(stats.pop("replicas"), stats["global_step"], state)
+            return self._take_wait_text(op.name, waited, stats, seen)
+
+        return report
+
+    def _report_token_wait_on_host(
+        self, op: Operation, constructors: list[Operation]
+    ) -> Callable[[HostState, float], str | None]:
+        def report(state: HostState, waited: float) -> str | None:
+            stats = state.accumulator(constructors[0]) if constructors else None
+            if stats is None:
+                return None
+            seen = ""
+            if stats["waiting"]:
+                seen = _replicas_on_cluster(stats.pop("replicas"), stats["global_step"], state)
+            return self._token_wait_text(op.name, waited, stats, seen)
+
+        return report
 
 
 # ``SyncReplicasOptimizerV2``: the name TensorFlow 0.12 and 1.0 gave the same optimizer.
@@ -609,10 +662,26 @@ def _replicas_seen(context: RunContext, accumulator: str, step: Any) -> str:
     seen = _CONTRIBUTIONS.of(context.session, accumulator)
     if not seen or step is None:
         return ""
+    return _who_sent("Replicas of this process", seen, step)
+
+
+def _replicas_on_cluster(seen: dict[str, int], step: Any, state: HostState) -> str:
+    """Which replicas (worker tasks) have sent a gradient for ``step``, which not, and
+    which tasks of the session's job never sent one."""
+    if step is None:
+        return ""
+    never = [task for task in state.replicas() if task not in seen]
+    if not seen and not never:
+        return ""
+    return _who_sent("Replicas", seen, step, never)
+
+
+def _who_sent(label: str, seen: dict[str, int], step: Any, never: Sequence[str] = ()) -> str:
     sent = sorted(r for r, s in seen.items() if s >= step)
     behind = sorted(f"{r} (last at step {s})" for r, s in seen.items() if s < step)
+    behind += [f"{task} (none yet)" for task in never]
     return (
-        f". Replicas of this process: sent for step {step}: {', '.join(sent) or 'none'}; "
+        f". {label}: sent for step {step}: {', '.join(sent) or 'none'}; "
         f"not yet: {', '.join(behind) or 'none'}"
     )
 

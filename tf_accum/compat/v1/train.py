@@ -32,7 +32,7 @@ from tf_accum.graph.checkpoint_management import (
     update_checkpoint_state,
 )
 from tf_accum.graph.cluster import ClusterSpec, Server
-from tf_accum.graph.coordinator import Coordinator
+from tf_accum.graph.coordinator import Coordinator, LooperThread
 from tf_accum.graph.global_step import (
     create_global_step,
     get_global_step,
@@ -76,6 +76,7 @@ from tf_accum.graph.supervisor import Supervisor
 
 __all__ = [
     "Coordinator",
+    "LooperThread",
     "create_global_step",
     "get_global_step",
     "get_or_create_global_step",
