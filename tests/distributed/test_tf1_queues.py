@@ -208,6 +208,10 @@ def test_a_replica_waiting_on_a_ps_task_says_what_it_waits_for(
     assert messages, "the wait was not reported"
     assert "for sync_token_q_Dequeue on task /job:ps/task:0" in messages[0]
     assert "has the chief started the queue runner of get_chief_queue_runner()" in messages[0]
+    assert (
+        "or the chief has ended (a replica still training after the chief's last step"
+        in messages[0]
+    )
     # reported again after twice as long, not at every poll
     assert 2 <= len(messages) <= 4
 
