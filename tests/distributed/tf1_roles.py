@@ -21,6 +21,7 @@ import tf_accum.compat.v1 as tf
 from tf_accum import errors
 
 FAR_AHEAD = 2**40  # a local step no take's bump ever makes stale
+AFTER_DISCONNECT = 5.0  # seconds a thread still runs after Ray disconnected at exit
 
 
 @dataclass
@@ -140,7 +141,40 @@ def take(spec: Any, task: int, num_required: int, timeout_ms: int = 0) -> dict[s
     return {"value": value.tolist(), "count": int(sess.run(m.count))}
 
 
-ROLES = {f.__name__: f for f in (ps, worker, read, take, train, hold)}
+def end_while_taking(spec: Any, task: int) -> dict[str, Any]:
+    """Leave a take waiting in a daemon thread and return, as a SyncReplicasOptimizer
+    chief's program ends while its queue runner waits for gradients. The exit gives
+    the thread a few seconds after Ray disconnected (an ``atexit`` hook registered
+    before Ray's, so run after it), as a slow exit would; any attach to Ray in that
+    time is written to stderr as a line starting "late attach" and refused."""
+    import atexit
+
+    threads: list[threading.Thread] = []
+    atexit.register(lambda: [thread.join(AFTER_DISCONNECT) for thread in threads])
+    import ray
+
+    server = tf.train.Server(spec, job_name="worker", task_index=task)
+    m = model(spec)
+    sess = tf.Session(server.target, graph=m.graph)
+
+    def refuse_attach(*_args: Any, **_kwargs: Any) -> None:
+        sys.stderr.write(f"late attach from thread {threading.current_thread().name}\n")
+        sys.stderr.flush()
+        raise RuntimeError("a Ray call after the exit began")
+
+    threads.append(
+        threading.Thread(
+            target=sess.run, args=(m.take, {m.num_required: 5}), name="taker", daemon=True
+        )
+    )
+    threads[0].start()
+    while server.runtime.census("ps", 0)["waiting"] < 1:
+        threading.Event().wait(0.05)
+    setattr(ray, "init", refuse_attach)  # noqa: B010 - a stand-in of another signature
+    return {"waiting": True}
+
+
+ROLES = {f.__name__: f for f in (ps, worker, read, take, train, hold, end_while_taking)}
 
 if __name__ == "__main__":
     outcome = ROLES[sys.argv[1]](**json.loads(sys.argv[2]))

@@ -208,22 +208,24 @@ def test_events_wait_for_max_queue_or_flush(tmp_path: Path) -> None:
     writer = tf.summary.FileWriter(str(tmp_path / "logs"), max_queue=3, flush_secs=3600)
     path = _only_file(tmp_path / "logs")
     assert len(_records(path)) == 1  # the file version, at once
-    writer.add_summary(summary, 1)
+    writer.add_summary(summary, 1)  # the first event: at once too, as in TensorFlow
+    assert len(_records(path)) == 2
     writer.add_summary(summary, 2)
-    assert len(_records(path)) == 1
-    writer.add_summary(summary, 3)  # the third waiting event: all are written
-    assert len(_records(path)) == 4
-    writer.add_summary(summary, 4)
+    writer.add_summary(summary, 3)
+    assert len(_records(path)) == 2
+    writer.add_summary(summary, 4)  # the third waiting event: all are written
+    assert len(_records(path)) == 5
+    writer.add_summary(summary, 5)
     writer.flush()
-    assert len(_records(path)) == 5
+    assert len(_records(path)) == 6
     writer.close()
-    writer.add_summary(summary, 5)  # dropped: closed
-    assert len(_records(path)) == 5
+    writer.add_summary(summary, 6)  # dropped: closed
+    assert len(_records(path)) == 6
     writer.reopen()
-    writer.add_summary(summary, 6)
+    writer.add_summary(summary, 7)
     writer.close()
     assert writer.event_file != str(path)
-    assert [e.step for e in _events(Path(str(writer.event_file)))] == [0, 6]
+    assert [e.step for e in _events(Path(str(writer.event_file)))] == [0, 7]
 
 
 def test_threads_adding_summaries_at_once_lose_none(tmp_path: Path) -> None:
@@ -282,3 +284,23 @@ def test_without_tensorboard_file_writers_warn_once_and_write_nothing(
     assert not (tmp_path / "logs").exists()
     warnings = [r for r in caplog.records if r.name == summary_writer.__name__]
     assert len(warnings) == 1 and "tensorboard is not installed" in warnings[0].getMessage()
+
+
+def test_a_chief_supervisors_graph_is_in_its_event_file_before_any_stop(tmp_path: Path) -> None:
+    # TensorFlow's writer writes its first event at once: a TF1 program that never
+    # stops its Supervisor (as TensorFlow's mnist_replica.py) still leaves the graph.
+    g = tf.Graph()
+    with g.as_default():
+        step = tf.train.get_or_create_global_step()
+        tf.Variable([1.0, 2.0], name="w")
+        sv = tf.train.Supervisor(graph=g, logdir=str(tmp_path), global_step=step, save_model_secs=0)
+    sess = sv.prepare_or_wait_for_session()
+    try:
+        events = _events(_only_file(tmp_path))
+        assert events[0].file_version == "brain.Event:2"
+        graphs = [e for e in events if e.HasField("graph_def")]
+        assert len(graphs) == 1
+        assert "w" in [node.name for node in _graph_def(graphs[0].graph_def).node]
+    finally:
+        sv.stop()
+        sess.close()

@@ -23,6 +23,7 @@ from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
+from tf_accum.distributed.process_exit import hold_thread_when_exiting, refuse_when_exiting
 from tf_accum.distributed.wire import MISSING, RESTARTED, WITHDRAWN, Failure
 from tf_accum.resources.errors import missing_resource_error
 
@@ -116,6 +117,7 @@ class HostLink:
         """Call the host without waiting; returns the call's ObjectRef for :meth:`result`."""
         import ray
 
+        refuse_when_exiting(f"call the accumulator host of container {self.container}")
         try:
             return self._run.remote((method, *args))
         except ray.exceptions.RayError as exc:
@@ -126,10 +128,15 @@ class HostLink:
         """Wait for a submitted call (at most ``timeout`` seconds: then UnavailableError)."""
         import ray
 
+        refuse_when_exiting(f"wait for the accumulator host of container {self.container}")
         try:
             return ray.get(call, timeout=timeout)
         except ray.exceptions.RayError as exc:
+            hold_thread_when_exiting()
             raise self._ray_error(exc) from None
+        except BaseException:
+            hold_thread_when_exiting()
+            raise
 
     def _ray_error(self, exc: BaseException) -> errors.OpError:
         import ray

@@ -41,6 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.distributed.process_exit import (
+    exiting,
+    hold_thread_when_exiting,
+    refuse_when_exiting,
+)
 from tf_accum.distributed.proxy import ray_error
 from tf_accum.distributed.small_messages import is_small, pack, unpack
 from tf_accum.distributed.wire import RESTARTED
@@ -383,6 +388,7 @@ class ClusterSession:
         pending: dict[Any, _Pending] = {}
         try:
             for task, ops in batches.items():
+                refuse_when_exiting(f"send a request to task {task_label(task)}")
                 link = runtime.host(*task, deadline, cancellation)
                 self._used.add(task)
                 request = f"{self.key}/{next(self._count)}"
@@ -446,12 +452,15 @@ class ClusterSession:
                 order = {op: i for i, op in enumerate(plan.ops)}
                 raise min(failures, key=lambda found: order[found[0]])[1]
         except BaseException:
+            hold_thread_when_exiting()
             # interrupted or failed while requests wait: withdraw their takes
             self._cancel_all(pending)
             raise
 
     @staticmethod
     def _cancel_all(pending: dict[Any, _Pending]) -> None:
+        if exiting():
+            return  # the hosts withdraw an ended process's takes themselves
         for _task, ops, request, link, _key, _made in pending.values():
             if any(op.blocking for op in ops):
                 with contextlib.suppress(Exception):
@@ -513,6 +522,8 @@ class ClusterSession:
 
     def close(self) -> None:
         """Free what this session made privately on its hosts; shared state stays."""
+        if exiting():
+            return  # the hosts free an ended process's state themselves
         for task in list(self._used):
             link = self.runtime.link(*task)
             if link is not None and not link.stale:
@@ -592,11 +603,14 @@ def _answer(
     logs what it waits for after ``REPORT_AFTER`` seconds, then after twice as long, ..."""
     import ray
 
+    what = f"wait for task {task_label(task)}"
     if key is None:
+        refuse_when_exiting(what)
         return ray.get(ref)
     start = time.monotonic()
     wait = REPORT_AFTER
     while True:
+        refuse_when_exiting(what)
         try:
             return ray.get(ref, timeout=wait)
         except ray.exceptions.GetTimeoutError:
@@ -629,6 +643,7 @@ def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
             return ref
     import ray
 
+    refuse_when_exiting("wait for several tasks")
     return ray.wait(list(pending))[0][0]
 
 
@@ -642,6 +657,7 @@ def _answers_at_once(pending: dict[Any, tuple[Any, ...]]) -> dict[Any, Any]:
     import ray
 
     refs = list(pending)
+    refuse_when_exiting("wait for several tasks")
     try:
         return dict(zip(refs, ray.get(refs), strict=True))
     except ray.exceptions.RayError:
@@ -650,6 +666,8 @@ def _answers_at_once(pending: dict[Any, tuple[Any, ...]]) -> dict[Any, Any]:
 
 def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]:
     def cancel(_error: errors.OpError) -> None:
+        if exiting():
+            return
         with contextlib.suppress(Exception):
             link.actor.cancel.remote(request)
 

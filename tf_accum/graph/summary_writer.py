@@ -3,9 +3,10 @@
 The files are TensorFlow's: records of ``Event`` messages (TensorBoard's
 own message classes and record writer, from the ``tensorboard`` package in
 the ``tf1`` extra), named ``events.out.tfevents.*`` in the log directory.
-Events wait in memory and are written when ``max_queue`` of them are waiting,
-at the first event ``flush_secs`` after the last write, and at ``flush()``
-and ``close()``; no thread is started, so nothing holds up the program's exit.
+The first event after the file's version is written at once; the next ones
+wait in memory and are written when ``max_queue`` of them are waiting, at the
+first event ``flush_secs`` after the last write, and at ``flush()`` and
+``close()``; no thread is started, so nothing holds up the program's exit.
 Without ``tensorboard`` installed, a FileWriter logs one warning and writes
 nothing; everything else works.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import socket
 import threading
@@ -81,6 +83,9 @@ class _EventFile:
         self._last_write = time.monotonic()
         self.add(event_class(wall_time=time.time(), file_version=FILE_VERSION))
         self.flush()
+        # the first event after the file version is written at once, as TensorFlow's
+        # writer does: a Supervisor's graph reaches the file even if it is never stopped
+        self._last_write = -math.inf
 
     def add(self, event: Any) -> None:
         self._waiting.append(event.SerializeToString())

@@ -252,7 +252,8 @@ class SyncReplicasOptimizer(Optimizer):
                 if self._total_num_replicas < self._replicas_to_aggregate
                 else ""
             )
-            + "? If it has, it waits for the gradients of other replicas",
+            + "? If it has, it waits for the gradients of other replicas, or the chief "
+            "has ended (a replica still training after the chief's last step gets no token)",
         )
         for index, op in enumerate(take_ops):
             wait_hint(
