@@ -296,6 +296,12 @@ class ClusterRuntime:
         found: dict[str, int] = ray.get(self.host(job, task).actor.census.remote())
         return found
 
+    def accumulator_stats(self, task: Task, shared_name: str) -> Any:
+        """Ask task's host for the counters of the accumulator shared as ``shared_name``;
+        returns the answer's future (a ``concurrent.futures.Future`` of the counters'
+        dict, or of None when the host has no such accumulator)."""
+        return self.host(*task).actor.accumulator_stats.remote(shared_name).future()
+
     def reset(self) -> None:
         """Empty the hosts of the ps tasks, and of any other task this process used
         (``Session.reset``); waits for ps tasks that are not up."""

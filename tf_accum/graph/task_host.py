@@ -139,6 +139,19 @@ class _Host:
             "early_cancels": len(self._early_cancels),
         }
 
+    async def accumulator_stats(self, shared_name: str) -> dict[str, int | None] | None:
+        """The counters of the accumulator shared as ``shared_name`` (see
+        ``tf_accum.raw_ops.accumulator_stats``); None when this host has none."""
+        for handle in self._table.live_handles():
+            try:
+                held = self._table.lookup(handle)
+            except errors.NotFoundError:
+                continue
+            if held.label.split("/", 1)[-1] == shared_name and hasattr(held, "stats"):
+                stats: dict[str, int | None] = held.stats()
+                return stats
+        return None
+
     async def owner(self) -> tuple[int, str]:
         """(pid, node id) of the process that made this host (it ends with that process)."""
         return self._owner
@@ -596,6 +609,10 @@ class TaskHost:
     async def hold(self, caller: str) -> None:
         """Never returns while ``caller`` lives (its result is the caller's life token)."""
         await self._host.hold(caller)
+
+    async def accumulator_stats(self, shared_name: str) -> dict[str, int | None] | None:
+        """The counters of the accumulator shared as ``shared_name``, or None."""
+        return await self._host.accumulator_stats(shared_name)
 
     async def owner(self) -> tuple[int, str]:
         """(pid, node id) of the process that made this host."""

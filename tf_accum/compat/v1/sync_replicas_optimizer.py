@@ -25,6 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
 from tf_accum import errors
@@ -50,6 +51,8 @@ from tf_accum.raw_ops.common import accumulator_stats
 # A token dequeue or a take says what it waits for after this long, then
 # again after twice as long, ...
 WAIT_REPORT_AFTER = 30.0  # seconds
+# Reading the counts waits this long at most for the answers of the ps tasks' hosts.
+STATS_WAIT = 10.0  # seconds
 
 _log = logging.getLogger("tf_accum")
 
@@ -220,6 +223,8 @@ class SyncReplicasOptimizer(Optimizer):
                     # read after the update: the tokens carry the new step
                     tokens = fill([self._tokens_per_step], global_step.read_value())
                     sync_op: Any = token_queue.enqueue_many((tokens,))
+                if take_ops:
+                    _count_takes_on_hosts(tokens.op, self._record, take_ops[0], pairs)
                 if self._variable_averages is not None:
                     with graph.control_dependencies([sync_op]):
                         sync_op = self._variable_averages.apply(self._variables_to_average)
@@ -346,8 +351,10 @@ class SyncReplicasOptimizer(Optimizer):
     @property
     def stale_gradients(self) -> int:
         """Stale gradients the first variable's accumulator dropped, as the chief's
-        last take saw (tf_accum's; counted in the chief's process)."""
-        return self._record.stale
+        last take saw (tf_accum's; counted in the chief's process). On a cluster, the
+        count comes from the ps task's host after each update; reading it waits for
+        the answers still on their way (at most ``STATS_WAIT`` seconds)."""
+        return self._record.settled().stale
 
     @property
     def steps_aggregated(self) -> int:
@@ -362,13 +369,7 @@ class SyncReplicasOptimizer(Optimizer):
         stale, step = int(stats["stale"] or 0), stats["global_step"]
         dropped = self._record.taken(stale)
         if dropped:
-            _log.info(
-                "SyncReplicasOptimizer: %d stale gradient(s) dropped before the update to step "
-                "%s (%d in all); they came from replicas behind the global step",
-                dropped,
-                step,
-                stale,
-            )
+            _log_dropped(dropped, step, stale)
 
     def _describe_take_wait(
         self, shared_name: str
@@ -516,20 +517,86 @@ class SyncReplicasHook(SessionRunHook):
 
 class _SyncRecord:
     """The chief's counts. Guarded by ``_lock``: ``steps`` takes seen, ``stale`` the
-    first accumulator's stale count at the last of them."""
+    first accumulator's stale count at the last of them, ``pending`` the questions
+    for that count still on their way from a ps task's host."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.steps = 0
         self.stale = 0
+        self.pending: set[Future[Any]] = set()
 
     def taken(self, stale: int) -> int:
         """Count a take that saw ``stale`` stale gradients in all; returns the new ones."""
         with self._lock:
             self.steps += 1
-            new = max(0, stale - self.stale)
-            self.stale = max(stale, self.stale)
-            return new
+            return self._saw_locked(stale)
+
+    def _saw_locked(self, stale: int) -> int:
+        new = max(0, stale - self.stale)
+        self.stale = max(stale, self.stale)
+        return new
+
+    def taken_on_host(self, stats: Future[Any]) -> None:
+        """Count a take made on a ps task's host; ``stats`` will hold its accumulator's
+        counters (the stale drops are logged when they arrive)."""
+        with self._lock:
+            self.steps += 1
+            self.pending.add(stats)
+        stats.add_done_callback(self._answered)
+
+    def _answered(self, stats: Future[Any]) -> None:
+        try:
+            found = stats.result()
+        except Exception as error:  # the host is gone: the count stays as it was
+            _log.debug("SyncReplicasOptimizer: no stale count from the ps task: %s", error)
+            found = None
+        with self._lock:
+            self.pending.discard(stats)
+            dropped = 0 if found is None else self._saw_locked(int(found["stale"] or 0))
+            stale = self.stale
+        if dropped:
+            _log_dropped(dropped, found["global_step"] if found else None, stale)
+
+    def settled(self) -> _SyncRecord:
+        """This record, once the answers on their way have come (or ``STATS_WAIT`` passed)."""
+        with self._lock:
+            pending = list(self.pending)
+        if pending:
+            wait(pending, timeout=STATS_WAIT)
+        return self
+
+
+def _log_dropped(dropped: int, step: Any, stale: int) -> None:
+    _log.info(
+        "SyncReplicasOptimizer: %d stale gradient(s) dropped before the update to step "
+        "%s (%d in all); they came from replicas behind the global step",
+        dropped,
+        step,
+        stale,
+    )
+
+
+def _count_takes_on_hosts(
+    op: Operation, record: _SyncRecord, take: Operation, pairs: Sequence[Any]
+) -> None:
+    """Make ``op`` (the chief's token fill, which runs in the chief's process after
+    the update) count the update and ask for the first accumulator's stale count
+    when the take ran on a ps task's host, where the take's own counting (in the
+    kernel of the process that runs it) does not happen."""
+    shared_name = next(var.name for grad, var in pairs if grad is not None) + "/grad_accum"
+    inner = op.kernel
+
+    def kernel(context: RunContext, inputs: list[Any]) -> Sequence[Any]:
+        outputs = inner(context, inputs)
+        cluster = getattr(context.session, "_cluster", None)
+        if cluster is not None:
+            task = cluster.runtime.task_of(take)
+            if task is not None:
+                record.taken_on_host(cluster.runtime.accumulator_stats(task, shared_name))
+        return outputs
+
+    op.kernel = kernel
 
 
 def _op_name(op: Any) -> str:

@@ -1,0 +1,94 @@
+"""TF1 programs written as public ones are (tests/programs/), run as one process per task.
+
+Each program runs on the test session's Ray cluster with tf_accum and is
+compared with what TensorFlow 2.21 printed running the same program
+(tests/programs/tensorflow.json, recorded by ``python -m tests.programs.runner``;
+where TensorFlow is installed, a background job runs it again and must give
+the recorded results). With every worker's gradient aggregated and no
+initial tokens, each worker computes one gradient per step from that step's
+weights, so losses and final weights match TensorFlow's within float
+rounding; with backup workers, which gradients make a step depends on
+timing, so the test checks that training happened and that tf_accum's stale
+counts add up.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.distributed.conftest import Cluster
+from tests.live_tensorflow import live_job, live_result
+from tests.programs import runner
+
+RECORDED: dict[str, list[dict[str, Any]]] = json.loads(
+    (Path(runner.__file__).parent / "tensorflow.json").read_text()
+)
+_LIVE_JOB = live_job(
+    "TF1 programs: every program on TensorFlow", "tests.programs.runner", timeout=900
+)
+DETERMINISTIC = ("supervisor_mlp", "monitored_mlp", "embedding_sparse")
+
+
+def run_on_tf_accum(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    return runner.run_job(
+        name, "tf_accum", env=cluster.env(TF_ACCUM_JOB=f"programs-{uuid.uuid4()}")
+    )
+
+
+def assert_same_training(found: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    """Each worker's global step, per-step losses and final variables, within float rounding."""
+    assert [w["task"] for w in found] == [w["task"] for w in expected]
+    for mine, theirs in zip(found, expected, strict=True):
+        assert mine["global_step"] == theirs["global_step"]
+        np.testing.assert_allclose(mine["losses"], theirs["losses"], rtol=1e-5, atol=1e-6)
+        assert sorted(mine["variables"]) == sorted(theirs["variables"])
+        for name, value in theirs["variables"].items():
+            np.testing.assert_allclose(
+                mine["variables"][name], value, rtol=1e-5, atol=1e-6, err_msg=name
+            )
+
+
+@pytest.mark.parametrize("name", DETERMINISTIC)
+def test_a_program_trains_as_on_tensorflow(ray_cluster: Cluster, name: str) -> None:
+    found = run_on_tf_accum(ray_cluster, name)
+    assert_same_training(found, RECORDED[name])
+    chief = found[0]
+    # every gradient made a step: nothing stale, one take per step
+    assert chief["stale_gradients"] == 0
+    assert chief["steps_aggregated"] == chief["global_step"]
+
+
+@pytest.mark.background(_LIVE_JOB)
+def test_tensorflow_still_gives_the_recorded_results() -> None:
+    live = json.loads(live_result(_LIVE_JOB, "the recording covers it").stdout.splitlines()[-1])
+    assert sorted(live) == sorted(RECORDED)
+    for name in DETERMINISTIC:
+        assert_same_training(live[name], RECORDED[name])
+
+
+def test_a_backup_workers_stale_gradients_are_dropped_and_counted(ray_cluster: Cluster) -> None:
+    found = run_on_tf_accum(ray_cluster, "backup_workers")
+    tensorflow = RECORDED["backup_workers"]
+    steps = tensorflow[0]["global_step"]
+    chief, fast, slow = found
+    assert [w["global_step"] for w in found] == [steps] * 3
+    for worker in found:  # every worker reads the same final weights
+        assert worker["variables"] == chief["variables"]
+    # training happened, as on TensorFlow: the chief's first loss is at the initial
+    # weights (nothing can make a step before its first gradient), the last far lower
+    np.testing.assert_allclose(chief["losses"][0], tensorflow[0]["losses"][0], rtol=1e-6)
+    assert chief["final_loss"] < 0.5 * chief["losses"][0]
+    assert tensorflow[0]["final_loss"] < 0.5 * tensorflow[0]["losses"][0]
+    # the counts add up: one take per step; each step aggregated at least
+    # replicas_to_aggregate (2) gradients, every one of the slow worker's is stale
+    # (all but its last may have arrived after the chief's last update)
+    runs = chief["runs"] + fast["runs"] + slow["runs"]
+    assert chief["steps_aggregated"] == steps
+    assert slow["runs"] >= 1 and tensorflow[2]["runs"] >= 1
+    assert slow["runs"] - 1 <= chief["stale_gradients"] <= runs - 2 * steps
