@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, wait
+from concurrent.futures import Future
 from typing import Any
 
 from tf_accum import errors
@@ -522,6 +522,7 @@ class _SyncRecord:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._answers = threading.Condition(self._lock)
         self.steps = 0
         self.stale = 0
         self.pending: set[Future[Any]] = set()
@@ -551,19 +552,34 @@ class _SyncRecord:
         except Exception as error:  # the host is gone: the count stays as it was
             _log.debug("SyncReplicasOptimizer: no stale count from the ps task: %s", error)
             found = None
-        with self._lock:
-            self.pending.discard(stats)
-            dropped = 0 if found is None else self._saw_locked(int(found["stale"] or 0))
-            stale = self.stale
-        if dropped:
-            _log_dropped(dropped, found["global_step"] if found else None, stale)
+        try:
+            if found is not None:
+                with self._lock:
+                    dropped = self._saw_locked(int(found["stale"] or 0))
+                    stale = self.stale
+                if dropped:
+                    _log_dropped(dropped, found["global_step"], stale)
+        finally:
+            # settled() returns once the count and its log line are in
+            with self._answers:
+                self.pending.discard(stats)
+                self._answers.notify_all()
 
     def settled(self) -> _SyncRecord:
         """This record, once the answers on their way have come (or ``STATS_WAIT`` passed)."""
-        with self._lock:
-            pending = list(self.pending)
-        if pending:
-            wait(pending, timeout=STATS_WAIT)
+        give_up = time.monotonic() + STATS_WAIT
+        with self._answers:
+            while self.pending:
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    _log.warning(
+                        "SyncReplicasOptimizer: %d stale count(s) asked of the ps task have "
+                        "not come in %g s; the count given may be behind",
+                        len(self.pending),
+                        STATS_WAIT,
+                    )
+                    break
+                self._answers.wait(left)
         return self
 
 
