@@ -62,6 +62,13 @@ def test_a_program_trains_as_on_tensorflow(ray_cluster: Cluster, name: str) -> N
     # every gradient made a step: nothing stale, one take per step
     assert chief["stale_gradients"] == 0
     assert chief["steps_aggregated"] == chief["global_step"]
+    if "close_secs" in chief:
+        # closing a MonitoredTrainingSession: TensorFlow's chief waits out the grace
+        # period for its queue runner, blocked in a take of a step no worker sends;
+        # tf_accum cancels that take when the coordinator stops
+        grace = RECORDED[name][0]["stop_grace_period_secs"]
+        assert RECORDED[name][0]["close_secs"] >= grace
+        assert chief["close_secs"] < grace / 2
 
 
 @pytest.mark.background(_LIVE_JOB)

@@ -13,6 +13,7 @@ are the same on every run. Each worker prints one JSON line.
 """
 
 import json
+import time
 
 import numpy as np
 
@@ -27,6 +28,7 @@ flags.DEFINE_string("ps_hosts", "", "comma-separated host:port of the ps tasks")
 flags.DEFINE_string("worker_hosts", "", "comma-separated host:port of the workers")
 flags.DEFINE_integer("train_steps", 4, "global steps to train")
 FLAGS = flags.FLAGS
+STOP_GRACE_PERIOD_SECS = 30  # how long closing the session waits for the queue runner
 
 VOCABULARY, DIMENSION, WORDS, BATCH = 40, 4, 3, 6
 
@@ -107,18 +109,21 @@ def main(_):
         is_chief=is_chief,
         hooks=hooks,
         config=config,
-        stop_grace_period_secs=5,
+        stop_grace_period_secs=STOP_GRACE_PERIOD_SECS,
     ) as sess:
         print(f"Worker {FLAGS.task_index}: Session initialization complete.", flush=True)
         while not sess.should_stop():
             feed = {ids: batches[len(losses)], labels: targets[len(losses)]}
             _, loss_value = sess.run([train_op, loss], feed_dict=feed)
             losses.append(float(loss_value))
+        closing = time.monotonic()
     values = final.values
     step = int(values.pop("step"))
     outcome = {"task": FLAGS.task_index, "global_step": step, "losses": losses}
+    outcome["close_secs"] = time.monotonic() - closing
     outcome["variables"] = {name: value.tolist() for name, value in values.items()}
     if is_chief:
+        outcome["stop_grace_period_secs"] = STOP_GRACE_PERIOD_SECS
         # tf_accum's counts (TensorFlow's optimizer has none)
         outcome["stale_gradients"] = getattr(opt, "stale_gradients", None)
         outcome["steps_aggregated"] = getattr(opt, "steps_aggregated", None)

@@ -12,6 +12,7 @@ same on every run. Each worker prints one JSON line.
 """
 
 import json
+import time
 
 import numpy as np
 
@@ -27,6 +28,7 @@ flags.DEFINE_string("worker_hosts", "", "comma-separated host:port of the worker
 flags.DEFINE_string("train_dir", None, "where the chief writes checkpoints and summaries")
 flags.DEFINE_integer("train_steps", 4, "global steps to train")
 FLAGS = flags.FLAGS
+STOP_GRACE_PERIOD_SECS = 30  # how long closing the session waits for the queue runner
 
 FEATURES, HIDDEN, CLASSES, BATCH = 5, 6, 4, 10
 
@@ -113,17 +115,20 @@ def main(_):
         checkpoint_dir=FLAGS.train_dir if is_chief else None,
         hooks=hooks,
         config=config,
-        stop_grace_period_secs=5,
+        stop_grace_period_secs=STOP_GRACE_PERIOD_SECS,
     ) as mon_sess:
         print(f"Worker {FLAGS.task_index}: Session initialization complete.", flush=True)
         while not mon_sess.should_stop():
             feed = {x: xs[len(losses)], labels: ys[len(losses)]}
             _, loss_value = mon_sess.run([train_op, loss], feed_dict=feed)
             losses.append(float(loss_value))
+        closing = time.monotonic()
     step = int(final.values.pop("global_step"))
     outcome = {"task": FLAGS.task_index, "global_step": step, "losses": losses}
+    outcome["close_secs"] = time.monotonic() - closing
     outcome["variables"] = {name: value.tolist() for name, value in final.values.items()}
     if is_chief:
+        outcome["stop_grace_period_secs"] = STOP_GRACE_PERIOD_SECS
         # tf_accum's counts (TensorFlow's hook has none)
         outcome["stale_gradients"] = getattr(sync_replicas_hook, "stale_gradients", None)
         outcome["steps_aggregated"] = getattr(sync_replicas_hook, "steps_aggregated", None)
