@@ -9,7 +9,9 @@ initial tokens, each worker computes one gradient per step from that step's
 weights, so losses and final weights match TensorFlow's within float
 rounding; with backup workers, which gradients make a step depends on
 timing, so the test checks that training happened and that tf_accum's stale
-counts add up.
+counts add up. A chief's Supervisor.stop() and MonitoredTrainingSession
+close return at once on tf_accum; TensorFlow's wait out their grace period
+(departure T28), as the recording shows.
 """
 
 from __future__ import annotations
@@ -62,6 +64,17 @@ def test_a_program_trains_as_on_tensorflow(ray_cluster: Cluster, name: str) -> N
     # every gradient made a step: nothing stale, one take per step
     assert chief["stale_gradients"] == 0
     assert chief["steps_aggregated"] == chief["global_step"]
+    if "stop_secs" in chief:
+        # Supervisor.stop() on the chief: TensorFlow waits out stop_grace_secs for the
+        # queue runner blocked in a take of a step no worker sends, then raises;
+        # tf_accum cancels that take when the coordinator stops
+        grace = RECORDED[name][0]["stop_grace_secs"]
+        assert RECORDED[name][0]["stop"].startswith(
+            "RuntimeError: Coordinator stopped with threads still running"
+        )
+        assert RECORDED[name][0]["stop_secs"] >= grace
+        assert chief["stop"] == "stopped"
+        assert chief["stop_secs"] < grace / 2
     if "close_secs" in chief:
         # closing a MonitoredTrainingSession: TensorFlow's chief waits out the grace
         # period for its queue runner, blocked in a take of a step no worker sends;

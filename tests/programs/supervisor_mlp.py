@@ -9,6 +9,7 @@ weights are the same on every run. Each worker prints one JSON line.
 """
 
 import json
+import time
 
 import numpy as np
 
@@ -24,6 +25,7 @@ flags.DEFINE_string("worker_hosts", "", "comma-separated host:port of the worker
 flags.DEFINE_integer("train_steps", 4, "global steps to train")
 flags.DEFINE_float("learning_rate", 0.5, "learning rate")
 FLAGS = flags.FLAGS
+STOP_GRACE_SECS = 10  # how long Supervisor.stop() waits for the threads to end
 
 FEATURES, HIDDEN, CLASSES, BATCH = 6, 8, 3, 8
 
@@ -83,6 +85,7 @@ def main(_):
         ready_for_local_init_op=ready_for_local_init_op,
         recovery_wait_secs=1,
         global_step=global_step,
+        stop_grace_secs=STOP_GRACE_SECS,
     )
     sess_config = tf.ConfigProto(
         allow_soft_placement=True,
@@ -107,7 +110,16 @@ def main(_):
     values = sess.run({"hid_w": hid_w, "hid_b": hid_b, "sm_w": sm_w, "sm_b": sm_b})
     outcome = {"task": FLAGS.task_index, "global_step": int(step), "losses": losses}
     outcome["variables"] = {name: value.tolist() for name, value in values.items()}
+    # the chief's queue runner waits for gradients of a step no worker sends
+    stopping = time.monotonic()
+    try:
+        sv.stop()
+        outcome["stop"] = "stopped"
+    except RuntimeError as error:
+        outcome["stop"] = f"{type(error).__name__}: {error}"
+    outcome["stop_secs"] = time.monotonic() - stopping
     if is_chief:
+        outcome["stop_grace_secs"] = STOP_GRACE_SECS
         # tf_accum's counts (TensorFlow's optimizer has none)
         outcome["stale_gradients"] = getattr(opt, "stale_gradients", None)
         outcome["steps_aggregated"] = getattr(opt, "steps_aggregated", None)
