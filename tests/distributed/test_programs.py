@@ -112,3 +112,60 @@ def test_a_backup_workers_stale_gradients_are_dropped_and_counted(ray_cluster: C
     assert chief["steps_aggregated"] == steps
     assert slow["runs"] >= 1 and tensorflow[2]["runs"] >= 1
     assert slow["runs"] - 1 <= chief["stale_gradients"] <= runs - 2 * steps
+
+
+def embedding_reference(outcomes: list[dict[str, Any]], rate: float = 0.5) -> dict[str, Any]:
+    """embedding_sparse's training in numpy, with departure T5's sparse mean: a row's
+    repeats within one worker's gradient are summed and count as one contribution,
+    and each row's mean is over the workers that touched it; then Adagrad."""
+    start = outcomes[0]["initial"]
+    values = {name: np.array(value, np.float64) for name, value in start.items()}
+    slots = {name: np.full_like(value, 0.1) for name, value in values.items()}  # Adagrad's
+    emb, w, b = values["embeddings"], values["weights"], values["bias"]
+    losses: list[list[float]] = [[] for _ in outcomes]
+    for step in range(outcomes[0]["global_step"]):
+        grads_w, grads_b = [], []
+        row_sum, row_count = np.zeros_like(emb), np.zeros(len(emb))
+        for index, worker in enumerate(outcomes):
+            ids = np.array(worker["batches"]["ids"][step])
+            y = np.array(worker["batches"]["labels"][step])
+            bag = emb[ids].sum(axis=1)
+            logits = bag @ w[:, 0] + b[0]
+            losses[index].append(
+                float(np.mean(np.maximum(logits, 0) - logits * y + np.log1p(np.exp(-abs(logits)))))
+            )
+            residual = (1 / (1 + np.exp(-logits)) - y) / len(y)
+            grads_w.append(bag.T @ residual)
+            grads_b.append(residual.sum())
+            rows = np.zeros_like(emb)
+            np.add.at(rows, ids.ravel(), np.repeat(residual[:, None] * w[:, 0], ids.shape[1], 0))
+            touched = np.unique(ids)
+            row_sum[touched] += rows[touched]
+            row_count[touched] += 1
+        dense = {"weights": np.mean(grads_w, axis=0)[:, None], "bias": np.array([np.mean(grads_b)])}
+        for name, grad in dense.items():
+            slots[name] += grad**2
+            values[name] -= rate * grad / np.sqrt(slots[name])
+        seen = row_count > 0
+        grad = row_sum[seen] / row_count[seen, None]
+        slots["embeddings"][seen] += grad**2
+        emb[seen] -= rate * grad / np.sqrt(slots["embeddings"][seen])
+    return {"losses": losses, "variables": values}
+
+
+def test_an_embeddings_repeated_ids_are_summed_and_averaged_per_row(ray_cluster: Cluster) -> None:
+    # ids that repeat within a batch and come in no order: TensorFlow's sparse
+    # accumulator mis-merges them (departure T5), so the reference is numpy's
+    env = ray_cluster.env(TF_ACCUM_JOB=f"programs-{uuid.uuid4()}")
+    found = runner.run_job("embedding_sparse", "tf_accum", env=env, arguments=["--repeated_ids"])
+    ids = np.array(found[0]["batches"]["ids"])
+    assert any(len(np.unique(batch)) < batch.size for batch in ids)  # repeats, as meant
+    expected = embedding_reference(found)
+    for index, worker in enumerate(found):
+        np.testing.assert_allclose(worker["losses"], expected["losses"][index], rtol=1e-5)
+        for name, value in expected["variables"].items():
+            np.testing.assert_allclose(
+                worker["variables"][name], value, rtol=1e-4, atol=1e-6, err_msg=name
+            )
+    assert found[0]["stale_gradients"] == 0
+    assert found[0]["steps_aggregated"] == found[0]["global_step"] == 4

@@ -27,24 +27,28 @@ flags.DEFINE_integer("task_index", None, "index of the task in its job")
 flags.DEFINE_string("ps_hosts", "", "comma-separated host:port of the ps tasks")
 flags.DEFINE_string("worker_hosts", "", "comma-separated host:port of the workers")
 flags.DEFINE_integer("train_steps", 4, "global steps to train")
+flags.DEFINE_bool("repeated_ids", False, "batches whose ids repeat and are in no order")
 FLAGS = flags.FLAGS
 STOP_GRACE_PERIOD_SECS = 30  # how long closing the session waits for the queue runner
 
 VOCABULARY, DIMENSION, WORDS, BATCH = 40, 4, 3, 6
 
 
-def worker_batches(task, steps):
+def worker_batches(task, steps, repeated_ids=False):
     """The worker's batches, one per step: word ids and 0/1 labels.
 
-    A batch's ids are distinct and in increasing order: TensorFlow's sparse
-    accumulator merges the gradients' rows as if their indices were sorted and
-    unique (and gives wrong sums otherwise; tf_accum sums them, departure T5),
-    so only such batches give the two the same results.
+    A batch's ids are distinct and in increasing order unless ``repeated_ids``:
+    TensorFlow's sparse accumulator merges the gradients' rows as if their
+    indices were sorted and unique (and gives wrong sums otherwise; tf_accum
+    sums them, departure T5), so only such batches give the two the same results.
     """
     rng = np.random.default_rng(300 + task)
-    ids = np.stack(
-        [np.sort(rng.choice(VOCABULARY, BATCH * WORDS, replace=False)) for _ in range(steps)]
-    ).reshape(steps, BATCH, WORDS)
+    if repeated_ids:
+        ids = rng.integers(0, VOCABULARY // 4, size=(steps, BATCH, WORDS))
+    else:
+        ids = np.stack(
+            [np.sort(rng.choice(VOCABULARY, BATCH * WORDS, replace=False)) for _ in range(steps)]
+        ).reshape(steps, BATCH, WORDS)
     labels = (ids.sum(axis=-1) % 2).astype(np.float32)
     return ids.astype(np.int64), labels
 
@@ -102,8 +106,9 @@ def main(_):
         final,
     ]
     config = tf.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{FLAGS.task_index}"])
-    batches, targets = worker_batches(FLAGS.task_index, FLAGS.train_steps)
+    batches, targets = worker_batches(FLAGS.task_index, FLAGS.train_steps, FLAGS.repeated_ids)
     losses: list[float] = []
+    initial = None
     with tf.train.MonitoredTrainingSession(
         master=server.target,
         is_chief=is_chief,
@@ -112,6 +117,9 @@ def main(_):
         stop_grace_period_secs=STOP_GRACE_PERIOD_SECS,
     ) as sess:
         print(f"Worker {FLAGS.task_index}: Session initialization complete.", flush=True)
+        if is_chief and FLAGS.repeated_ids:
+            # no step is made before the chief's first gradient
+            initial = sess.run({"embeddings": embeddings, "weights": weights, "bias": bias})
         while not sess.should_stop():
             feed = {ids: batches[len(losses)], labels: targets[len(losses)]}
             _, loss_value = sess.run([train_op, loss], feed_dict=feed)
@@ -122,6 +130,10 @@ def main(_):
     outcome = {"task": FLAGS.task_index, "global_step": step, "losses": losses}
     outcome["close_secs"] = time.monotonic() - closing
     outcome["variables"] = {name: value.tolist() for name, value in values.items()}
+    if FLAGS.repeated_ids:
+        outcome["batches"] = {"ids": batches.tolist(), "labels": targets.tolist()}
+    if initial is not None:
+        outcome["initial"] = {name: value.tolist() for name, value in initial.items()}
     if is_chief:
         outcome["stop_grace_period_secs"] = STOP_GRACE_PERIOD_SECS
         # tf_accum's counts (TensorFlow's optimizer has none)
