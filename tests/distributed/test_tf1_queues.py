@@ -219,6 +219,48 @@ def test_sync_replicas_trains_across_the_sessions_of_a_cluster(task: Any) -> Non
     coord.join(stop_grace_period_secs=WAIT)
 
 
+def test_a_chief_counts_and_logs_the_stale_gradients_its_ps_task_dropped(
+    task: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    spec = cluster_of(ps=1, workers=2)
+    models = [_replica_graph(i, 1) for i in range(2)]  # one gradient makes a step
+    sessions = [task(spec, i, m["graph"])[1] for i, m in enumerate(models)]
+    chief, chief_sess = models[0], sessions[0]
+    chief_sess.run(chief["init"])
+    for m, sess in zip(models, sessions, strict=True):
+        sess.run(m["local_init"])
+    chief_sess.run([chief["opt"].chief_init_op, chief["init_tokens"]])
+    sessions[1].run(models[1]["opt"].local_step_init_op)  # worker 1 computes at step 0
+    coord = tf.train.Coordinator()
+    chief["opt"].get_chief_queue_runner().create_threads(chief_sess, coord=coord, start=True)
+    with caplog.at_level(logging.INFO, logger="tf_accum"):
+        chief_sess.run(chief["train_op"], {chief["grad"]: [1.0, 1.0]}, options=RUN_BOUND)
+        assert chief_sess.run(chief["global_step"]) == 1
+        # worker 1's gradient of step 0 arrives at step 1: dropped (its token wait
+        # then ends at the run's deadline: the one token went to the chief)
+        with pytest.raises(errors.DeadlineExceededError):
+            sessions[1].run(
+                models[1]["train_op"],
+                {models[1]["grad"]: [100.0, 100.0]},
+                options=tf.RunOptions(timeout_in_ms=1500),
+            )
+        chief_sess.run(chief["train_op"], {chief["grad"]: [1.0, 1.0]}, options=RUN_BOUND)
+        assert chief_sess.run(chief["global_step"]) == 2
+        # counted in the chief's process, from the ps task's accumulator
+        assert chief["opt"].stale_gradients == 1
+        assert chief["opt"].steps_aggregated == 2
+    np.testing.assert_allclose(chief_sess.run(chief["w"]), [0.0, -2.0])  # the stale one left out
+    dropped = [r.getMessage() for r in caplog.records if "stale gradient(s)" in r.getMessage()]
+    assert len(dropped) == 1
+    assert "1 stale gradient(s) dropped before the update to step" in dropped[0]
+    assert "(1 in all)" in dropped[0]
+    # worker 1's process has no counts (it is not the chief)
+    assert models[1]["opt"].stale_gradients == 0
+    coord.request_stop()
+    chief_sess.close()  # cancels the chief's take of a step nobody sends
+    coord.join(stop_grace_period_secs=WAIT)
+
+
 def test_a_replica_waiting_on_a_ps_task_says_what_it_waits_for(
     task: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -539,6 +540,37 @@ def test_a_runner_cancelled_by_the_sessions_close_after_the_stop_ends_quietly() 
         for thread in threads:
             thread.join(WAIT)
         assert not any(t.is_alive() for t in threads)
+    finally:
+        threading.excepthook = previous
+    assert failures == []
+
+
+@pytest.mark.usefixtures("graph")
+def test_a_runner_waiting_beyond_its_queue_is_cancelled_when_its_coordinator_stops() -> None:
+    # Its run waits on another queue (as a SyncReplicasOptimizer chief's sync op
+    # waits in a take for gradients that never come once the workers stop): the
+    # coordinator's stop cancels that run, so join() does not wait out its grace
+    # period, and the session stays open (TensorFlow waits until it closes).
+    source = tf.FIFOQueue(1, tf.int32, shapes=[[]])
+    q = tf.FIFOQueue(1, tf.int32, shapes=[[]])
+    runner = tf.train.QueueRunner(q, [q.enqueue(source.dequeue())])
+    failures: list[BaseException | None] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: failures.append(args.exc_value)
+    try:
+        with tf.Session() as sess:
+            coord = tf.train.Coordinator()
+            threads = runner.create_threads(sess, coord, start=True)
+            wait_until(lambda: waiting(sess.run(source.queue_ref), sess.table) == (0, 1))
+            coord.request_stop()
+            started = time.monotonic()
+            coord.join(threads, stop_grace_period_secs=WAIT)  # raises if one is still alive
+            assert time.monotonic() - started < WAIT / 2
+            assert not any(t.is_alive() for t in threads)
+            # the withdrawn dequeue took nothing; the session still runs
+            sess.run(source.enqueue(7))
+            assert sess.run(source.dequeue(), options=BOUNDED) == 7
+            assert sess.run(q.is_closed())  # the cancel op ran too
     finally:
         threading.excepthook = previous
     assert failures == []

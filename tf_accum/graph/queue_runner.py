@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -24,6 +25,11 @@ from tf_accum.graph.collections import GraphKeys
 from tf_accum.graph.session import get_default_session
 
 _log = logging.getLogger("tf_accum")
+
+# Once its coordinator stops, a runner's runs in progress are cancelled again for
+# at most this long (seconds), every RUNNER_STOP_POLL, until its threads end.
+RUNNER_STOP_WAIT = 10.0
+RUNNER_STOP_POLL = 0.2
 
 _EAGER_MESSAGE = (
     "QueueRunners are not supported when eager execution is enabled: build the graph "
@@ -159,9 +165,31 @@ class QueueRunner:
                 with self._lock:
                     self._runs[sess] -= 1
 
-    def _close_on_stop(self, sess: Any, coord: Any) -> None:
+    def _close_on_stop(self, sess: Any, coord: Any, runners: list[threading.Thread]) -> None:
         coord.wait_for_stop()
         self._run_quietly(sess, self._cancel_op, "cancel")
+        # A runner may be waiting in something the cancel op does not reach (a
+        # SyncReplicasOptimizer chief's take waits for gradients that will not come
+        # once the workers stop): cancel its run, so that coord.join() and the
+        # program's exit do not wait for it (TensorFlow leaves it until the session
+        # closes, after the join's grace period).
+        cancel = getattr(sess, "_cancel_runs_of_threads", None)
+        if cancel is None:
+            return
+        give_up = time.monotonic() + RUNNER_STOP_WAIT
+        while time.monotonic() < give_up:
+            alive = {thread.ident for thread in runners if thread.is_alive()}
+            alive.discard(None)
+            if not alive:
+                return
+            cancel(
+                alive,
+                errors.CancelledError(
+                    None, None, f"The coordinator of QueueRunner {self.name} was asked to stop"
+                ),
+            )
+            for thread in runners:  # a run may have started just before the stop
+                thread.join(RUNNER_STOP_POLL)
 
     def _run_quietly(self, sess: Any, op: Any, what: str) -> None:
         try:
@@ -196,7 +224,7 @@ class QueueRunner:
             threads.append(
                 threading.Thread(
                     target=self._close_on_stop,
-                    args=(sess, coord),
+                    args=(sess, coord, list(threads)),
                     name=f"QueueRunnerThread-{self.name}-close_on_stop",
                     daemon=True,
                 )

@@ -14,7 +14,7 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -101,7 +101,8 @@ class Session:
         self.variables = VariableStore()
         self._lock = threading.Lock()
         self._resources: dict[Operation, int] = {}
-        self._runs: set[Cancellation] = set()
+        # the runs in progress that can wait, and the thread of each
+        self._runs: dict[Cancellation, int] = {}
         self._plans: dict[tuple[Any, ...], Plan] = {}
         self._closed = False
         self._entered: list[contextlib.ExitStack] = []
@@ -173,12 +174,12 @@ class Session:
                 cancellation = Cancellation()
                 with self._lock:
                     self._check_open()
-                    self._runs.add(cancellation)
+                    self._runs[cancellation] = threading.get_ident()
                 try:
                     values = runner(self, plan, fed, deadline, cancellation)
                 finally:
                     with self._lock:
-                        self._runs.discard(cancellation)
+                        self._runs.pop(cancellation, None)
         except (errors.NotFoundError, errors.FailedPreconditionError):
             # close() on another thread freed what this run was using (an
             # accumulator, a variable's value): as in TensorFlow, the run was
@@ -252,6 +253,13 @@ class Session:
         self.variables.clear()
         if self._cluster is not None:
             self._cluster.close()
+
+    def _cancel_runs_of_threads(self, threads: Collection[int], error: errors.OpError) -> int:
+        """Cancel the runs in progress on these threads (by ident) with ``error``: a
+        queue runner's, once its coordinator was asked to stop. Returns how many."""
+        with self._lock:
+            runs = [run for run, thread in self._runs.items() if thread in threads]
+        return sum(run.cancel(error) for run in runs)
 
     @contextlib.contextmanager
     def as_default(self) -> Iterator[Session]:
