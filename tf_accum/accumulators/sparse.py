@@ -82,7 +82,6 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     """
 
     kind: ClassVar[str] = "sparse"
-    _ROUND: ClassVar[str] = "_round"
 
     # the round being accumulated (None shows through once a take detaches it)
     _round: SparseRound | None = None
