@@ -1,12 +1,11 @@
 """The host: every accumulator of one container, inside one async Ray actor.
 
 Each accumulator is an in-process one (tf_accum.accumulators), so merging,
-staleness, steps and results are exactly the in-process code. Only waiting
-moves here: the in-process take blocks a thread on a condition, while an async
-actor must keep its event loop free, so a take that cannot complete at once
-waits on an asyncio future in this module's FIFO queue. The inner
-accumulator's own queue stays empty, so its take is only ever called when it
-completes at once (it takes everything, bumps the step, divides a MEAN).
+staleness, steps, results and the queue of takes are exactly the in-process
+code. A take that cannot complete at once is a take attempt queued in the
+accumulator (``try_take``), whose callback completes an asyncio future: the
+event loop never blocks, and withdrawing it (a timeout, a caller's request or
+death) is the accumulator's ``cancel``.
 
 Every method runs on the actor's single event-loop thread, so each one is
 atomic with respect to the others: that is the lock.
@@ -30,6 +29,8 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators import half_kernel, sparse_kernel
+from tf_accum.accumulators.attempts import CANCELLED as CANCELLED_STAGE
+from tf_accum.accumulators.attempts import SERVED, TakeAttempt
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings
@@ -68,35 +69,34 @@ OPERATIONS = frozenset(
 
 
 class _Waiter:
-    __slots__ = ("num_required", "future", "caller", "attempt", "timer")
+    """A take waiting on the event loop: its attempt in the accumulator's queue,
+    the future its callback completes, and what it ends with if withdrawn."""
+
+    __slots__ = ("attempt", "future", "caller", "attempt_id", "timer", "outcome")
 
     def __init__(
-        self, num_required: int, future: asyncio.Future[Any], caller: str, attempt: str
+        self, attempt: TakeAttempt[Any], future: asyncio.Future[None], caller: str, attempt_id: str
     ) -> None:
-        self.num_required = num_required
+        self.attempt = attempt
         self.future = future
         self.caller = caller
-        self.attempt = attempt
+        self.attempt_id = attempt_id
         self.timer: asyncio.TimerHandle | None = None
+        self.outcome: Any = None  # set when withdrawn here
 
 
 class _Entry:
-    """One accumulator and the takes waiting on it, in arrival order.
+    """One accumulator (its takes wait in its own queue of attempts)."""
 
-    Invariant: the front of ``waiting`` needs more gradients than are
-    accumulated (``_flush`` completes it otherwise).
-    """
-
-    __slots__ = ("accumulator", "waiting", "shared_name", "owner", "withdrawn")
+    __slots__ = ("accumulator", "shared_name", "owner", "withdrawn")
 
     def __init__(
         self, accumulator: AccumulatorBase[Any], shared_name: str, owner: str | None
     ) -> None:
         self.accumulator = accumulator
-        self.waiting: collections.deque[_Waiter] = collections.deque()
         self.shared_name = shared_name
         self.owner = owner  # the creating process of a private accumulator
-        # takes withdrawn here, by reason (the inner accumulator never sees them wait)
+        # takes withdrawn before they reached the host, by reason
         self.withdrawn = dict.fromkeys(WITHDRAWAL_REASONS, 0)
 
 
@@ -273,8 +273,6 @@ class AccumulatorHost:
             merge(entry.accumulator)
         except errors.OpError as error:
             return Failure.of(error)
-        if entry.waiting:
-            self._flush(entry)
         return None
 
     async def take(
@@ -311,34 +309,50 @@ class AccumulatorHost:
         entry: _Entry,
         num_required: int,
         timeout: float | None,
-        attempt: str,
+        attempt_id: str,
         caller: str,
         cancelled: bool,
     ) -> Any:
-        reason = self._early_withdrawals.pop(attempt, None)
+        reason = self._early_withdrawals.pop(attempt_id, None)
         if reason is not None:
             entry.withdrawn[reason] += 1
             return Failure(WITHDRAWN)
-        if not entry.waiting and entry.accumulator.num_accumulated() >= num_required:
-            return self._take_now(entry, num_required)
-        if cancelled or timeout == 0:
-            entry.withdrawn[CANCELLED_REASON if cancelled else TIMED_OUT_REASON] += 1
-            return Failure(WITHDRAWN) if cancelled else TIMED_OUT
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(num_required, loop.create_future(), caller, attempt)
-        if timeout is not None and not math.isinf(timeout):
-            waiter.timer = loop.call_later(
-                timeout, self._withdraw, entry, waiter, TIMED_OUT, TIMED_OUT_REASON
-            )
-        entry.waiting.append(waiter)
-        self._attempts[attempt] = (entry, waiter)
+        future: asyncio.Future[None] = loop.create_future()
+        accumulator = entry.accumulator
         try:
-            return await asyncio.shield(waiter.future)
-        except asyncio.CancelledError:
-            self._withdraw(entry, waiter, Failure(WITHDRAWN), INTERRUPTED_REASON)
-            raise
-        finally:
-            self._attempts.pop(attempt, None)
+            attempt = accumulator.try_take(
+                num_required, lambda: loop.call_soon_threadsafe(_complete, future)
+            )
+        except errors.OpError as error:
+            return Failure.of(error)
+        if not attempt.done:
+            if cancelled or timeout == 0:
+                accumulator.cancel(attempt, CANCELLED_REASON if cancelled else TIMED_OUT_REASON)
+                return Failure(WITHDRAWN) if cancelled else TIMED_OUT
+            waiter = _Waiter(attempt, future, caller, attempt_id)
+            if timeout is not None and not math.isinf(timeout):
+                waiter.timer = loop.call_later(
+                    timeout, self._withdraw, entry, waiter, TIMED_OUT, TIMED_OUT_REASON
+                )
+            self._attempts[attempt_id] = (entry, waiter)
+            try:
+                await asyncio.shield(future)
+            except asyncio.CancelledError:
+                self._withdraw(entry, waiter, Failure(WITHDRAWN), INTERRUPTED_REASON)
+                raise
+            finally:
+                self._attempts.pop(attempt_id, None)
+                if waiter.timer is not None:
+                    waiter.timer.cancel()
+            if waiter.outcome is not None:
+                return waiter.outcome
+        if attempt.stage is SERVED:
+            try:
+                return accumulator.collect(attempt)
+            except errors.OpError as error:
+                return Failure.of(error)
+        return CANCELLED if attempt.stage is CANCELLED_STAGE else Failure(WITHDRAWN)
 
     async def withdraw(self, instance: str, attempt: str, reason: str = CANCELLED_REASON) -> None:
         """Withdraw a waiting take (its caller gave up); a completed one keeps its round.
@@ -390,15 +404,13 @@ class AccumulatorHost:
         for reason, count in entry.withdrawn.items():
             key = f"takes_{reason}"
             found[key] = (found[key] or 0) + count
-        found["waiting"] = len(entry.waiting)
-        found["head_num_required"] = entry.waiting[0].num_required if entry.waiting else None
         return found
 
     async def num_waiting(self, instance: str, entry_id: int) -> int | Failure:
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):
             return entry
-        return len(entry.waiting)
+        return entry.accumulator.num_waiting()
 
     async def destroy(self, instance: str, entry_id: int) -> Failure | None:
         """Destroy: waiting takes, from every process, fail with CancelledError."""
@@ -408,44 +420,27 @@ class AccumulatorHost:
         self._destroy(entry_id)
         return None
 
-    # --- the queue ----------------------------------------------------------------
+    # --- waiting takes -----------------------------------------------------------
 
     def _destroy(self, entry_id: int) -> None:
+        """Destroy: the accumulator cancels its waiting takes (their callbacks
+        complete their futures)."""
         entry = self._entries.pop(entry_id)
         if entry.shared_name:
             del self._shared[entry.shared_name]
         entry.accumulator.close()
-        while entry.waiting:
-            self._settle(entry.waiting.popleft(), CANCELLED)
-
-    def _take_now(self, entry: _Entry, num_required: int) -> Any:
-        try:
-            # completes at once: nothing waits in the inner accumulator
-            return entry.accumulator.take(num_required, 0)
-        except errors.OpError as error:
-            return Failure.of(error)
 
     @staticmethod
-    def _settle(waiter: _Waiter, outcome: Any) -> None:
-        if waiter.timer is not None:
-            waiter.timer.cancel()
-        if not waiter.future.done():
-            waiter.future.set_result(outcome)
-
-    def _flush(self, entry: _Entry) -> None:
-        """Complete waiting takes from the front for as long as the counter allows."""
-        waiting = entry.waiting
-        count = entry.accumulator.num_accumulated
-        while waiting and count() >= waiting[0].num_required:
-            waiter = waiting.popleft()
-            self._settle(waiter, self._take_now(entry, waiter.num_required))
-
-    def _withdraw(self, entry: _Entry, waiter: _Waiter, outcome: Failure, reason: str) -> None:
-        """Take a still-waiting attempt out of the queue; whoever was behind it may go."""
-        if waiter.future.done():
+    def _withdraw(entry: _Entry, waiter: _Waiter, outcome: Failure, reason: str) -> None:
+        """Give up a take still waiting (served ones keep their round); whoever
+        was behind it may go."""
+        if waiter.attempt.done or waiter.future.done():
             return
-        entry.withdrawn[reason] += 1
-        entry.waiting.remove(waiter)
-        self._settle(waiter, outcome)
-        if entry.waiting:
-            self._flush(entry)
+        entry.accumulator.cancel(waiter.attempt, reason)
+        waiter.outcome = outcome
+        waiter.future.set_result(None)
+
+
+def _complete(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
