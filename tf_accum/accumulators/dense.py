@@ -467,10 +467,15 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if divided is not None:
             return divided
         total = sum_result(state)
-        if total.size == 1:
+        if total.size == 1 or (mean and total.nbytes < RECYCLE_MIN_BYTES):
             # a one-element sum is a view of a scratch pair (see running_sum.start_sum):
-            # the caller gets an array of its own, as for every other size
-            total = total.copy()
+            # the caller gets an array of its own, as for every other size; a
+            # MEAN whose buffer would not be reused is divided in a copy, so that
+            # its round stays as it was until the take returns (see division.COPY_MAX_BYTES)
+            total = np.array(total)
+            if mean:
+                divide_in_place(total, count)
+            return total
         if mean:
             divide_in_place(total, count, lambda: self._keep_for_taker(serial))
         return total
