@@ -175,12 +175,19 @@ class Rounds(ABC, Generic[Round]):
 
     def cancel(self, attempt: TakeAttempt[Round], reason: str = CANCELLED_REASON) -> bool:
         """Give ``attempt`` up: withdraw it if it waits, or give back the
-        round it was served, if it can go back (see _put_back_locked; one
-        sealed goes back once its adds have landed). Its callback is not
-        called. ``reason`` ("timed_out", "cancelled", "interrupted") is what
+        round it was served (collected too, when its result left the round
+        as it was: see :meth:`can_give_back`), if it can go back (see
+        _put_back_locked; one sealed goes back once its adds have landed).
+        Its callback is not called. ``reason`` ("timed_out", "cancelled", "interrupted") is what
         stats() counts it as. Says whether it consumed nothing."""
         with self._lock:
             return self._give_back_locked(attempt, reason)
+
+    def can_give_back(self, attempt: TakeAttempt[Round]) -> bool:
+        """Whether the round of a delivered ``attempt`` could still go back
+        (see :meth:`cancel`): its result did not change the round's own buffers."""
+        with self._lock:
+            return attempt.stage is DELIVERED and self._put_back_possible_locked(attempt.serial)
 
     def _queue_locked(self, attempt: TakeAttempt[Round], cancellation: Cancellation | None) -> None:
         self._check_open_locked()
@@ -209,8 +216,8 @@ class Rounds(ABC, Generic[Round]):
         raise RuntimeError(f"a take attempt that is {stage.value} has no round to collect")
 
     def _give_back_locked(self, attempt: TakeAttempt[Round], reason: str | None) -> bool:
-        """Withdraw ``attempt`` or give back its round (see :meth:`cancel`);
-        ``reason`` None: its owner failed to compute its result."""
+        """Withdraw ``attempt`` or give back its round (see :meth:`cancel`),
+        counted in the stats as ``reason`` (None: not counted)."""
         stage = attempt.stage
         if stage is QUEUED:
             attempt.stage = WITHDRAWN
@@ -226,8 +233,7 @@ class Rounds(ABC, Generic[Round]):
         if stage is SERVED or stage is DELIVERED:
             if self._put_back_locked(attempt.state, attempt.count, attempt.serial):  # type: ignore[arg-type]
                 attempt.stage = RETURNED
-                if stage is SERVED:
-                    self._count_withdrawal_locked(reason)
+                self._count_withdrawal_locked(reason)
                 return True
             if stage is SERVED:
                 attempt.stage = RETURNED
@@ -360,7 +366,8 @@ class Rounds(ABC, Generic[Round]):
             if served and not self._put_back_locked(state, count, serial) and holding(error):  # type: ignore[arg-type]
                 attempt.stage = DELIVERED
                 return True
-            self._give_back_locked(attempt, INTERRUPTED)
+            # a round its take had collected already is not counted as interrupted
+            self._give_back_locked(attempt, None if attempt.stage is DELIVERED else INTERRUPTED)
         return False
 
     # --- the queue and the hand-over -----------------------------------------

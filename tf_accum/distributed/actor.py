@@ -44,6 +44,10 @@ from tf_accum.resources.local import new_accumulator
 # withdrawal may overtake its take (calls from one caller are not ordered).
 REMEMBERED_WITHDRAWALS = 10_000
 
+# A delivered round smaller than this is remembered until its caller's next
+# take, so that a caller interrupted as the result came can give it back.
+GIVE_BACK_MAX_BYTES = 1 << 20
+
 # Why a waiting take left the queue without its round, as stats() counts it.
 TIMED_OUT_REASON, CANCELLED_REASON, INTERRUPTED_REASON = "timed_out", "cancelled", "interrupted"
 WITHDRAWAL_REASONS = (TIMED_OUT_REASON, CANCELLED_REASON, INTERRUPTED_REASON)
@@ -58,6 +62,7 @@ OPERATIONS = frozenset(
         "apply_sparse",
         "take",
         "withdraw",
+        "give_back",
         "num_accumulated",
         "set_global_step",
         "global_step",
@@ -125,6 +130,9 @@ class AccumulatorHost:
         self._shared: dict[str, int] = {}
         self._attempts: dict[str, tuple[_Entry, _Waiter]] = {}
         self._early_withdrawals: collections.OrderedDict[str, str] = collections.OrderedDict()
+        # per caller, its latest delivered round that could still go back:
+        # (attempt id, entry, attempt)
+        self._delivered: dict[str, tuple[str, _Entry, TakeAttempt[Any]]] = {}
         self._lives = CallerLives(self._caller_died)
         self._mappings = HostMappings()
 
@@ -174,6 +182,7 @@ class AccumulatorHost:
         for entry_id, entry in list(self._entries.items()):
             if entry.owner == caller:
                 self._destroy(entry_id)
+        self._delivered.pop(caller, None)
         self._mappings.release_caller(caller)
         self._lives.forget(caller)
 
@@ -347,12 +356,27 @@ class AccumulatorHost:
                     waiter.timer.cancel()
             if waiter.outcome is not None:
                 return waiter.outcome
-        if attempt.stage is SERVED:
-            try:
-                return accumulator.collect(attempt)
-            except errors.OpError as error:
-                return Failure.of(error)
-        return CANCELLED if attempt.stage is CANCELLED_STAGE else Failure(WITHDRAWN)
+        if attempt.stage is not SERVED:
+            return CANCELLED if attempt.stage is CANCELLED_STAGE else Failure(WITHDRAWN)
+        try:
+            outcome = accumulator.collect(attempt)
+        except errors.OpError as error:
+            return Failure.of(error)
+        self._delivered.pop(caller, None)  # its earlier round reached it: it is taking again
+        if _nbytes(outcome) < GIVE_BACK_MAX_BYTES and accumulator.can_give_back(attempt):
+            self._delivered[caller] = (attempt_id, entry, attempt)
+        return outcome
+
+    async def give_back(self, instance: str, attempt_id: str, caller: str) -> None:
+        """Put back the round of take ``attempt_id``, delivered to ``caller``
+        as the caller was interrupted (it never reached the program), if the
+        host still has it (the caller's latest, under GIVE_BACK_MAX_BYTES)."""
+        found = self._delivered.get(caller)
+        if instance != self._instance or found is None or found[0] != attempt_id:
+            return
+        del self._delivered[caller]
+        _, entry, attempt = found
+        entry.accumulator.cancel(attempt, INTERRUPTED_REASON)  # (destroyed: nothing to do)
 
     async def withdraw(self, instance: str, attempt: str, reason: str = CANCELLED_REASON) -> None:
         """Withdraw a waiting take (its caller gave up); a completed one keeps its round.
@@ -439,6 +463,13 @@ class AccumulatorHost:
         entry.accumulator.cancel(waiter.attempt, reason)
         waiter.outcome = outcome
         waiter.future.set_result(None)
+
+
+def _nbytes(outcome: Any) -> int:
+    """The bytes of a take's result (a dense array, or a sparse take's parts)."""
+    if isinstance(outcome, np.ndarray):
+        return outcome.nbytes
+    return sum(part.nbytes for part in outcome)
 
 
 def _complete(future: asyncio.Future[None]) -> None:
