@@ -13,6 +13,7 @@ import pytest
 import tf_accum as tfa
 from tf_accum import raw_ops as raw
 from tf_accum.accumulators import dense, division
+from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.resources.current import current_table
 
 F32 = tfa.float32
@@ -181,4 +182,19 @@ def test_waiting_attempts_need_no_thread() -> None:
         _apply(h, float(k))
     assert all(attempt.done for attempt in attempts)
     np.testing.assert_array_equal(acc.collect(attempts[-1]), np.full(4, 1999.0, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_cancellation_fails_a_waiting_attempt_with_its_error() -> None:
+    h, acc = _accumulator()
+    cancellation = Cancellation()
+    calls = _Calls()
+    attempt = acc.try_take(1, calls, cancellation)
+    cancellation.cancel(tfa.errors.DeadlineExceededError(None, None, "the run's deadline"))
+    assert attempt.done and calls.count == 1 and acc.num_waiting() == 0
+    with pytest.raises(tfa.errors.DeadlineExceededError, match="the run's deadline"):
+        acc.collect(attempt)
+    assert tfa.accumulator_stats(h)["takes_cancelled"] == 1
+    with pytest.raises(tfa.errors.DeadlineExceededError):
+        acc.try_take(1, None, cancellation)  # cancelled already: refused at once
     raw.DestroyResourceOp(resource=h)

@@ -165,6 +165,7 @@ class Rounds(ABC, Generic[Round]):
             the error it was cancelled with (CancelledError once destroyed);
             RuntimeError: it is not served (still waiting, or given up).
         """
+        _forget_cancellation(attempt)
         state = self._deliver(attempt)
         try:
             return self._finish_round(*state)
@@ -178,8 +179,10 @@ class Rounds(ABC, Generic[Round]):
         round it was served (collected too, when its result left the round
         as it was: see :meth:`can_give_back`), if it can go back (see
         _put_back_locked; one sealed goes back once its adds have landed).
-        Its callback is not called. ``reason`` ("timed_out", "cancelled", "interrupted") is what
-        stats() counts it as. Says whether it consumed nothing."""
+        Its callback is not called. ``reason`` ("timed_out", "cancelled",
+        "interrupted") is what stats() counts it as. Says whether it consumed
+        nothing."""
+        _forget_cancellation(attempt)
         with self._lock:
             return self._give_back_locked(attempt, reason)
 
@@ -350,8 +353,7 @@ class Rounds(ABC, Generic[Round]):
                         )
                     deadline = None  # served once the adds running now are done
         finally:
-            if attempt.cancellation is not None:
-                attempt.cancellation.unregister(attempt.key)
+            _forget_cancellation(attempt)
 
     def _give_up(self, attempt: TakeAttempt[Round], error: BaseException) -> bool:
         """A take is stopped by ``error``: withdraw its attempt if it still
@@ -538,3 +540,9 @@ class Rounds(ABC, Generic[Round]):
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _forget_cancellation(attempt: TakeAttempt[Any]) -> None:
+    """Unregister ``attempt`` from the cancellation it joined, if any."""
+    if attempt.cancellation is not None:
+        attempt.cancellation.unregister(attempt.key)
