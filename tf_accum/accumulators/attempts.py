@@ -8,8 +8,8 @@ owner (out of time, interrupted, given up), cancelled (destroyed, cancelled
 from outside), or, once served, returned (its round went back if it could).
 
 Whoever completes it (serves or cancels it) calls its ``callback``, with the
-accumulator's lock held: the callback must be short, must not call the
-accumulator, and must do no harm when called again (an Event's ``set``).
+accumulator's lock held: the callback must be short, must not raise nor call
+the accumulator, and must do no harm when called again (an Event's ``set``).
 """
 
 from __future__ import annotations

@@ -144,9 +144,9 @@ class Rounds(ABC, Generic[Round]):
 
         ``callback()`` is called once the attempt is served or cancelled (at
         once if it is served now), with the accumulator's lock held: it must
-        not call the accumulator. Collect the round with :meth:`collect`, or
-        give it up with :meth:`cancel`. With ``cancellation``, cancelling it
-        cancels the attempt.
+        not raise nor call the accumulator (see attempts.py). Collect the
+        round with :meth:`collect`, or give it up with :meth:`cancel`. With
+        ``cancellation``, cancelling it cancels the attempt.
 
         Raises:
             NotFoundError: the accumulator was destroyed.

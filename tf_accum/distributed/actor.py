@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import logging
 import math
 import os
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -330,9 +332,7 @@ class AccumulatorHost:
         future: asyncio.Future[None] = loop.create_future()
         accumulator = entry.accumulator
         try:
-            attempt = accumulator.try_take(
-                num_required, lambda: loop.call_soon_threadsafe(_complete, future)
-            )
+            attempt = accumulator.try_take(num_required, partial(_wake, loop, future))
         except errors.OpError as error:
             return Failure.of(error)
         if not attempt.done:
@@ -470,6 +470,13 @@ def _nbytes(outcome: Any) -> int:
     if isinstance(outcome, np.ndarray):
         return outcome.nbytes
     return sum(part.nbytes for part in outcome)
+
+
+def _wake(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+    """A take attempt's callback (called under its accumulator's lock, maybe
+    from a thread of the accumulator's own): complete ``future`` on ``loop``."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the host is going away
+        loop.call_soon_threadsafe(_complete, future)
 
 
 def _complete(future: asyncio.Future[None]) -> None:
