@@ -4,6 +4,7 @@ computed its result."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
+from tests.test_interrupts import _inject_at_line, _Injected
 from tf_accum import raw_ops as raw
 from tf_accum.accumulators import dense, division
 from tf_accum.accumulators.cancellation import Cancellation
@@ -197,4 +199,34 @@ def test_a_cancellation_fails_a_waiting_attempt_with_its_error() -> None:
     assert tfa.accumulator_stats(h)["takes_cancelled"] == 1
     with pytest.raises(tfa.errors.DeadlineExceededError):
         acc.try_take(1, None, cancellation)  # cancelled already: refused at once
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_withdrawal_cut_short_at_any_line_leaves_no_dead_attempt_to_eat_a_round() -> None:
+    """An exception at each line of cancel in turn (a Ctrl-C in the thread that
+    withdraws): the attempt is withdrawn or still waits, and a gradient that
+    comes next goes to whoever really waits for it, never to a dead attempt."""
+    h, acc = _accumulator("SUM")
+    lines = 0
+    for k in range(1, 200):
+        attempt = acc.try_take(1)
+        sys.settrace(_inject_at_line(k))
+        try:
+            acc.cancel(attempt, "interrupted")
+            finished = True
+        except _Injected:
+            finished = False
+        finally:
+            sys.settrace(None)
+        if attempt.stage.value == "queued" and attempt in acc._waiting:
+            acc.cancel(attempt, "interrupted")  # not withdrawn yet: its owner does it now
+        behind = acc.try_take(1)
+        _apply(h, float(k))
+        assert behind.done, f"line {k}: a dead attempt took the round"
+        np.testing.assert_array_equal(acc.collect(behind), np.full(4, float(k), np.float32))
+        assert acc.num_waiting() == 0 and acc.num_accumulated() == 0, f"line {k}"
+        if finished:
+            lines = k
+            break
+    assert lines > 3  # it really walked through the withdrawal
     raw.DestroyResourceOp(resource=h)

@@ -259,11 +259,11 @@ class Rounds(ABC, Generic[Round]):
         with self._lock:
             stage = attempt.stage
             if stage is QUEUED and attempt in self._waiting:
+                attempt.error = copy_error(error)
+                attempt._complete(CANCELLED)  # wakes its owner
+                self._n_cancelled += 1
                 self._waiting.remove(attempt)
                 self._flush_locked()
-                attempt.error = copy_error(error)
-                self._n_cancelled += 1
-                attempt._complete(CANCELLED)  # wakes its owner
             elif stage is SERVED and self._put_back_locked(
                 attempt.state,  # type: ignore[arg-type]
                 attempt.count,
@@ -433,7 +433,7 @@ class Rounds(ABC, Generic[Round]):
                     self._set_gate_locked(ready)
                 return
             self._seal_locked()
-        while waiting and self._count >= waiting[0].num_required:
+        while self._front_ready_locked():
             attempt = waiting.popleft()
             self._hand_over_locked(attempt, SERVED)
             attempt._complete(SERVED)
@@ -441,8 +441,12 @@ class Rounds(ABC, Generic[Round]):
             self._set_gate_locked(False)
 
     def _front_ready_locked(self, attempt: TakeAttempt[Round] | None = None) -> bool:
-        """Whether the counter allows the front take (which is ``attempt``, if given)."""
+        """Whether the counter allows the front take (which is ``attempt``, if
+        given). Attempts given up while still in the queue (an exception cut
+        their withdrawal short) are dropped from its front first."""
         waiting = self._waiting
+        while waiting and waiting[0].stage is not QUEUED:
+            waiting.popleft()
         return (
             bool(waiting)
             and (attempt is None or waiting[0] is attempt)
