@@ -55,7 +55,7 @@ def test_one_element_sums_keep_every_bit(dtype, shape, count, seed, reduction) -
     h = raw.ResourceConditionalAccumulator(dtype=dtype, shape=list(shape), reduction_type=reduction)
     for gradient in gradients:
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
-    running = current_table().lookup(h)._sum  # type: ignore[attr-defined]
+    running = current_table().lookup(h)._round  # type: ignore[attr-defined]
     assert running.base.shape == (2,)  # the two-element buffer of running_sum._single
     taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=count, dtype=dtype)
     raw.DestroyResourceOp(resource=h)

@@ -130,7 +130,7 @@ def test_narrow_sum_of_a_multi_dimensional_transposed_gradient(kind: str) -> Non
         for g in grads:
             raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=g)
         # the round runs on the float32 path, not numpy's narrow loops
-        running = current_table().lookup(h)._sum  # type: ignore[attr-defined]
+        running = current_table().lookup(h)._round  # type: ignore[attr-defined]
         assert isinstance(running, narrow.NarrowSum)
         assert running.exact is None
         taken = raw.AccumulatorTakeGradient(handle=h, num_required=3, dtype=dtype)

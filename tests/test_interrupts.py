@@ -30,8 +30,8 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import dense, pool, quiet, taking, whole
-from tf_accum.accumulators.attempts import TakeAttempt
+from tf_accum.accumulators import dense, pool, quiet, rounds, whole
+from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
 
@@ -760,17 +760,22 @@ def test_a_deferred_ctrl_c_held_when_a_run_goes_on_to_wait_comes_at_the_wait(
             assert waiting(sess) == 0 and sys.getprofile() is None
 
 
-def test_an_exception_injected_into_a_waiting_take_leaves_the_lock_and_queue_whole(
+def test_an_exception_out_of_a_takes_wait_leaves_the_lock_and_queue_whole(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Any exception out of the wait (here from the wakeup lock itself) withdraws the take."""
+    """Any exception out of the wait withdraws the take."""
     h = _sum_acc()
     acc = current_table().lookup(h)
-    monkeypatch.setattr(taking, "TakeAttempt", _ExplodingAttempt)
+
+    def explode(*args: Any) -> None:
+        raise _Boom
+
+    monkeypatch.setattr(rounds.Rounds, "_wait", explode)
     with pytest.raises(_Boom):
         _take(h, 1)
     monkeypatch.undo()
     assert acc.num_waiting() == 0 and _lock_is_free(acc)
+    assert _stats(h)["takes_interrupted"] == 1
     # the lock is free for other threads
     Background(_apply, h).result()
     np.testing.assert_array_equal(_take(h, 1), np.ones(4, np.float32))
@@ -927,7 +932,7 @@ def _walk_large_applies(kind: str) -> None:
     assert counts[0] == 1 and counts[-1] == 2  # refused at first, added at last
     if kind == "split":
         # the path walked; numpy 1 keeps the helper thread (no one-call first part)
-        assert pool.splits_add(acc._sum, np.ones_like(acc._sum)) is quiet.CONTEXT_LOCAL_ERRORS
+        assert pool.splits_add(acc._round, np.ones_like(acc._round)) is quiet.CONTEXT_LOCAL_ERRORS
     acc.close()
 
 
@@ -1022,96 +1027,17 @@ class _Boom(Exception):
     pass
 
 
-class _ExplodingLock:
-    """A take's wakeup lock whose acquire raises (the first exception)."""
-
-    def __init__(self) -> None:
-        self.real = threading.Lock()
-        self.real.acquire()
-
-    def acquire(self, *args: Any) -> bool:
-        raise _Boom
-
-    def release(self) -> None:
-        self.real.release()
-
-
-class _ExplodingAttempt(TakeAttempt[Any]):
-    __slots__ = ()
-
-    def __init__(self, n: int) -> None:
-        super().__init__(n)
-        self.wakeup = _ExplodingLock()  # type: ignore[assignment]
-
-
-def _after_boom(j: int, raised: list[str]) -> Any:
-    """A tracer that raises _Injected at the j-th line started in the cleanup
-    proper that _Boom set off (``_give_up_once`` and what it calls: the few
-    lines that enter it, in ``take`` and ``_give_up``, are left out)."""
-    seen: set[tuple[int, int]] = set()
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if not frame.f_globals.get("__name__", "").startswith("tf_accum.accumulators"):
-            return None
-        if event == "exception" and arg[0] is _Boom and not raised:
-            raised.append("boom")
-        elif (
-            event == "line"
-            and raised == ["boom"]
-            and frame.f_code.co_name not in ("take", "_give_up")
-            and (id(frame), frame.f_lineno) not in seen
-        ):
-            seen.add((id(frame), frame.f_lineno))
-            if len(seen) == j:
-                raised.append("second")
-                raise _Injected("second")
-        return tracer
-
-    return tracer
-
-
-def test_a_second_exception_in_a_takes_cleanup_leaves_no_dead_take_nor_lost_count(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An exception stops a waiting take, and a second lands on each line of
-    its cleanup in turn (a Ctrl-C pressed again): the cleanup is begun again
-    and finished, the last exception raised, and the queue, lock and counts
-    stay whole."""
-    h = _sum_acc()
-    acc: Any = current_table().lookup(h)
-    for j in range(1, 200):
-        raised: list[str] = []
-        monkeypatch.setattr(taking, "TakeAttempt", _ExplodingAttempt)
-        sys.settrace(_after_boom(j, raised))
-        try:
-            _take(h, 1, timeout=5)
-        except (_Boom, _Injected) as exc:
-            assert isinstance(exc, _Injected) == (raised[-1] == "second")
-        finally:
-            sys.settrace(None)
-            monkeypatch.undo()
-        assert acc.num_waiting() == 0 and _lock_is_free(acc), f"line {j}"
-        _apply(h, step=FRESH)
-        assert acc.num_accumulated() == 1, f"line {j}"
-        np.testing.assert_array_equal(_take(h, 1), np.ones(4, np.float32))
-        if raised == ["boom"]:  # the cleanup has fewer lines than j
-            break
-    assert j > 3  # it really walked through the cleanup
-    assert _stats(h)["takes_interrupted"] == j
-    raw.DestroyResourceOp(resource=h)
-
-
 def test_a_cancellation_puts_back_the_round_of_a_take_not_yet_claimed() -> None:
     """A take served whose thread has not picked its round up yet (a Session.run
     stopped by Ctrl-C cancels it then): the round goes back, nothing consumed."""
     h = _sum_acc()
     acc: Any = current_table().lookup(h)
-    attempt = TakeAttempt[Any](1)
-    with acc._lock:
-        acc._waiting.append(attempt)
+    cancellation = Cancellation()
+    attempt = acc.try_take(1, cancellation=cancellation)
     _apply(h, 2.0)  # serves it
+    assert attempt.done
     assert _stats(h)["takes_served"] == 1 and acc.num_accumulated() == 0
-    acc._cancel_attempt(attempt, tfa.errors.CancelledError(None, None, "stopped"))
+    cancellation.cancel(tfa.errors.CancelledError(None, None, "stopped"))
     stats = _stats(h)
     assert stats["takes_served"] == 0 and stats["global_step"] == 0
     assert stats["num_accumulated"] == 1 and stats["takes_cancelled"] == 1

@@ -1,17 +1,21 @@
-"""A take's place in an accumulator's queue: its attempt, and where it stands.
+"""A take attempt: a request for one round, queued in its accumulator's one
+deque of attempts, completed at once or later.
 
 An attempt moves through one :class:`Stage` at a time, always under its
 accumulator's lock: queued, then served (sealed first when adds into its round
-still run outside the lock), then claimed by its waiting thread; or withdrawn
-(out of time, interrupted), cancelled (destroyed, cancelled from outside), or,
-once served, returned (given up by an exception: its round went back if it
-could).
+still run outside the lock), then delivered to its owner; or withdrawn by its
+owner (out of time, interrupted, given up), cancelled (destroyed, cancelled
+from outside), or, once served, returned (its round went back if it could).
+
+Whoever completes it (serves or cancels it) calls its ``callback``, with the
+accumulator's lock held: the callback must be short, must not raise nor call
+the accumulator, and must do no harm when called again (an Event's ``set``).
 """
 
 from __future__ import annotations
 
 import enum
-import threading
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from tf_accum import errors
@@ -22,38 +26,56 @@ Round = TypeVar("Round")
 class Stage(enum.Enum):
     """Where a take attempt stands; it changes only under the accumulator's lock."""
 
-    QUEUED = "queued"  # waiting in the queue
+    QUEUED = "queued"  # made, or waiting in the queue
     SEALED = "sealed"  # committed to a round that adds outside the lock still land in
-    SERVED = "served"  # its round is handed over; its waiter has not picked it up yet
-    CLAIMED = "claimed"  # its waiter picked its round up: from here it is the take's
-    WITHDRAWN = "withdrawn"  # left the queue unserved (out of time, interrupted)
+    SERVED = "served"  # its round is set aside for it; its owner has not collected it
+    DELIVERED = "delivered"  # its owner collected its round: from here it is the take's
+    WITHDRAWN = "withdrawn"  # left unserved by its owner (out of time, interrupted)
     CANCELLED = "cancelled"  # failed with ``error`` (destroyed, cancelled from outside)
     RETURNED = "returned"  # served, then given up: its round went back if it could
 
 
-QUEUED, SEALED, SERVED, CLAIMED, WITHDRAWN, CANCELLED, RETURNED = Stage
+QUEUED, SEALED, SERVED, DELIVERED, WITHDRAWN, CANCELLED, RETURNED = Stage
 
 
 class TakeAttempt(Generic[Round]):
-    """A take waiting in the queue.
+    """One take: how many gradients it needs, where it stands, and, once
+    served, its round (``state``, ``count`` gradients, the ``serial``-th round
+    served)."""
 
-    ``wakeup`` is a lock created held; whoever serves or cancels the attempt
-    (under the accumulator's lock, exactly once) releases it, and the waiting
-    thread blocks acquiring it, with the accumulator's lock released.
-    """
+    __slots__ = (
+        "num_required",
+        "callback",
+        "stage",
+        "state",
+        "count",
+        "serial",
+        "error",
+        "cancellation",
+        "key",
+    )
 
-    __slots__ = ("num_required", "wakeup", "stage", "outcome", "count", "error", "serial", "key")
-
-    def __init__(self, num_required: int) -> None:
+    def __init__(self, num_required: int, callback: Callable[[], Any] | None = None) -> None:
         self.num_required = num_required
-        self.wakeup = threading.Lock()
-        self.wakeup.acquire()
+        self.callback = callback
         self.stage = QUEUED
-        self.outcome: Round | None = None
+        self.state: Round | None = None
         self.count = 0
+        self.serial = 0
         self.error: errors.OpError | None = None
-        self.serial = 0  # takes served so far, once this one is
-        self.key: int | None = None  # its registration with a cancellation
+        self.cancellation: Any = None  # the Cancellation it is registered with, if any
+        self.key: int | None = None  # its registration there
+
+    @property
+    def done(self) -> bool:
+        """Whether it is served or over (no longer waits for a round)."""
+        return self.stage is not QUEUED and self.stage is not SEALED
+
+    def _complete(self, stage: Stage) -> None:
+        self.stage = stage
+        callback = self.callback
+        if callback is not None:
+            callback()
 
 
 class SealedRound:
@@ -61,19 +83,19 @@ class SealedRound:
 
     The take was ready on the gradients already counted, so it is committed
     at once (the global step goes up, the next round starts, and applies go on
-    into it); it returns once ``in_flight`` reaches 0, with every gradient that
-    landed (``count``). ``round`` tells its adds from the next round's.
+    into it); it is served once ``in_flight`` reaches 0, with every gradient
+    that landed (``count``). ``round`` tells its adds from the next round's.
     """
 
-    __slots__ = ("attempt", "round", "in_flight", "count", "outcome", "serial")
+    __slots__ = ("attempt", "round", "in_flight", "count", "state", "serial")
 
     def __init__(self, attempt: TakeAttempt[Any], round: int, in_flight: int, count: int) -> None:
         self.attempt = attempt
         self.round = round
         self.in_flight = in_flight
         self.count = count
-        self.outcome: Any = None  # the round's state, once handed over
-        self.serial = 0  # its serial, once handed over
+        self.state: Any = None  # the round's state, once handed over
+        self.serial = round + 1
 
 
 def copy_error(error: errors.OpError) -> errors.OpError:

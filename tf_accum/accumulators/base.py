@@ -1,10 +1,10 @@
 """The accumulator every kind shares: its declared spec, its statistics and
 the operations on its step and counter; rounds and takes come from
-tf_accum/accumulators/rounds.py and taking.py.
+tf_accum/accumulators/rounds.py.
 
 Dense and sparse accumulators differ only in how a gradient is validated and
 merged and how a round's result is computed; everything about *when* a take
-completes lives in those two modules.
+completes lives there.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.missing import missing_resource_error
-from tf_accum.accumulators.rounds import Round
+from tf_accum.accumulators.rounds import Round, Rounds
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
-from tf_accum.accumulators.taking import Takes
 
 logger = logging.getLogger("tf_accum")
 
@@ -49,9 +48,8 @@ __all__ = [
 _APPLY_METHODS = ("apply", "apply_dense", "apply_sparse")
 
 
-class AccumulatorBase(Takes[Round]):
-    """An accumulator of a declared spec: its rounds and takes (Rounds,
-    Takes), its statistics, and the applies its kind implements; ``kind`` names it."""
+class AccumulatorBase(Rounds[Round]):
+    """An accumulator of a declared spec: its rounds and takes (Rounds), its statistics, and the applies its kind implements; ``kind`` names it."""
 
     kind: ClassVar[str]
 

@@ -118,14 +118,13 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     """
 
     kind: ClassVar[str] = "dense"
-    _ROUND: ClassVar[str] = "_sum"
 
-    _sum: _Sum = None
+    _round: _Sum = None
     # handed-over round buffers, oldest first (see RECYCLE_MIN_BYTES)
     _watched: list[np.ndarray[Any, Any]]
 
     def _detach_round_locked(self) -> _Sum:
-        total = self._sum
+        total = self._round
         if (
             RECYCLING
             and type(total) is np.ndarray
@@ -141,15 +140,15 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def _attach_round_locked(self, state: _Sum) -> None:
         self._watched = [a for a in self._watched if a is not state]
-        self._sum = state
+        self._round = state
 
     def _merge_round_locked(self, state: _Sum, count: int, serial: int) -> bool:
-        total = self._sum
+        total = self._round
         if total is None or state is None:
             # an empty round takes the served one as it is
             self._watched = [a for a in self._watched if a is not state and a is not total]
             # one statement: merged exactly when counted and marked given back
-            self._sum, self._count, self._given_back[serial] = (
+            self._round, self._count, self._given_back[serial] = (
                 state if total is None else total,
                 self._count + count,
                 True,
@@ -299,7 +298,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         """Whether adding ``gradient`` to the round as it stands takes several
         calls (read without the lock: a guess, which _add_large_locked makes
         good when it was wrong)."""
-        total = self._sum
+        total = self._round
         if total is None:
             return False  # a round's start is stored in one statement
         if isinstance(total, np.ndarray):
@@ -336,7 +335,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         (or refused, or counted stale), or, for a later gradient of a large
         round, the add to run outside the lock, which the caller notes."""
         shape = gradient.shape
-        total = self._sum
+        total = self._round
         if local_step < self._global_step or total is None:
             if not self._fits_declared(shape):
                 # stale: only the declared attributes are checked (docs/departures.md T7)
@@ -347,7 +346,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 return None
             # one statement after the call: the round starts exactly when its
             # first gradient is counted
-            self._sum, self._count, self._n_accepted = (
+            self._round, self._count, self._n_accepted = (
                 self._start_round_locked(gradient, owned),
                 self._count + 1,
                 self._n_accepted + 1,
@@ -468,10 +467,15 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if divided is not None:
             return divided
         total = sum_result(state)
-        if total.size == 1:
+        if total.size == 1 or (mean and total.nbytes < RECYCLE_MIN_BYTES):
             # a one-element sum is a view of a scratch pair (see running_sum.start_sum):
-            # the caller gets an array of its own, as for every other size
-            total = total.copy()
+            # the caller gets an array of its own, as for every other size; a
+            # MEAN whose buffer would not be reused is divided in a copy, so that
+            # its round stays as it was until the take returns (see division.COPY_MAX_BYTES)
+            total = np.array(total)
+            if mean:
+                divide_in_place(total, count)
+            return total
         if mean:
             divide_in_place(total, count, lambda: self._keep_for_taker(serial))
         return total

@@ -30,6 +30,11 @@ Array = np.ndarray[Any, Any]
 # Finding a count's exact reciprocal costs more than the multiplication saves
 # on small arrays: below this a MEAN divides.
 RECIPROCAL_MIN_ELEMENTS = 1 << 16
+# A MEAN's result of fewer bytes is divided in a copy, so that its round stays
+# as it was until the take has returned, and goes back if the take is stopped
+# (Ctrl-C) before; a larger one is divided where it is (a copy into fresh
+# memory costs more than the division), and is the take's from then on.
+COPY_MAX_BYTES = 1 << 20
 # From this many elements the compiled float16/bfloat16 division runs on the
 # thread pool (benchmarks/bench_half_kernel.py).
 NARROW_DIVIDE_PARALLEL = 1_000_000

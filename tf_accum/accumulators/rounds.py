@@ -1,53 +1,70 @@
-"""A round's life, shared by every accumulator: its gradients counted, its
-hand-over to the takes waiting in order, and its way back.
+"""A round's life, shared by every accumulator: its gradients counted, the
+one queue of take attempts it is handed to in order, and its way back.
+
+Nothing waits inside the accumulator. :meth:`Rounds.try_take` queues a take
+attempt (see attempts.py) that is served at once or later, by whichever call
+makes the counter reach its ``num_required`` while it is at the front, and
+says so through its callback; :meth:`Rounds.collect` turns a served attempt's
+round into the take's result; :meth:`Rounds.cancel` withdraws an attempt, or
+gives back the round of one served but not collected. :meth:`Rounds.take` is
+the blocking take of the raw ops: a thread waits for its attempt's callback,
+and whatever stops it (a timeout, a cancellation, Ctrl-C's
+KeyboardInterrupt) withdraws the attempt or gives its round back.
 
 Invariant guarded by ``_lock``: ``_count`` is the number of gradients merged
-into the subclass's round state since the last completed take; the front of
-``_waiting`` has ``num_required > _count`` (a flush completes it otherwise,
-or, while adds into the round run outside the lock, seals the round for it
-or shuts the gate); ``_global_step`` is a wrapping int64; ``_served`` counts
-rounds handed over (never down: the last one's serial), ``_given_back`` the
-ones given back since; the ``_n_*`` counters are statistics. Methods named
-``*_locked`` run with ``_lock`` held.
-
-The changes that must go together (a round and the counters that hand it
-over, a take's serving and its wake-up, a lock and the flag that says it is
-held) are made in one step with respect to where CPython raises an
-asynchronous exception (a Ctrl-C's KeyboardInterrupt): after a call returns,
-at a backward jump, at a function's start, and a tracer's at a line's start.
-See tf_accum/accumulators/whole.py.
+into ``_round`` since the last completed take; the front of ``_waiting``
+has ``num_required > _count`` (a flush serves it otherwise, or, while adds
+into the round run outside the lock, seals the round for it or shuts the
+gate); ``_global_step`` is a wrapping int64; ``_served`` counts rounds handed
+over (never down: the last one's serial), ``_given_back`` the ones given
+back since; the ``_n_*`` counters are statistics. Methods named ``*_locked``
+run with ``_lock`` held. Each change is computed first and stored in one
+assignment, so the state is consistent between any two statements.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import threading
+import time
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from tf_accum import errors
 from tf_accum.accumulators.attempts import (
     CANCELLED,
+    DELIVERED,
     QUEUED,
+    RETURNED,
     SEALED,
     SERVED,
     WITHDRAWN,
     SealedRound,
     Stage,
     TakeAttempt,
+    copy_error,
 )
+from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.missing import missing_resource_error
-from tf_accum.accumulators.whole import in_turn, then_mark
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
 Round = TypeVar("Round")
 
+# Why an owner withdrew its attempt, as stats() counts it.
+TIMED_OUT, CANCELLED_REASON, INTERRUPTED = "timed_out", "cancelled", "interrupted"
+
 
 class Rounds(ABC, Generic[Round]):
-    """Global step, gradient counter, the queue of waiting takes, and the
+    """Global step, gradient counter, the queue of take attempts, and the
     hand-over of rounds to them (see the module's docstring)."""
+
+    # the round's accumulated state (None: no gradient yet)
+    _round: Round | None = None
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -65,32 +82,28 @@ class Rounds(ABC, Generic[Round]):
         self._n_timed_out = 0
         self._n_cancelled = 0
         self._n_interrupted = 0
-        # the serials of served rounds given back (see _put_back_locked): a
-        # dict, so that a round's mark is stored with its count in one statement
+        # the serials of served rounds given back (see _put_back_locked)
         self._given_back: dict[int, bool] = {}
         # Adds running outside the lock (see stripes.py) into the current round;
         # each carries the round's number (``_served`` when it began). A take
         # ready on the gradients already counted does not wait for them: the
         # round is sealed (SealedRound), committed, and the next one starts
         # while they land. One round is sealed at a time: while a second could
-        # be, the gate is shut (held), and new applies wait at it, so that
-        # take is served as soon as the adds are done.
+        # be, the gate is shut, and new applies wait at it, so that take is
+        # served as soon as the adds are done.
         self._in_flight = 0
         self._sealed: SealedRound | None = None
-        self._gate = threading.Lock()
+        self._gate = threading.Event()
+        self._gate.set()
         self._gate_shut = False
 
     # --- subclass hooks -------------------------------------------------------
 
-    # the instance attribute holding the round's state (None: no gradient yet)
-    _ROUND: ClassVar[str]
-
     @abstractmethod
     def _detach_round_locked(self) -> Round:
         """The round's accumulated state, about to be handed over, with any
-        bookkeeping done first; the state stays in place (the caller empties
-        the round in one statement with the counters: see
-        _complete_round_locked)."""
+        bookkeeping done first; the state stays in ``_round`` (the caller
+        empties it with the counters: see _complete_round_locked)."""
 
     def _attach_round_locked(self, state: Round) -> None:
         """Put a detached round back (only called while the round is empty)."""
@@ -99,7 +112,7 @@ class Rounds(ABC, Generic[Round]):
     def _merge_round_locked(self, state: Round, count: int, serial: int) -> bool:
         """Merge the raw state of the served round ``serial`` (``count``
         gradients) into the current round, counting them and marking the
-        round given back (``_given_back``) in one step; say whether it was
+        round given back (``_given_back``) with them; say whether it was
         (False: it cannot be, and nothing changed)."""
         return False
 
@@ -113,10 +126,251 @@ class Rounds(ABC, Generic[Round]):
         """Called by :meth:`_finish_round` just before it changes the served
         round ``serial``'s own buffers in place (a MEAN's division): from then
         on the round is never put back, since it would go back changed, not as
-        it was; an exception that follows (only an injected one can: the
-        changes allocate nothing) loses it whole."""
+        it was."""
         with self._lock:
             self._kept_by_taker = max(self._kept_by_taker, serial)
+
+    # --- takes: the non-blocking core -----------------------------------------
+
+    def try_take(
+        self,
+        num_required: int,
+        callback: Callable[[], Any] | None = None,
+        cancellation: Cancellation | None = None,
+    ) -> TakeAttempt[Round]:
+        """Queue a take of every gradient once at least ``num_required`` are
+        in and every take queued before it is served; returns its attempt,
+        served already if it could be (``attempt.done``).
+
+        ``callback()`` is called once the attempt is served or cancelled (at
+        once if it is served now), with the accumulator's lock held: it must
+        not raise nor call the accumulator (see attempts.py). Collect the
+        round with :meth:`collect`, or give it up with :meth:`cancel`. With
+        ``cancellation``, cancelling it cancels the attempt.
+
+        Raises:
+            NotFoundError: the accumulator was destroyed.
+            whatever ``cancellation`` was cancelled with already.
+        """
+        attempt: TakeAttempt[Round] = TakeAttempt(num_required, callback)
+        with self._lock:
+            self._queue_locked(attempt, cancellation)
+        return attempt
+
+    def collect(self, attempt: TakeAttempt[Round]) -> Any:
+        """The result of a served ``attempt`` (once). If computing it fails,
+        the round goes back and the error is raised.
+
+        Raises:
+            the error it was cancelled with (CancelledError once destroyed);
+            RuntimeError: it is not served (still waiting, or given up).
+        """
+        _forget_cancellation(attempt)
+        state = self._deliver(attempt)
+        try:
+            return self._finish_round(*state)
+        except BaseException:
+            with self._lock:
+                self._give_back_locked(attempt, None)
+            raise
+
+    def cancel(self, attempt: TakeAttempt[Round], reason: str = CANCELLED_REASON) -> bool:
+        """Give ``attempt`` up: withdraw it if it waits, or give back the
+        round it was served (collected too, when its result left the round
+        as it was: see :meth:`can_give_back`), if it can go back (see
+        _put_back_locked; one sealed goes back once its adds have landed).
+        Its callback is not called. ``reason`` ("timed_out", "cancelled",
+        "interrupted") is what stats() counts it as. Says whether it consumed
+        nothing."""
+        _forget_cancellation(attempt)
+        with self._lock:
+            return self._give_back_locked(attempt, reason)
+
+    def can_give_back(self, attempt: TakeAttempt[Round]) -> bool:
+        """Whether the round of a delivered ``attempt`` could still go back
+        (see :meth:`cancel`): its result did not change the round's own buffers."""
+        with self._lock:
+            return attempt.stage is DELIVERED and self._put_back_possible_locked(attempt.serial)
+
+    def _queue_locked(self, attempt: TakeAttempt[Round], cancellation: Cancellation | None) -> None:
+        self._check_open_locked()
+        if cancellation is not None:
+            key = cancellation.register(lambda error: self._cancel_from_outside(attempt, error))
+            if key is None:
+                assert cancellation.error is not None
+                self._n_cancelled += 1
+                attempt.stage = CANCELLED
+                raise copy_error(cancellation.error)
+            attempt.cancellation, attempt.key = cancellation, key
+        self._waiting.append(attempt)
+        self._flush_locked()
+
+    def _deliver(self, attempt: TakeAttempt[Round]) -> tuple[Round, int, int]:
+        """The round of a served ``attempt``: from here it is the take's (no
+        cancellation puts it back). Raises the error it was cancelled with."""
+        with self._lock:
+            stage = attempt.stage
+            if stage is SERVED:
+                attempt.stage = DELIVERED
+                return attempt.state, attempt.count, attempt.serial  # type: ignore[return-value]
+        if stage is CANCELLED:
+            assert attempt.error is not None
+            raise copy_error(attempt.error)
+        raise RuntimeError(f"a take attempt that is {stage.value} has no round to collect")
+
+    def _give_back_locked(self, attempt: TakeAttempt[Round], reason: str | None) -> bool:
+        """Withdraw ``attempt`` or give back its round (see :meth:`cancel`),
+        counted in the stats as ``reason`` (None: not counted)."""
+        stage = attempt.stage
+        if stage is QUEUED:
+            attempt.stage = WITHDRAWN
+            if attempt in self._waiting:
+                self._waiting.remove(attempt)
+                self._count_withdrawal_locked(reason)
+                self._flush_locked()  # whoever is behind it may go now
+            return True
+        if stage is SEALED:
+            attempt.stage = RETURNED  # the round goes back once whole: _serve_sealed_locked
+            self._count_withdrawal_locked(reason)
+            return True
+        if stage is SERVED or stage is DELIVERED:
+            if self._put_back_locked(attempt.state, attempt.count, attempt.serial):  # type: ignore[arg-type]
+                attempt.stage = RETURNED
+                self._count_withdrawal_locked(reason)
+                return True
+            if stage is SERVED:
+                attempt.stage = RETURNED
+                self._count_withdrawal_locked(reason)  # and lost
+            return False
+        return stage is not DELIVERED
+
+    def _count_withdrawal_locked(self, reason: str | None) -> None:
+        if reason == TIMED_OUT:
+            self._n_timed_out += 1
+        elif reason == INTERRUPTED:
+            self._n_interrupted += 1
+        elif reason == CANCELLED_REASON:
+            self._n_cancelled += 1
+
+    def _cancel_from_outside(self, attempt: TakeAttempt[Round], error: errors.OpError) -> None:
+        """A cancellation's callback (runs without the lock held): a waiting
+        attempt fails with ``error``, as does one served but not yet
+        collected whose round can go back; one sealed is served as usual."""
+        with self._lock:
+            stage = attempt.stage
+            if stage is QUEUED and attempt in self._waiting:
+                attempt.error = copy_error(error)
+                attempt._complete(CANCELLED)  # wakes its owner
+                self._n_cancelled += 1
+                self._waiting.remove(attempt)
+                self._flush_locked()
+            elif stage is SERVED and self._put_back_locked(
+                attempt.state,  # type: ignore[arg-type]
+                attempt.count,
+                attempt.serial,
+            ):
+                # its owner is woken already, and finds it cancelled
+                attempt.error, attempt.stage = copy_error(error), CANCELLED
+                self._n_cancelled += 1
+
+    # --- the blocking take ----------------------------------------------------
+
+    def take(
+        self,
+        num_required: int,
+        timeout: float | None = None,
+        cancellation: Cancellation | None = None,
+    ) -> Any:
+        """Wait until at least ``num_required`` gradients are in, then take them all.
+
+        Takes are served in arrival order; a take completes when the counter
+        reaches its ``num_required`` while it is at the front of the queue. On
+        completion the global step goes up by one and the counter goes to 0;
+        gradients still being added at that moment (large dense adds run
+        outside the lock) belong to its round, and it returns once they are in.
+        A take is all or nothing: if computing its result fails, the round is
+        given back (see below), and the error raised.
+
+        Raises:
+            DeadlineExceededError: ``timeout`` seconds passed first; the attempt
+                is withdrawn and consumes nothing.
+            CancelledError: the accumulator was destroyed while waiting.
+            NotFoundError: the accumulator was already destroyed.
+            KeyboardInterrupt: Ctrl-C (or whatever else a SIGINT handler
+                raises) before the result was returned: the attempt is
+                withdrawn, or, if it was served already, its round goes back:
+                undone when nothing has happened since, else merged into the
+                current round (the step staying where the takes moved it).
+            whatever ``cancellation`` was cancelled with (a run's deadline, a
+                closing session): the attempt is withdrawn and consumes nothing
+                (one served but not yet collected gives its round back the same way).
+        """
+        attempt: TakeAttempt[Round] = TakeAttempt(num_required)
+        try:
+            with self._lock:
+                self._check_open_locked()
+                if not self._waiting and not self._in_flight and self._count >= num_required:
+                    self._hand_over_locked(attempt, DELIVERED)  # nothing to wait for
+                else:
+                    wakeup = threading.Event()
+                    attempt.callback = wakeup.set
+                    self._queue_locked(attempt, cancellation)
+            if attempt.stage is not DELIVERED:
+                self._wait(attempt, wakeup, timeout)
+                self._deliver(attempt)
+            return self._finish_round(attempt.state, attempt.count, attempt.serial)  # type: ignore[arg-type]
+        except BaseException as error:
+            if not self._give_up(attempt, error):
+                raise
+        # the interrupt is deferred: the round is the take's, and it follows
+        return self._finish_round(attempt.state, attempt.count, attempt.serial)  # type: ignore[arg-type]
+
+    @interruptible
+    def _wait(
+        self, attempt: TakeAttempt[Round], wakeup: threading.Event, timeout: float | None
+    ) -> None:
+        """Block (without the lock) until ``attempt`` is served or cancelled;
+        out of time, withdraw it and raise DeadlineExceededError (one ready
+        but for adds still running outside the lock, or sealed, waits on
+        for them)."""
+        deadline = None if timeout is None or math.isinf(timeout) else time.monotonic() + timeout
+        try:
+            while not attempt.done:
+                wait = threading.TIMEOUT_MAX
+                if deadline is not None:
+                    wait = min(wait, max(0.0, deadline - time.monotonic()))
+                if wakeup.wait(wait) or deadline is None:
+                    continue
+                if time.monotonic() < deadline:
+                    continue
+                with self._lock:
+                    if attempt.stage is QUEUED and not (
+                        self._in_flight and self._front_ready_locked(attempt)
+                    ):
+                        self._give_back_locked(attempt, TIMED_OUT)
+                        raise errors.DeadlineExceededError(
+                            None, None, "Timed out waiting for notification"
+                        )
+                    deadline = None  # served once the adds running now are done
+        finally:
+            _forget_cancellation(attempt)
+
+    def _give_up(self, attempt: TakeAttempt[Round], error: BaseException) -> bool:
+        """A take is stopped by ``error``: withdraw its attempt if it still
+        waits, or give back the round it was served (counted as interrupted
+        unless it was delivered already). If the round cannot go back, it is
+        lost with the exception, unless the program asked for interrupts to
+        be deferred: then the attempt is delivered, and this says True (the
+        take returns its round, and the interrupt follows)."""
+        with self._lock:
+            state, count, serial = attempt.state, attempt.count, attempt.serial
+            served = attempt.stage is SERVED
+            if served and not self._put_back_locked(state, count, serial) and holding(error):  # type: ignore[arg-type]
+                attempt.stage = DELIVERED
+                return True
+            # a round its take had collected already is not counted as interrupted
+            self._give_back_locked(attempt, None if attempt.stage is DELIVERED else INTERRUPTED)
+        return False
 
     # --- the queue and the hand-over -----------------------------------------
 
@@ -127,14 +381,18 @@ class Rounds(ABC, Generic[Round]):
     def _complete_round_locked(self) -> Round:
         step = self._global_step + 1
         step = INT64_MIN if step > INT64_MAX else step
-        served, fields, name = self._served + 1, self.__dict__, self._ROUND
         state = self._detach_round_locked()
-        # one statement on one line, with no call in it: the round is handed
-        # over exactly when the counter and the step move on (CPython raises
-        # an asynchronous exception only after a call, at a backward jump or
-        # at a function's start; a tracer's, at a line's start)
-        fields[name], self._count, self._served, self._global_step = None, 0, served, step
+        self._round, self._count, self._served, self._global_step = None, 0, self._served + 1, step
         return state
+
+    def _hand_over_locked(self, attempt: TakeAttempt[Round], stage: Stage) -> None:
+        """Complete the round for ``attempt``: its state, its count and its
+        serial are set aside in it, and it moves to ``stage``."""
+        a, count, serial = attempt, self._count, self._served + 1
+        a.state, a.count, a.serial, a.stage = self._complete_round_locked(), count, serial, stage
+
+    def _put_back_possible_locked(self, serial: int) -> bool:
+        return not self._closed and serial > self._kept_by_taker
 
     def _put_back_locked(self, state: Round, count: int, serial: int) -> bool:
         """Give the served round ``serial`` back, once; say whether it went back.
@@ -145,10 +403,9 @@ class Rounds(ABC, Generic[Round]):
         and the step stays where the takes moved it. It cannot go back once
         its take began dividing it in place (see _keep_for_taker), nor into a
         destroyed accumulator, nor (dense) into a round of another shape."""
-        if serial in self._given_back:  # already: an exception cut the last call short
-            self._flush_locked()
+        if serial in self._given_back:
             return True
-        if self._closed or serial <= self._kept_by_taker:
+        if not self._put_back_possible_locked(serial):
             return False
         if self._served != serial or self._count:
             if not self._merge_round_locked(state, count, serial):
@@ -160,112 +417,77 @@ class Rounds(ABC, Generic[Round]):
                 return False
             step = self._global_step - 1
             step = INT64_MAX if step < INT64_MIN else step
-            # one statement: the counters say the round is back exactly when
-            # they all do (an exception before it leaves the round attached
-            # but uncounted, and a second put back finishes the job)
             self._count, self._global_step, self._given_back[serial] = count, step, True
         self._flush_locked()
         return True
 
     def _flush_locked(self) -> None:
-        """Complete waiting takes from the front for as long as the counter allows
+        """Serve waiting takes from the front for as long as the counter allows
         (sealing the round if adds into it run outside the lock), and open or
         shut the gate."""
-        self._resume_front_locked()
+        waiting = self._waiting
         if self._in_flight:
             ready = self._front_ready_locked()
-            if ready and self._sealed is None:
-                self._seal_locked()
-            else:
+            if not ready or self._sealed is not None:
                 if ready != self._gate_shut:
                     self._set_gate_locked(ready)
                 return
-        waiting, over = self._waiting, self._complete_round_locked
-        while waiting and self._count >= waiting[0].num_required:
-            attempt, count = waiting[0], self._count
-            # one line after the call: handed its round exactly when the round
-            # moves on; then woken exactly when marked served. An exception
-            # between them leaves it at the front for _resume_front_locked.
-            attempt.outcome, attempt.count, attempt.serial = over(), count, self._served
-            then_mark(attempt.wakeup.release, attempt, "stage", SERVED)
-            waiting.popleft()
+            self._seal_locked()
+        while self._front_ready_locked():
+            attempt = waiting.popleft()
+            self._hand_over_locked(attempt, SERVED)
+            attempt._complete(SERVED)
         if self._gate_shut:
             self._set_gate_locked(False)
 
-    def _resume_front_locked(self) -> None:
-        """Finish what an exception cut short at the front of the queue: a
-        take handed its round but not yet woken is woken, one committed to a
-        sealed round is marked so, and those no longer waiting are dropped.
-        Runs before anything looks at a waiting take."""
-        waiting, sealed = self._waiting, self._sealed
-        while waiting:
-            attempt = waiting[0]
-            if attempt.stage is QUEUED:
-                if sealed is not None and sealed.attempt is attempt:
-                    attempt.stage = SEALED
-                elif attempt.serial:
-                    then_mark(attempt.wakeup.release, attempt, "stage", SERVED)
-                else:
-                    return
-            waiting.popleft()
-
     def _front_ready_locked(self, attempt: TakeAttempt[Round] | None = None) -> bool:
-        """Whether the counter allows the front take (which is ``attempt``, if given)."""
+        """Whether the counter allows the front take (which is ``attempt``, if
+        given). Attempts given up while still in the queue (an exception cut
+        their withdrawal short) are dropped from its front first."""
         waiting = self._waiting
+        while waiting and waiting[0].stage is not QUEUED:
+            waiting.popleft()
         return (
             bool(waiting)
             and (attempt is None or waiting[0] is attempt)
             and self._count >= waiting[0].num_required
         )
 
-    def _withdraw_locked(self, attempt: TakeAttempt[Round], stage: Stage = WITHDRAWN) -> None:
-        # A withdrawn take must not swallow later gradients: let whoever is
-        # behind it try. Its stage changes last, so that an exception between
-        # these lines leaves it to be withdrawn again (see _give_up).
-        if attempt in self._waiting:
-            self._waiting.remove(attempt)
-        self._flush_locked()
-        attempt.stage = stage
-
     def _seal_locked(self) -> None:
         """Commit the front take to the current round while adds into it still
         run outside the lock (see SealedRound): the next round starts now."""
-        attempt = self._waiting[0]
+        attempt = self._waiting.popleft()
         sealed = SealedRound(attempt, self._served, self._in_flight, self._count)
-        over, serial = self._complete_round_locked, self._served + 1
-        # one line after the call: sealed exactly when its round is handed
-        # over, and the adds counted in _in_flight move to it
-        sealed.outcome, sealed.serial, self._sealed, self._in_flight = over(), serial, sealed, 0
-        attempt.stage = SEALED  # (or by _resume_front_locked)
-        self._waiting.popleft()
+        sealed.state, self._sealed, self._in_flight = self._complete_round_locked(), sealed, 0
+        attempt.stage = SEALED
 
     def _serve_sealed_locked(self) -> None:
-        """Once every add into the sealed round has landed, hand it to its take."""
+        """Once every add into the sealed round has landed, hand it to its take
+        (or, if its owner gave it up meanwhile, give it back)."""
         sealed = self._sealed
         if sealed is None or sealed.in_flight:
             return
         attempt = sealed.attempt
-        if attempt.stage is QUEUED or attempt.stage is SEALED:  # not yet (again: see _land)
-            attempt.outcome, attempt.count, attempt.serial = (
-                sealed.outcome,
-                sealed.count,
-                sealed.serial,
-            )
-            # woken exactly when marked served
-            then_mark(attempt.wakeup.release, attempt, "stage", SERVED)
-        self._sealed = None
+        if attempt.stage is SEALED:
+            a = attempt
+            a.state, a.count, a.serial, a.stage = sealed.state, sealed.count, sealed.serial, SERVED
+        if attempt.stage is SERVED:
+            attempt._complete(SERVED)
+        elif attempt.stage is not DELIVERED:  # its owner gave it up meanwhile
+            self._put_back_locked(sealed.state, sealed.count, sealed.serial)
+        self._sealed = None  # last: landing again finishes what an exception cut short
 
     def _set_gate_locked(self, shut: bool) -> None:
-        # the lock and the flag change in one step (whole.then_mark): an
-        # exception leaves the flag saying whether the gate is held
-        gate = self._gate
-        then_mark(gate.acquire if shut else gate.release, self, "_gate_shut", shut)
+        self._gate_shut = shut
+        if shut:
+            self._gate.clear()
+        else:
+            self._gate.set()
 
     def _wait_at_gate(self) -> None:
         """Wait (without the lock) until the gate opens: a take that can be served
         once the adds running outside the lock are done goes before this apply."""
-        # passed through in one step: never left held by an exception in between
-        in_turn(self._gate.acquire, self._gate.release)
+        self._gate.wait()
 
     def _land(self, flight: Any) -> None:
         """An add that ran outside the lock (noted in ``_in_flight``) is over:
@@ -273,16 +495,14 @@ class Rounds(ABC, Generic[Round]):
         (``flight.landed`` says whether it was), and serve the take it held up,
         if any."""
         with self._lock:
-            if flight.landed:
-                # again: an exception may have come before these
+            if flight.landed:  # landed again: what an exception cut short goes on
                 self._serve_sealed_locked()
                 self._flush_locked()
                 return
+            added = int(flight.complete)
             sealed = self._sealed
             if sealed is not None and flight.round == sealed.round:
                 # committed to its take: counted even if the accumulator has closed since
-                added = int(flight.complete)
-                # one statement: counted exactly when its flight ends
                 sealed.in_flight, sealed.count, self._n_accepted, flight.landed = (
                     sealed.in_flight - 1,
                     sealed.count + added,
@@ -293,10 +513,7 @@ class Rounds(ABC, Generic[Round]):
                 if not self._closed:
                     self._flush_locked()  # a round that waited for this one to go
                 return
-            # (an add whose round was handed over half-sealed, by an exception,
-            # is not counted into the next one)
-            added = int(flight.complete and not self._closed and flight.round == self._served)
-            # one statement: counted exactly when its flight ends
+            added = int(added and not self._closed and flight.round == self._served)
             self._in_flight, self._count, self._n_accepted, flight.landed = (
                 self._in_flight - 1,
                 self._count + added,
@@ -312,21 +529,24 @@ class Rounds(ABC, Generic[Round]):
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
-            self._count = 0
             self._detach_round_locked()
-            self.__dict__[self._ROUND] = None
+            waiting, self._waiting = self._waiting, collections.deque()
+            self._closed, self._count, self._round = True, 0, None
             if self._gate_shut:
                 self._set_gate_locked(False)  # applies waiting at it find it closed
-            while self._waiting:
-                attempt = self._waiting.popleft()
+            for attempt in waiting:
                 attempt.error = errors.CancelledError(
                     None, None, "TakeGrad operation was cancelled"
                 )
-                attempt.stage = CANCELLED
                 self._n_cancelled += 1
-                attempt.wakeup.release()
+                attempt._complete(CANCELLED)
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _forget_cancellation(attempt: TakeAttempt[Any]) -> None:
+    """Unregister ``attempt`` from the cancellation it joined, if any."""
+    if attempt.cancellation is not None:
+        attempt.cancellation.unregister(attempt.key)

@@ -28,6 +28,7 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
+from tf_accum.accumulators.division import COPY_MAX_BYTES
 from tf_accum.accumulators.quiet import quiet_float_errors
 from tf_accum.accumulators.sparse_index import SortedIndex
 from tf_accum.accumulators.sparse_keys import INDEX_LIMIT, KeyedIndex
@@ -82,7 +83,6 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     """
 
     kind: ClassVar[str] = "sparse"
-    _ROUND: ClassVar[str] = "_round"
 
     # the round being accumulated (None shows through once a take detaches it)
     _round: SparseRound | None = None
@@ -346,9 +346,14 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         # longer fail for want of memory (a failed take puts the round back)
         self._keep_spare(state, values[:0].copy() if handed_over else state.rows)
         if mean and handed_over:
+            counts = state.counts[: state.used]
+            if values.nbytes < COPY_MAX_BYTES:
+                # divided in a copy: the round stays as it was until the take returns
+                values = values.copy()
+                divide_rows(values, counts)
+                return SparseTakeResult(index, values, result.shape)
             # the round's own rows, divided where they are: last, once nothing
             # else can fail, since a round put back must be undivided
-            counts = state.counts[: state.used]
             divide_rows(values, counts, lambda: self._keep_for_taker(serial))
         return result
 

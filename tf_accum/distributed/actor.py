@@ -1,12 +1,11 @@
 """The host: every accumulator of one container, inside one async Ray actor.
 
 Each accumulator is an in-process one (tf_accum.accumulators), so merging,
-staleness, steps and results are exactly the in-process code. Only waiting
-moves here: the in-process take blocks a thread on a condition, while an async
-actor must keep its event loop free, so a take that cannot complete at once
-waits on an asyncio future in this module's FIFO queue. The inner
-accumulator's own queue stays empty, so its take is only ever called when it
-completes at once (it takes everything, bumps the step, divides a MEAN).
+staleness, steps, results and the queue of takes are exactly the in-process
+code. A take that cannot complete at once is a take attempt queued in the
+accumulator (``try_take``), whose callback completes an asyncio future: the
+event loop never blocks, and withdrawing it (a timeout, a caller's request or
+death) is the accumulator's ``cancel``.
 
 Every method runs on the actor's single event-loop thread, so each one is
 atomic with respect to the others: that is the lock.
@@ -18,18 +17,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import itertools
 import logging
 import math
 import os
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators import half_kernel, sparse_kernel
+from tf_accum.accumulators.attempts import CANCELLED as CANCELLED_STAGE
+from tf_accum.accumulators.attempts import SERVED, TakeAttempt
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings
@@ -42,6 +45,10 @@ from tf_accum.resources.local import new_accumulator
 # How many withdrawals of takes not (or no longer) queued are remembered: a
 # withdrawal may overtake its take (calls from one caller are not ordered).
 REMEMBERED_WITHDRAWALS = 10_000
+
+# A delivered round smaller than this is remembered until its caller's next
+# take, so that a caller interrupted as the result came can give it back.
+GIVE_BACK_MAX_BYTES = 1 << 20
 
 # Why a waiting take left the queue without its round, as stats() counts it.
 TIMED_OUT_REASON, CANCELLED_REASON, INTERRUPTED_REASON = "timed_out", "cancelled", "interrupted"
@@ -57,6 +64,7 @@ OPERATIONS = frozenset(
         "apply_sparse",
         "take",
         "withdraw",
+        "give_back",
         "num_accumulated",
         "set_global_step",
         "global_step",
@@ -68,35 +76,34 @@ OPERATIONS = frozenset(
 
 
 class _Waiter:
-    __slots__ = ("num_required", "future", "caller", "attempt", "timer")
+    """A take waiting on the event loop: its attempt in the accumulator's queue,
+    the future its callback completes, and what it ends with if withdrawn."""
+
+    __slots__ = ("attempt", "future", "caller", "attempt_id", "timer", "outcome")
 
     def __init__(
-        self, num_required: int, future: asyncio.Future[Any], caller: str, attempt: str
+        self, attempt: TakeAttempt[Any], future: asyncio.Future[None], caller: str, attempt_id: str
     ) -> None:
-        self.num_required = num_required
+        self.attempt = attempt
         self.future = future
         self.caller = caller
-        self.attempt = attempt
+        self.attempt_id = attempt_id
         self.timer: asyncio.TimerHandle | None = None
+        self.outcome: Any = None  # set when withdrawn here
 
 
 class _Entry:
-    """One accumulator and the takes waiting on it, in arrival order.
+    """One accumulator (its takes wait in its own queue of attempts)."""
 
-    Invariant: the front of ``waiting`` needs more gradients than are
-    accumulated (``_flush`` completes it otherwise).
-    """
-
-    __slots__ = ("accumulator", "waiting", "shared_name", "owner", "withdrawn")
+    __slots__ = ("accumulator", "shared_name", "owner", "withdrawn")
 
     def __init__(
         self, accumulator: AccumulatorBase[Any], shared_name: str, owner: str | None
     ) -> None:
         self.accumulator = accumulator
-        self.waiting: collections.deque[_Waiter] = collections.deque()
         self.shared_name = shared_name
         self.owner = owner  # the creating process of a private accumulator
-        # takes withdrawn here, by reason (the inner accumulator never sees them wait)
+        # takes withdrawn before they reached the host, by reason
         self.withdrawn = dict.fromkeys(WITHDRAWAL_REASONS, 0)
 
 
@@ -125,6 +132,9 @@ class AccumulatorHost:
         self._shared: dict[str, int] = {}
         self._attempts: dict[str, tuple[_Entry, _Waiter]] = {}
         self._early_withdrawals: collections.OrderedDict[str, str] = collections.OrderedDict()
+        # per caller, its latest delivered round that could still go back:
+        # (attempt id, entry, attempt)
+        self._delivered: dict[str, tuple[str, _Entry, TakeAttempt[Any]]] = {}
         self._lives = CallerLives(self._caller_died)
         self._mappings = HostMappings()
 
@@ -174,6 +184,7 @@ class AccumulatorHost:
         for entry_id, entry in list(self._entries.items()):
             if entry.owner == caller:
                 self._destroy(entry_id)
+        self._delivered.pop(caller, None)
         self._mappings.release_caller(caller)
         self._lives.forget(caller)
 
@@ -273,8 +284,6 @@ class AccumulatorHost:
             merge(entry.accumulator)
         except errors.OpError as error:
             return Failure.of(error)
-        if entry.waiting:
-            self._flush(entry)
         return None
 
     async def take(
@@ -311,34 +320,63 @@ class AccumulatorHost:
         entry: _Entry,
         num_required: int,
         timeout: float | None,
-        attempt: str,
+        attempt_id: str,
         caller: str,
         cancelled: bool,
     ) -> Any:
-        reason = self._early_withdrawals.pop(attempt, None)
+        reason = self._early_withdrawals.pop(attempt_id, None)
         if reason is not None:
             entry.withdrawn[reason] += 1
             return Failure(WITHDRAWN)
-        if not entry.waiting and entry.accumulator.num_accumulated() >= num_required:
-            return self._take_now(entry, num_required)
-        if cancelled or timeout == 0:
-            entry.withdrawn[CANCELLED_REASON if cancelled else TIMED_OUT_REASON] += 1
-            return Failure(WITHDRAWN) if cancelled else TIMED_OUT
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(num_required, loop.create_future(), caller, attempt)
-        if timeout is not None and not math.isinf(timeout):
-            waiter.timer = loop.call_later(
-                timeout, self._withdraw, entry, waiter, TIMED_OUT, TIMED_OUT_REASON
-            )
-        entry.waiting.append(waiter)
-        self._attempts[attempt] = (entry, waiter)
+        future: asyncio.Future[None] = loop.create_future()
+        accumulator = entry.accumulator
         try:
-            return await asyncio.shield(waiter.future)
-        except asyncio.CancelledError:
-            self._withdraw(entry, waiter, Failure(WITHDRAWN), INTERRUPTED_REASON)
-            raise
-        finally:
-            self._attempts.pop(attempt, None)
+            attempt = accumulator.try_take(num_required, partial(_wake, loop, future))
+        except errors.OpError as error:
+            return Failure.of(error)
+        if not attempt.done:
+            if cancelled or timeout == 0:
+                accumulator.cancel(attempt, CANCELLED_REASON if cancelled else TIMED_OUT_REASON)
+                return Failure(WITHDRAWN) if cancelled else TIMED_OUT
+            waiter = _Waiter(attempt, future, caller, attempt_id)
+            if timeout is not None and not math.isinf(timeout):
+                waiter.timer = loop.call_later(
+                    timeout, self._withdraw, entry, waiter, TIMED_OUT, TIMED_OUT_REASON
+                )
+            self._attempts[attempt_id] = (entry, waiter)
+            try:
+                await asyncio.shield(future)
+            except asyncio.CancelledError:
+                self._withdraw(entry, waiter, Failure(WITHDRAWN), INTERRUPTED_REASON)
+                raise
+            finally:
+                self._attempts.pop(attempt_id, None)
+                if waiter.timer is not None:
+                    waiter.timer.cancel()
+            if waiter.outcome is not None:
+                return waiter.outcome
+        if attempt.stage is not SERVED:
+            return CANCELLED if attempt.stage is CANCELLED_STAGE else Failure(WITHDRAWN)
+        try:
+            outcome = accumulator.collect(attempt)
+        except errors.OpError as error:
+            return Failure.of(error)
+        self._delivered.pop(caller, None)  # its earlier round reached it: it is taking again
+        if _nbytes(outcome) < GIVE_BACK_MAX_BYTES and accumulator.can_give_back(attempt):
+            self._delivered[caller] = (attempt_id, entry, attempt)
+        return outcome
+
+    async def give_back(self, instance: str, attempt_id: str, caller: str) -> None:
+        """Put back the round of take ``attempt_id``, delivered to ``caller``
+        as the caller was interrupted (it never reached the program), if the
+        host still has it (the caller's latest, under GIVE_BACK_MAX_BYTES)."""
+        found = self._delivered.get(caller)
+        if instance != self._instance or found is None or found[0] != attempt_id:
+            return
+        del self._delivered[caller]
+        _, entry, attempt = found
+        entry.accumulator.cancel(attempt, INTERRUPTED_REASON)  # (destroyed: nothing to do)
 
     async def withdraw(self, instance: str, attempt: str, reason: str = CANCELLED_REASON) -> None:
         """Withdraw a waiting take (its caller gave up); a completed one keeps its round.
@@ -390,15 +428,13 @@ class AccumulatorHost:
         for reason, count in entry.withdrawn.items():
             key = f"takes_{reason}"
             found[key] = (found[key] or 0) + count
-        found["waiting"] = len(entry.waiting)
-        found["head_num_required"] = entry.waiting[0].num_required if entry.waiting else None
         return found
 
     async def num_waiting(self, instance: str, entry_id: int) -> int | Failure:
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):
             return entry
-        return len(entry.waiting)
+        return entry.accumulator.num_waiting()
 
     async def destroy(self, instance: str, entry_id: int) -> Failure | None:
         """Destroy: waiting takes, from every process, fail with CancelledError."""
@@ -408,44 +444,41 @@ class AccumulatorHost:
         self._destroy(entry_id)
         return None
 
-    # --- the queue ----------------------------------------------------------------
+    # --- waiting takes -----------------------------------------------------------
 
     def _destroy(self, entry_id: int) -> None:
+        """Destroy: the accumulator cancels its waiting takes (their callbacks
+        complete their futures)."""
         entry = self._entries.pop(entry_id)
         if entry.shared_name:
             del self._shared[entry.shared_name]
         entry.accumulator.close()
-        while entry.waiting:
-            self._settle(entry.waiting.popleft(), CANCELLED)
-
-    def _take_now(self, entry: _Entry, num_required: int) -> Any:
-        try:
-            # completes at once: nothing waits in the inner accumulator
-            return entry.accumulator.take(num_required, 0)
-        except errors.OpError as error:
-            return Failure.of(error)
 
     @staticmethod
-    def _settle(waiter: _Waiter, outcome: Any) -> None:
-        if waiter.timer is not None:
-            waiter.timer.cancel()
-        if not waiter.future.done():
-            waiter.future.set_result(outcome)
-
-    def _flush(self, entry: _Entry) -> None:
-        """Complete waiting takes from the front for as long as the counter allows."""
-        waiting = entry.waiting
-        count = entry.accumulator.num_accumulated
-        while waiting and count() >= waiting[0].num_required:
-            waiter = waiting.popleft()
-            self._settle(waiter, self._take_now(entry, waiter.num_required))
-
-    def _withdraw(self, entry: _Entry, waiter: _Waiter, outcome: Failure, reason: str) -> None:
-        """Take a still-waiting attempt out of the queue; whoever was behind it may go."""
-        if waiter.future.done():
+    def _withdraw(entry: _Entry, waiter: _Waiter, outcome: Failure, reason: str) -> None:
+        """Give up a take still waiting (served ones keep their round); whoever
+        was behind it may go."""
+        if waiter.attempt.done or waiter.future.done():
             return
-        entry.withdrawn[reason] += 1
-        entry.waiting.remove(waiter)
-        self._settle(waiter, outcome)
-        if entry.waiting:
-            self._flush(entry)
+        entry.accumulator.cancel(waiter.attempt, reason)
+        waiter.outcome = outcome
+        waiter.future.set_result(None)
+
+
+def _nbytes(outcome: Any) -> int:
+    """The bytes of a take's result (a dense array, or a sparse take's parts)."""
+    if isinstance(outcome, np.ndarray):
+        return outcome.nbytes
+    return sum(part.nbytes for part in outcome)
+
+
+def _wake(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+    """A take attempt's callback (called under its accumulator's lock, maybe
+    from a thread of the accumulator's own): complete ``future`` on ``loop``."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the host is going away
+        loop.call_soon_threadsafe(_complete, future)
+
+
+def _complete(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

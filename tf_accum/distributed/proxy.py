@@ -148,6 +148,13 @@ class HostLink:
     def new_attempt(self) -> str:
         return f"{self.caller}:{next(self._attempts)}"
 
+    def give_back(self, attempt: str) -> None:
+        """Ask the host to put back the round of ``attempt``, which reached
+        this process but not the program (not waited for; never raises, as
+        :meth:`withdraw`)."""
+        with contextlib.suppress(errors.OpError):
+            self.submit("give_back", self.instance, attempt, self.caller)
+
     def withdraw(self, attempt: str, reason: str) -> None:
         # Not waited for: the take's own call returns once it is withdrawn.
         # Never raises: it runs while an interrupt is handled (which an error
@@ -226,7 +233,7 @@ class RemoteAccumulator:
         if cancellation is not None:
             key = cancellation.register(lambda _error: link.withdraw(attempt, "cancelled"))
         buffer = link.buffer(self._result_bytes)
-        call = None
+        call, outcome = None, None
         try:
             call = link.submit(
                 "take",
@@ -243,14 +250,21 @@ class RemoteAccumulator:
                 cancellation is not None and key is None,
             )
             outcome = link.result(call)
+            if type(outcome) is not Failure:
+                return self._result(outcome, buffer)
         except BaseException as exc:
             if isinstance(exc, errors.OpError):
                 raise
-            # An interrupted caller must not leave a take behind to eat a round.
-            link.withdraw(attempt, "interrupted")
-            if call is None:
+            if outcome is None:
+                # An interrupted caller must not leave a take behind to eat a round.
+                link.withdraw(attempt, "interrupted")
+                if call is None:
+                    raise
+                outcome = self._served_before(call, exc, attempt)
+            elif not holding(exc):
+                # the round reached this process, not the program: it goes back
+                link.give_back(attempt)
                 raise
-            outcome = self._served_before(call, exc)
         finally:
             if cancellation is not None:
                 cancellation.unregister(key)
@@ -260,6 +274,11 @@ class RemoteAccumulator:
                     raise _copy_error(cancellation.error)
                 raise errors.AbortedError(None, None, "The take was withdrawn by its host")
             raise self._error(outcome)
+        return self._result(outcome, buffer)
+
+    @staticmethod
+    def _result(outcome: Any, buffer: bulk.CallerBuffer | None) -> Any:
+        """A served take's outcome as the arrays the caller gets."""
         if type(outcome) is bulk.Bulk:
             assert buffer is not None
             return buffer.take_out(outcome)
@@ -267,15 +286,15 @@ class RemoteAccumulator:
             return _writable(outcome)
         return type(outcome)(*(_writable(part) for part in outcome))
 
-    def _served_before(self, call: Any, interrupt: BaseException) -> Any:
+    def _served_before(self, call: Any, interrupt: BaseException, attempt: str) -> Any:
         """The outcome of a take interrupted while it waited, once its host has
         the withdrawal: the round the host served just before, if it did and
         the program defers interrupts (``deferred_interrupts``: the take
         returns the round and ``interrupt`` follows once the call has
-        returned). Otherwise ``interrupt`` is raised, and such a round is lost
-        (the host has no way to take a served round back); at once if the host
-        does not answer within INTERRUPTED_TAKE_GRACE or the caller is
-        interrupted again.
+        returned). Otherwise ``interrupt`` is raised, and such a round goes
+        back to the host (when the host still has it: see
+        ``AccumulatorHost.give_back``); at once if the host does not answer
+        within INTERRUPTED_TAKE_GRACE or the caller is interrupted again.
         """
         served, outcome = False, None
         try:
@@ -285,6 +304,8 @@ class RemoteAccumulator:
             pass
         if served and holding(interrupt):
             return outcome
+        if served:
+            self._link.give_back(attempt)
         raise interrupt
 
     def num_accumulated(self) -> int:
