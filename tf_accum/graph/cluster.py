@@ -277,8 +277,8 @@ class Server:
         """For a ps task, attach to Ray and make its host on this node (idempotent).
 
         The host, owned by this process, holds the task's state until the
-        process ends (a soft preference for this node: Ray may restart a lost
-        host elsewhere, empty, while the process lives).
+        process ends. It is pinned to this process's node: a host whose actor
+        process dies while this process lives is restarted there, empty.
 
         Raises:
             UnknownError: another live process serves this task of this job.
