@@ -306,6 +306,52 @@ def test_sigint_before_the_tasks_end_ends_every_one(tmp_path: Path, role_program
         assert not any(alive(pid) for pid in started)
 
 
+def test_a_killed_launchers_tasks_end_within_the_bound(tmp_path: Path, role_program: str) -> None:
+    """SIGKILL leaves the launcher no time to end its tasks: Linux sends each the
+    SIGTERM it would have sent (the parent-death signal), and they end."""
+    with launched(
+        tmp_path, "--address", NO_CLUSTER, "--workers", "2", role_program, "--exit", "wait,wait"
+    ) as launch:
+        launch.wait_for(r"^\[launch\] job ")
+        for name in ("ps0", "worker0", "worker1"):
+            launch.wait_for(rf"^\[{name}\] on stderr")
+        tasks = launch.task_pids()
+        assert sorted(tasks) == ["ps0", "worker0", "worker1"]
+        # the same processes as the programs' own (no process in between), with no
+        # signal handler of the launcher's: SIGTERM is at its default
+        told = launch.tasks_told()
+        assert {name: told[name]["pid"] for name in tasks} == tasks
+        for pid in tasks.values():
+            assert signal_disposition(pid, signal.SIGTERM) == "default"
+        launch.process.kill()
+        launch.process.wait(GONE_WAIT)
+        assert launch.left_running() == {}, "tasks outlived their launcher"
+
+
+def signal_disposition(pid: int, signum: int) -> str:
+    """What process ``pid`` does on ``signum``: "caught", "ignored" or "default"."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    bit = 1 << (signum - 1)
+    if int(fields["SigCgt"], 16) & bit:
+        return "caught"
+    return "ignored" if int(fields["SigIgn"], 16) & bit else "default"
+
+
+@NEEDS_RAY
+def test_a_killed_launchers_tasks_and_ray_head_end(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text(guide_program())
+    with launched(tmp_path, str(program), "--", "--steps", "1000000") as launch:
+        launch.wait_for(r"^\[worker0\] step 3: loss")
+        started = processes_marked(launch.marker) - {launch.process.pid}
+        assert len(started) > 3  # the tasks, and Ray's processes
+        launch.process.kill()
+        launch.process.wait(GONE_WAIT)
+        assert launch.left_running() == {}, "processes outlived their launcher"
+
+
 def test_the_arguments_are_checked(tmp_path: Path, role_program: str) -> None:
     spec = parse(["--ps", "2", "--workers", "3", role_program, "--", "--steps", "5"])
     assert (spec.ps, spec.workers, spec.arguments, spec.flags) == (2, 3, ["--steps", "5"], True)

@@ -11,7 +11,8 @@ coexists with other clusters on the machine.
 
 Stopping it ends, by pid, the ``ray start`` process and every process below
 it or naming or holding open the head's directory (Ray's agents may outlive
-their parent).
+their parent). A launcher that is killed cannot stop it: ``ray start`` then
+gets SIGTERM from Linux, and stops the head itself.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from tf_accum import errors
 from tf_accum.examples.processes import descendants
-from tf_accum.launch.tasks import free_ports
+from tf_accum.launch.tasks import ending_with_this_process, free_ports
 
 # Seconds for ``ray start`` to report the head started (Ray takes a few on an idle machine).
 START_TIMEOUT = 120.0
@@ -159,7 +160,7 @@ def start_head() -> RayHead:
     ]
     with (Path(temp_dir) / LOG_NAME).open("wb") as log:
         process = subprocess.Popen(
-            command,
+            ending_with_this_process(command),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
