@@ -129,12 +129,14 @@ def run(spec: JobSpec, stop: StopRequests, output: Output) -> int:
     try:
         address = spec.address
         if not address:
-            output.say("starting a Ray head for the job (this machine, loopback only)")
+            output.say(
+                "starting a Ray head for the job (this machine, loopback only; it stops "
+                "when the job ends)"
+            )
             with stop.held():
                 head = start_head()
             head.wait_started()
-            address = head.address
-            output.say(f"Ray head at {address}; it stops when the job ends")
+            address = head.address  # the line listing the tasks says it
         if spec.spread:
             import logging
 
