@@ -302,6 +302,9 @@ class Server:
         KeyboardInterrupt here. The task's state lives in its host on the Ray
         cluster until this process ends; this keeps the process alive, as
         TensorFlow's ``join`` does.
+
+        Differs from TensorFlow: TensorFlow's ``join`` never returns
+        (docs/departures.md T30).
         """
         job_over = self._job_over if self._job_name == "ps" else (lambda: None)
         while not self._stopped.wait(JOIN_CHECK_INTERVAL):
