@@ -406,6 +406,9 @@ LAUNCHER_LINE = "|".join(
         r"worker1 \(pid \d+\)",
         r"\[launch\] worker\d exited \(status 0\); still running: worker\d",
         r"\[launch\] the workers are done(: ending ps0)?",
+        # the ps task's join() returns once the workers are gone: it may exit on its
+        # own before the launcher has seen the last worker's end
+        r"\[launch\] ps0 exited \(status 0\) while the workers ran",
     ]
 )
 
