@@ -316,7 +316,9 @@ def test_a_killed_launchers_tasks_end_within_the_bound(tmp_path: Path, role_prog
     ) as launch:
         launch.wait_for(r"^\[launch\] job ")
         for name in ("ps0", "worker0", "worker1"):
+            # its two lines come through two pipes: either may be read first
             launch.wait_for(rf"^\[{name}\] on stderr")
+            launch.wait_for(rf"^\[{name}\] \{{")
         tasks = launch.task_pids()
         assert sorted(tasks) == ["ps0", "worker0", "worker1"]
         # the same processes as the programs' own (no process in between), with no
