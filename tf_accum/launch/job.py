@@ -1,7 +1,8 @@
 """Running a launched job: start its tasks, watch them, end them.
 
-The job is over when every worker has exited (a TF1 ps task runs
-``server.join()`` for ever: the launcher ends it then), when a task fails
+The job is over when every worker has exited (a ps task still running then
+is ended: on TensorFlow its ``server.join()`` never returns, and on tf_accum
+it returns a moment later), when a task fails
 (a worker or ps task exiting with a nonzero status: the others could wait
 for it for ever), or when the launcher is asked to stop (Ctrl-C, SIGTERM,
 SIGHUP). Ending a task sends SIGTERM to its process group, then SIGKILL
