@@ -15,6 +15,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -351,9 +352,19 @@ def test_a_killed_launchers_tasks_and_ray_head_end(tmp_path: Path) -> None:
         launch.wait_for(r"^\[worker0\] step 3: loss")
         started = processes_marked(launch.marker) - {launch.process.pid}
         assert len(started) > 3  # the tasks, and Ray's processes
-        launch.process.kill()
-        launch.process.wait(GONE_WAIT)
-        assert launch.left_running() == {}, "processes outlived their launcher"
+        # the head's directory: a killed launcher cannot remove it (this test does)
+        found = {
+            m.group(1)
+            for pid in started
+            if (m := re.search(rb"--temp-dir=([^\0]+)", command_line(pid)))
+        }
+        try:
+            launch.process.kill()
+            launch.process.wait(GONE_WAIT)
+            assert launch.left_running() == {}, "processes outlived their launcher"
+        finally:
+            for directory in found:
+                shutil.rmtree(directory.decode(), ignore_errors=True)
 
 
 def test_the_arguments_are_checked(tmp_path: Path, role_program: str) -> None:
