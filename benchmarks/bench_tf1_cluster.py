@@ -121,7 +121,8 @@ def role_main(args: dict[str, Any]) -> dict[str, Any]:
     tf = _compat(runtime)
     server = tf.train.Server(spec, job_name=args["job"], task_index=args["task"])
     if args["job"] == "ps":
-        server.join()
+        server.join()  # on tf_accum, returns once every worker has ended
+        return {}
     program = Program(tf, spec, workers)
     sess = tf.Session(server.target, graph=program.graph)
     if args["task"] > 0:  # a worker

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -278,13 +279,15 @@ def test_a_worker_killed_by_a_signal_gives_128_plus_its_number(
 
 
 def test_no_flags_leaves_tf_config_alone_to_say_the_role(tmp_path: Path, role_program: str) -> None:
+    barrier = tmp_path / "started"  # the worker exits once the ps task has printed too
+    barrier.mkdir()
     with launched(
         tmp_path, "--no-flags", "--ps", "1", "--workers", "1", "--address", NO_CLUSTER,
-        role_program, "--", "--exit", "0",
+        role_program, "--", "--exit", "0", f"--barrier={barrier}",
     ) as launch:  # fmt: skip
         assert launch.finish() == 0, "\n".join(launch.err)
         told = launch.tasks_told()
-        assert told["worker0"]["argv"] == ["--exit", "0"]
+        assert told["worker0"]["argv"] == ["--exit", "0", f"--barrier={barrier}"]
         assert told["worker0"]["tf_config"]["task"] == {"type": "worker", "index": 0}
         assert told["ps0"]["tf_config"]["task"] == {"type": "ps", "index": 0}
 
@@ -304,6 +307,64 @@ def test_sigint_before_the_tasks_end_ends_every_one(tmp_path: Path, role_program
         assert "[launch] stopped: every task was ended" in launch.err
         assert launch.left_running() == {}
         assert not any(alive(pid) for pid in started)
+
+
+def test_a_killed_launchers_tasks_end_within_the_bound(tmp_path: Path, role_program: str) -> None:
+    """SIGKILL leaves the launcher no time to end its tasks: Linux sends each the
+    SIGTERM it would have sent (the parent-death signal), and they end."""
+    with launched(
+        tmp_path, "--address", NO_CLUSTER, "--workers", "2", role_program, "--exit", "wait,wait"
+    ) as launch:
+        launch.wait_for(r"^\[launch\] job ")
+        for name in ("ps0", "worker0", "worker1"):
+            # its two lines come through two pipes: either may be read first
+            launch.wait_for(rf"^\[{name}\] on stderr")
+            launch.wait_for(rf"^\[{name}\] \{{")
+        tasks = launch.task_pids()
+        assert sorted(tasks) == ["ps0", "worker0", "worker1"]
+        # the same processes as the programs' own (no process in between), with no
+        # signal handler of the launcher's: SIGTERM is at its default
+        told = launch.tasks_told()
+        assert {name: told[name]["pid"] for name in tasks} == tasks
+        for pid in tasks.values():
+            assert signal_disposition(pid, signal.SIGTERM) == "default"
+        launch.process.kill()
+        launch.process.wait(GONE_WAIT)
+        assert launch.left_running() == {}, "tasks outlived their launcher"
+
+
+def signal_disposition(pid: int, signum: int) -> str:
+    """What process ``pid`` does on ``signum``: "caught", "ignored" or "default"."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    bit = 1 << (signum - 1)
+    if int(fields["SigCgt"], 16) & bit:
+        return "caught"
+    return "ignored" if int(fields["SigIgn"], 16) & bit else "default"
+
+
+@NEEDS_RAY
+def test_a_killed_launchers_tasks_and_ray_head_end(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text(guide_program())
+    with launched(tmp_path, str(program), "--", "--steps", "1000000") as launch:
+        launch.wait_for(r"^\[worker0\] step 3: loss")
+        started = processes_marked(launch.marker) - {launch.process.pid}
+        assert len(started) > 3  # the tasks, and Ray's processes
+        # the head's directory: a killed launcher cannot remove it (this test does)
+        found = {
+            m.group(1)
+            for pid in started
+            if (m := re.search(rb"--temp-dir=([^\0]+)", command_line(pid)))
+        }
+        try:
+            launch.process.kill()
+            launch.process.wait(GONE_WAIT)
+            assert launch.left_running() == {}, "processes outlived their launcher"
+        finally:
+            for directory in found:
+                shutil.rmtree(directory.decode(), ignore_errors=True)
 
 
 def test_the_arguments_are_checked(tmp_path: Path, role_program: str) -> None:
@@ -347,6 +408,23 @@ def guide_program() -> str:
     return match.group(1)
 
 
+# The lines of a normal run of the guide's program through the launcher: its own,
+# and the launcher's.
+PROGRAM_LINE = r"\[worker0\] (step \d+: loss \d+\.\d{4}|weights \[.*\])"
+LAUNCHER_LINE = "|".join(
+    [
+        r"\[launch\] starting a Ray head for the job \(this machine, loopback only; it stops "
+        r"when the job ends\)",
+        r"\[launch\] job \w+ on Ray at \S+: ps0 \(pid \d+\), worker0 \(pid \d+\), "
+        r"worker1 \(pid \d+\)",
+        r"\[launch\] worker\d exited \(status 0\); still running: worker\d",
+        r"\[launch\] the workers are done(: ending ps0)?",
+        # the ps task's join() returns once the workers are gone: it may exit on its
+        # own before the launcher has seen the last worker's end
+        r"\[launch\] ps0 exited \(status 0\) while the workers ran",
+    ]
+)
+
 # What the guide's program printed on TensorFlow 2.21 (the test below): the first
 # loss and the final weights, which tf_accum's run must print too.
 GUIDE_LINES_ON_TENSORFLOW = ["[worker0] step 1: loss 4.6449", "[worker0] weights [ 1.5 -2.   0.5]"]
@@ -384,8 +462,13 @@ def test_the_guides_program_trains_on_a_head_of_its_own(tmp_path: Path) -> None:
         ]
         assert len(losses) == 40 and losses[-1] < 1e-3 * losses[0]
         assert set(GUIDE_LINES_ON_TENSORFLOW) <= set(launch.out)
-        assert any(line.startswith("[launch] Ray head at 127.0.0.1:") for line in launch.err)
         assert launch.left_running() == {}
+        # nothing but the program's lines and the launcher's own: no Ray log line
+        assert [line for line in launch.out if not re.fullmatch(PROGRAM_LINE, line)] == []
+        assert [line for line in launch.err if not re.fullmatch(LAUNCHER_LINE, line)] == []
+        assert any(
+            re.match(r"\[launch\] job \w+ on Ray at 127\.0\.0\.1:\d+: ", x) for x in launch.err
+        )
     # the head's token stayed in the environment: nothing was written to the home directory
     assert list(home.iterdir()) == []
 
@@ -397,7 +480,7 @@ def test_sigint_ends_the_tasks_and_the_ray_head(tmp_path: Path) -> None:
     with launched(tmp_path, str(program), "--", "--steps", "1000000") as launch:
         launch.wait_for(r"^\[worker0\] step 3: loss")
         started = processes_marked(launch.marker) - {launch.process.pid}
-        head = re.search(r"Ray head at (\S+);", "\n".join(launch.err))
+        head = re.search(r"on Ray at (127\.0\.0\.1:\d+): ", "\n".join(launch.err))
         assert head is not None
         assert len(started) > 3  # the tasks, and Ray's processes
         launch.process.send_signal(signal.SIGINT)

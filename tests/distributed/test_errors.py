@@ -272,9 +272,12 @@ def test_a_host_the_cluster_cannot_place_fails_its_start_within_the_bound(ray_ta
 
 @contextlib.contextmanager
 def extra_node(
-    cluster: Cluster, num_cpus: int = 0, **resources: float
+    cluster: Cluster, num_cpus: int = 0, temp_dir: str | None = None, **resources: float
 ) -> Iterator[tuple[str, Any]]:
-    """A second raylet on the session cluster: its node id and Ray's Node; ended by pid."""
+    """A second raylet on the session cluster: its node id and Ray's Node; ended by pid.
+
+    With ``temp_dir`` (a directory of its own), a driver that attaches with that
+    ``_temp_dir`` connects to this raylet rather than to the head's."""
     import ray
     from ray._private.node import Node
     from ray._private.parameter import RayParams
@@ -289,7 +292,7 @@ def extra_node(
         min_worker_port=0,
         max_worker_port=0,
         node_manager_port=0,
-        temp_dir=cluster.temp_dir,
+        temp_dir=temp_dir or cluster.temp_dir,
     )
     params.dashboard_agent_listen_port = None
     params.include_log_monitor = False  # type: ignore[assignment]  # the head runs the one log monitor

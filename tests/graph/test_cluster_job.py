@@ -60,6 +60,30 @@ def test_cluster_specs_agree_only_when_they_can_be_one_jobs() -> None:
     assert tf.train.ClusterSpec(sparse).sparse_jobs() == {"worker"}
 
 
+def test_a_ps_tasks_job_is_over_once_every_other_task_has_used_it_and_ended() -> None:
+    w0, w1, chief = "/job:worker/task:0", "/job:worker/task:1", "/job:chief/task:0"
+    ps0, ps1 = "/job:ps/task:0", "/job:ps/task:1"
+    spec = text(SPEC)
+    assert cluster_job.job_over(spec, set(), {ps0}) is None  # nobody has come yet
+    assert cluster_job.job_over(spec, {w0}, {ps0}) is None  # worker 1 has not come yet
+    assert cluster_job.job_over(spec, {w0, w1}, {ps0, w1}) is None  # worker 1 runs
+    # the ps tasks' own processes do not count
+    reason = cluster_job.job_over(spec, {w0, w1, ps1}, {ps0, ps1})
+    assert reason == (
+        "every task of the job that is not a ps task (/job:worker/task:0, /job:worker/task:1) "
+        "has used it, and all of their processes have ended"
+    )
+    # every job that is not ps counts: a chief too
+    with_chief = text(dict(SPEC, chief=["c0:2222"]))
+    assert cluster_job.job_over(with_chief, {w0, w1}, set()) is None
+    assert cluster_job.job_over(with_chief, {w0, w1, chief}, set()) is not None
+    # a ps task's view listing some workers (a dict) waits for those
+    assert cluster_job.job_over(text(dict(SPEC, worker={1: "w1:2222"})), {w1}, set()) is not None
+    # no ClusterSpec, or no task but ps tasks: never over
+    assert cluster_job.job_over(None, {w0, w1}, set()) is None
+    assert cluster_job.job_over(text({"ps": ["a:1", "b:1"]}), {ps1}, set()) is None
+
+
 def test_task_index_must_be_an_int_as_in_tensorflow() -> None:
     spec = {"worker": ["a-ti:1", "b-ti:1"]}
     # TensorFlow 2.21: TypeError, "'str' object cannot be interpreted as an integer"

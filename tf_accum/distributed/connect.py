@@ -95,6 +95,8 @@ def connect(
         **init_options: passed to ``ray.init`` (e.g. ``object_store_memory``,
             ``_temp_dir``, ``log_to_driver``). Ignored if Ray is already
             initialized in this process: its connection is used as it is.
+            Ray's own logger shows warnings and errors only, unless
+            ``logging_level`` says otherwise.
 
     Returns:
         The table, now installed (``tf_accum.resources.set_table``).
@@ -369,6 +371,10 @@ def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
         _check_reachable(address, min(timeout, CONNECT_TIMEOUT))
         auth.check_token(address, min(timeout, auth.CHECK_TIMEOUT))
         options: dict[str, Any] = {"include_dashboard": False} if address == "local" else {}
+        # Ray's own logger (not the program's): its INFO lines ("Connecting to existing
+        # Ray cluster ...", "Started a local Ray instance.") say nothing the program
+        # asked for; its warnings and errors still show
+        options["logging_level"] = logging.WARNING
         options.update(init_options)
         try:
             _init_retrying(ray, address, options, timeout)

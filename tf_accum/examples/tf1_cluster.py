@@ -120,7 +120,8 @@ def run_task(settings: dict[str, Any]) -> dict[str, Any]:
     spec = settings["spec"]
     server = tf.train.Server(spec, job_name=settings["job"], task_index=settings["task"])
     if settings["job"] == "ps":
-        server.join()
+        server.join()  # returns once every worker has ended
+        return {}
     model = _model(settings)
     index = settings["task"] - 1  # worker task 1 is the model's worker 0
     g = Graph(tf, model, spec, settings["workers"], settings["required"])

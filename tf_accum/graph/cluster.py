@@ -153,6 +153,8 @@ class ClusterSpec:
 
 # Seconds between join()'s checks of whether the job is over.
 JOIN_CHECK_INTERVAL = 0.5
+# Seconds join() waits for a ps task's host to say whether the job is over.
+JOIN_CHECK_TIMEOUT = 10.0
 
 # Servers of this process by target: a Session(target) finds its cluster here.
 _servers: dict[str, Server] = {}
@@ -277,8 +279,8 @@ class Server:
         """For a ps task, attach to Ray and make its host on this node (idempotent).
 
         The host, owned by this process, holds the task's state until the
-        process ends (a soft preference for this node: Ray may restart a lost
-        host elsewhere, empty, while the process lives).
+        process ends. It is pinned to this process's node: a host whose actor
+        process dies while this process lives is restarted there, empty.
 
         Raises:
             UnknownError: another live process serves this task of this job.
@@ -289,26 +291,51 @@ class Server:
     def join(self) -> None:
         """Block while this task serves (a ps process's last call), until the job is over.
 
-        For a ps task the job is over when its host ends (the job's state is
+        For a ps task the job is over once every task of the ClusterSpec that
+        is not a ps task (the workers) has used this task and all of their
+        processes have ended (a worker that restarts before the others have
+        all ended keeps it going), or when its host ends (the job's state is
         gone: the host was killed, or the Ray cluster stopped); for any task,
-        when ``stop()`` is called. A SIGTERM ends the process as it ends any
-        Python program (tf_accum installs no signal handler), and Ctrl-C
-        raises KeyboardInterrupt here. The task's state lives in its host on
-        the Ray cluster until this process ends; this keeps the process alive,
-        as TensorFlow's ``join`` does.
+        when ``stop()`` is called. Returning, it logs why (at INFO, logger
+        ``tf_accum``). A SIGTERM ends the process as it ends any Python
+        program (tf_accum installs no signal handler), and Ctrl-C raises
+        KeyboardInterrupt here. The task's state lives in its host on the Ray
+        cluster until this process ends; this keeps the process alive, as
+        TensorFlow's ``join`` does.
+
+        Differs from TensorFlow: TensorFlow's ``join`` never returns
+        (docs/departures.md T30).
         """
-        host_ended = self._host_ended if self._job_name == "ps" else (lambda: False)
+        job_over = self._job_over if self._job_name == "ps" else (lambda: None)
         while not self._stopped.wait(JOIN_CHECK_INTERVAL):
-            if host_ended():
+            reason = job_over()
+            if reason is not None:
+                logger.info(
+                    "tf.train.Server of task /job:%s/task:%d: join() returns: %s",
+                    self._job_name,
+                    self._task_index,
+                    reason,
+                )
                 return
 
-    def _host_ended(self) -> bool:
+    def _job_over(self) -> str | None:
+        """Why this ps task's job is over, or None while it is not (see ``join``)."""
         import ray
 
+        link = self._runtime.host(self._job_name, self._task_index)
         # The host answers this process's life-token call only when it ends.
-        life = self._runtime.host(self._job_name, self._task_index).life
-        ready, _ = ray.wait(life, timeout=0)
-        return bool(ready)
+        ready, _ = ray.wait(link.life, timeout=0)
+        if ready:
+            return "its host ended (it was killed, or the Ray cluster stopped)"
+        try:
+            found: str | None = ray.get(link.actor.job_over.remote(), timeout=JOIN_CHECK_TIMEOUT)
+        except ray.exceptions.GetTimeoutError:
+            return None  # a host busy serving: the job is not over
+        except ray.exceptions.RayActorError:
+            return "its host ended (it was killed, or the Ray cluster stopped)"
+        if found is None:
+            return None
+        return f"the job is over for this task: {found}"
 
     def stop(self) -> None:
         """Let ``join()`` return (TensorFlow's servers cannot be stopped; this is for tests)."""

@@ -142,6 +142,33 @@ def disagreement(
     return None
 
 
+def job_over(spec: str | None, joined: set[str], live: set[str]) -> str | None:
+    """Why a ps task's job is over, or None while it is not.
+
+    It is over once every task of the ClusterSpec ``spec`` (``spec_text``) that is
+    not a ps task has joined the ps task's host (``joined``: task labels) and
+    none of them has a live process (``live``: the labels of the tasks whose
+    process is still known to live). A worker that restarts before the others
+    have all ended keeps the job going, as in TensorFlow; a job whose workers
+    never all used this ps task is never over here.
+    """
+    if spec is None:
+        return None
+    jobs = json.loads(spec)["jobs"]
+    tasks = [
+        f"/job:{job}/task:{index}"
+        for job in sorted(jobs)
+        if job != "ps"
+        for index in sorted(_tasks(jobs[job]))
+    ]
+    if not tasks or not joined.issuperset(tasks) or live.intersection(tasks):
+        return None
+    return (
+        f"every task of the job that is not a ps task ({', '.join(tasks)}) has used it, "
+        "and all of their processes have ended"
+    )
+
+
 def refused_spec(label: str, reason: str, theirs: str, ours: str, job: JobIdentity) -> str:
     return (
         f"This process's ClusterSpec disagrees with that of task {label} of {job.description}: "

@@ -120,9 +120,11 @@ class ClusterRuntime:
             import ray
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            # soft: if this node goes, Ray may restart the host elsewhere (empty)
+            # Hard: Ray ignores a soft preference for an actor that asks for no resource
+            # (it placed about half of such hosts on another node). The host has no use
+            # elsewhere anyway: if this node goes, so does this process, its owner.
             node = ray.get_runtime_context().get_node_id()
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=False)
         return options
 
     def _job_args(self, where: str) -> dict[str, Any]:

@@ -101,6 +101,7 @@ class _Host:
         self._holders: dict[str, tuple[str, str]] = {}
         if "task" in job:
             self._holders[job["task"]] = (job["caller"], job["where"])
+        self._joined: set[str] = set()  # labels of the tasks whose processes have joined
         self._table = LocalResourceTable()
         self._variables = VariableStore()
         self._lock = threading.Lock()
@@ -197,7 +198,14 @@ class _Host:
                 return ("taken", holder[1])
             await asyncio.sleep(0.1)  # a dead holder is dropped by _caller_died
         self._holders[task] = (caller, where)
+        self._joined.add(task)
         return ("ok", *(await self.ping()), *self._owner)
+
+    async def job_over(self) -> str | None:
+        """Why the job is over for this task (``cluster_job.job_over``); None while it is not."""
+        from tf_accum.graph.cluster_job import job_over
+
+        return job_over(self._spec, self._joined, set(self._holders))
 
     # --- callers' lives -----------------------------------------------------------
 
@@ -683,6 +691,10 @@ class TaskHost:
     ) -> tuple[Any, ...]:
         """Let a process of task ``task`` use this host (see ``_Host.join``)."""
         return await self._host.join(task, spec, caller, where, life)
+
+    async def job_over(self) -> str | None:
+        """Why the job is over for this task; None while it is not (see ``_Host.job_over``)."""
+        return await self._host.job_over()
 
     async def run(self, packed: tuple[Any, ...]) -> Any:
         """Run a request (see ``_Host.run``)."""

@@ -6,12 +6,14 @@ server on the loopback interface only, no usage statistics, and (unless the
 user configured a token) a fresh authentication token kept in the
 environment, which the job's tasks inherit, rather than written to the home
 directory. Its files (sockets, logs, Ray's own output) go to a temporary
-directory of its own, removed when it stops; its ports are free ones, so it
-coexists with other clusters on the machine.
+directory of its own, removed when it stops; its ports are free ones (the
+GCS's is picked by the system as it binds), so it coexists with other
+clusters on the machine.
 
 Stopping it ends, by pid, the ``ray start`` process and every process below
 it or naming or holding open the head's directory (Ray's agents may outlive
-their parent).
+their parent). A launcher that is killed cannot stop it: ``ray start`` then
+gets SIGTERM from Linux, and stops the head itself.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from tf_accum import errors
 from tf_accum.examples.processes import descendants
-from tf_accum.launch.tasks import free_ports
+from tf_accum.launch.tasks import ending_with_this_process, free_ports
 
 # Seconds for ``ray start`` to report the head started (Ray takes a few on an idle machine).
 START_TIMEOUT = 120.0
@@ -41,6 +43,7 @@ GONE_WAIT = 10.0
 SETTLE_WAIT = 2.0
 _STARTED = b"Ray runtime started"
 LOG_NAME = "head.log"  # ray start's output, in the head's directory
+ADDRESS_FILE = "ray_current_cluster"  # the head's GCS address, in the head's directory
 _POLL = 0.1  # seconds between looks at a starting head's output
 # In the environment of every process of the head (Ray's own processes inherit it),
 # with its directory, by which they are found (``holding``) when one outlives its
@@ -49,11 +52,12 @@ MARKER = "TF_ACCUM_LAUNCH_HEAD"
 
 
 class RayHead:
-    """A running head: ``address`` is its GCS address (``127.0.0.1:port``)."""
+    """A running head: ``address`` is its GCS address (``127.0.0.1:port``), known once
+    :meth:`wait_started` has returned."""
 
-    def __init__(self, process: subprocess.Popen[bytes], address: str, temp_dir: str) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], temp_dir: str) -> None:
         self.process = process
-        self.address = address
+        self.address = ""
         self.temp_dir = temp_dir
 
     def stop(self) -> None:
@@ -105,7 +109,11 @@ class RayHead:
         deadline = time.monotonic() + timeout
         while True:
             if _STARTED in (Path(self.temp_dir) / LOG_NAME).read_bytes():
-                return
+                # where ``ray start`` notes the address of the head it started
+                with contextlib.suppress(OSError):
+                    self.address = (Path(self.temp_dir) / ADDRESS_FILE).read_text().strip()
+                if self.address:
+                    return
             if self.process.poll() is not None or time.monotonic() > deadline:
                 state = (
                     f"exited with status {self.process.returncode}"
@@ -141,7 +149,7 @@ def start_head() -> RayHead:
     prepare_environment()
     # Short: Ray puts unix sockets under it (paths are limited to about 107 bytes).
     temp_dir = tempfile.mkdtemp(prefix="tfa", dir="/tmp" if os.path.isdir("/tmp") else None)
-    gcs_port, client_port, agent_port = free_ports(3)
+    client_port, agent_port = free_ports(2)
     command = [
         sys.executable,
         "-m",
@@ -150,7 +158,11 @@ def start_head() -> RayHead:
         "--head",
         "--block",
         "--node-ip-address=127.0.0.1",
-        f"--port={gcs_port}",
+        # The GCS, which every task connects to, takes a port the system picks as it
+        # binds: a port found free beforehand may be taken again in between, and gRPC
+        # servers share a port (SO_REUSEPORT), so the tasks' connections would be
+        # shared out between this head and another process's server.
+        "--port=0",
         f"--ray-client-server-port={client_port}",
         f"--dashboard-agent-listen-port={agent_port}",
         "--include-dashboard=false",
@@ -159,14 +171,14 @@ def start_head() -> RayHead:
     ]
     with (Path(temp_dir) / LOG_NAME).open("wb") as log:
         process = subprocess.Popen(
-            command,
+            ending_with_this_process(command),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a Ctrl-C at the terminal is the launcher's to handle
             env=dict(os.environ, **{MARKER: temp_dir}),
         )
-    return RayHead(process, f"127.0.0.1:{gcs_port}", temp_dir)
+    return RayHead(process, temp_dir)
 
 
 def alive(pid: int) -> bool:

@@ -1,7 +1,8 @@
 """Running a launched job: start its tasks, watch them, end them.
 
-The job is over when every worker has exited (a TF1 ps task runs
-``server.join()`` for ever: the launcher ends it then), when a task fails
+The job is over when every worker has exited (a ps task still running then
+is ended: on TensorFlow its ``server.join()`` never returns, and on tf_accum
+it returns a moment later), when a task fails
 (a worker or ps task exiting with a nonzero status: the others could wait
 for it for ever), or when the launcher is asked to stop (Ctrl-C, SIGTERM,
 SIGHUP). Ending a task sends SIGTERM to its process group, then SIGKILL
@@ -129,12 +130,14 @@ def run(spec: JobSpec, stop: StopRequests, output: Output) -> int:
     try:
         address = spec.address
         if not address:
-            output.say("starting a Ray head for the job (this machine, loopback only)")
+            output.say(
+                "starting a Ray head for the job (this machine, loopback only; it stops "
+                "when the job ends)"
+            )
             with stop.held():
                 head = start_head()
             head.wait_started()
-            address = head.address
-            output.say(f"Ray head at {address}; it stops when the job ends")
+            address = head.address  # the line listing the tasks says it
         if spec.spread:
             import logging
 

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-from tf_accum.launch.tasks import Task
+from tf_accum.launch.tasks import Task, ending_with_this_process
 
 # Seconds for a task's actor to start its process (Ray may start a worker process first).
 START_TIMEOUT = 120.0
@@ -55,7 +55,7 @@ class TaskRunner:
         import ray
 
         process = subprocess.Popen(
-            list(command),
+            ending_with_this_process(command),
             env=dict(env),
             cwd=cwd,
             stdin=subprocess.DEVNULL,

@@ -10,7 +10,8 @@ and a program running on TensorFlow itself can serve on them.
 
 A task's process runs in a session of its own, so that a Ctrl-C at the
 terminal reaches the launcher alone, which then ends each task's whole
-process group. Its output lines are copied to the launcher's, each prefixed
+process group. It gets SIGTERM when the process that started it ends, also
+when that is killed (:mod:`tf_accum.launch.ends_with_parent`). Its output lines are copied to the launcher's, each prefixed
 with the task's name (``[worker1] ...``).
 """
 
@@ -25,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Protocol
 
 JOBS = ("ps", "worker")
@@ -147,7 +149,7 @@ class RunningTask:
         self.task = task
         self.ended_by_launcher = False
         self.process = subprocess.Popen(
-            list(command),
+            ending_with_this_process(command),
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -198,6 +200,18 @@ class RunningTask:
         """Wait (at most ``timeout`` seconds) for the task's last output lines."""
         for thread in self._copiers:
             thread.join(timeout)
+
+
+def ending_with_this_process(command: Sequence[str]) -> list[str]:
+    """``command`` run so that its process gets SIGTERM when this process ends, however
+    it ends (on Linux; see :mod:`tf_accum.launch.ends_with_parent`): the same process
+    once started, with no handler installed in it.
+
+    Start it from a thread that lasts as long as this process (Linux sends the
+    signal when the thread that started the process ends)."""
+    helper = Path(__file__).with_name("ends_with_parent.py")
+    # -I -S: the helper needs the standard library only, whatever PYTHONPATH says
+    return [sys.executable, "-I", "-S", str(helper), str(os.getpid()), *command]
 
 
 def exit_status(returncode: int) -> int:
