@@ -118,14 +118,16 @@ def test_job_with_worker_processes_prints_its_summary_and_leaves_no_process(tmp_
 
 
 @NEEDS_RAY
-def test_without_quiet_ray_s_own_lines_show(tmp_path) -> None:
-    # what --quiet silences (test above) is there without it
+def test_without_quiet_ray_s_info_lines_stay_out_and_progress_shows(tmp_path) -> None:
+    # without --quiet the progress lines show; Ray's own INFO lines ("Started a local
+    # Ray instance", "Connecting to existing Ray cluster") stay out whatever the flag
     job, marker = start_job(tmp_path, "--processes", "2", "--steps", "2", "--no-plot")
     out, err, left = finish(job, marker)
     assert job.returncode == 0, err[-3000:]
-    assert "Started a local Ray instance" in err
-    assert "Connecting to existing Ray cluster" in err
-    # but no warning: Ray's own, when it attaches from a thread other than the main
+    assert "step 2/2" in err, err
+    assert "Started a local Ray instance" not in err, err
+    assert "Connecting to existing Ray cluster" not in err, err
+    # and no warning: Ray's own, when it attaches from a thread other than the main
     # one ("SIGTERM handler is not set"), or any other
     assert "SIGTERM" not in err and not re.search(r"\bWARNING\b [\w.]+\.py:\d+ --", err), err
     assert not left, f"processes the job started are still running: {left}"
