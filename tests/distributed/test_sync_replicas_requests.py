@@ -127,12 +127,12 @@ EXPECTED = {
     # the reads; the gradients' applies with the token's dequeue
     # the sync op: takes, Adam's updates, the step and the tokens, all on the one host
     1: ([2], [1]),
-    # the reads (one per host); the applies (one per host); the dequeue, after all
-    # the applies (on the global step's host)
+    # the reads (one per host); ps task 1's applies; then ps task 0's applies with the
+    # dequeue (it comes after all the applies)
     # the sync op: takes and the updates of the variables of ps task 0 (with the beta
     # powers), takes on ps task 1; ps task 1's updates (they read the beta powers);
     # the beta powers' and the step's updates and the tokens
-    2: ([3, 2], [2, 2]),
+    2: ([2, 2], [2, 2]),
 }
 
 

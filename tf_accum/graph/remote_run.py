@@ -238,7 +238,7 @@ class ClusterSession:
             actions: list[_Action] = []
             while len(done) < len(plan.ops):
                 ran = self._run_local(plan, placed, values, done, run, fed, False, actions)
-                batches = self._collect(plan, placed, done)
+                batches = _deferred(plan, placed, done, self._collect(plan, placed, done))
                 if batches:
                     actions.append(("send", batches))
                     self._send(batches, plan, placed, values, done, deadline, cancellation)
@@ -685,6 +685,39 @@ def _lift_constants(
         else:
             producers[op] = found
     return producers
+
+
+def _deferred(
+    plan: Plan, placed: _Placed, done: set[Operation], batches: dict[Task, list[Operation]]
+) -> dict[Task, list[Operation]]:
+    """``batches`` without those of the hosts that had better wait for another's answer.
+
+    A host whose next ops wait only for ops of this round, some of them in another
+    host's batch in which nothing may wait (no take, no dequeue), sends its batch
+    with those ops in one request after that batch's answer, instead of one request
+    now and another then: the same round trips, one request fewer (a worker's
+    applies to two ps tasks and its token's dequeue after both, say). Never behind
+    a batch that is deferred itself, and never all of them.
+    """
+    if len(batches) < 2:
+        return batches
+    inside = {op: task for task, ops in batches.items() for op in ops}
+    may_wait = {task for task, ops in batches.items() if any(op.blocking for op in ops)}
+    behind: dict[Task, set[Task]] = {}
+    for op in plan.ops:
+        task = placed.remote.get(op)
+        if task not in batches or op in done or op in inside:
+            continue
+        producers = placed.producers[op]
+        if not all(p in done or p in inside for p in producers):
+            continue
+        others = {inside[p] for p in producers if p in inside and inside[p] != task}
+        if others and not others & may_wait:
+            behind.setdefault(task, set()).update(others)
+    deferred = {task for task, others in behind.items() if not others & behind.keys()}
+    if not deferred or len(deferred) == len(batches):
+        return batches
+    return {task: ops for task, ops in batches.items() if task not in deferred}
 
 
 def _blocking_last(ops: list[Operation], placed: _Placed) -> list[Operation]:
