@@ -129,10 +129,10 @@ EXPECTED = {
     1: ([2], [1]),
     # the reads (one per host); ps task 1's applies; then ps task 0's applies with the
     # dequeue (it comes after all the applies)
-    # the sync op: takes and the updates of the variables of ps task 0 (with the beta
-    # powers), takes on ps task 1; ps task 1's updates (they read the beta powers);
-    # the beta powers' and the step's updates and the tokens
-    2: ([2, 2], [2, 2]),
+    # the sync op: the beta powers' reads on ps task 0 (ps task 1's updates need them:
+    # they go before the takes wait); each task's takes with its variables' updates;
+    # the beta powers' and the step's updates and the tokens on ps task 0
+    2: ([2, 2], [3, 1]),
 }
 
 

@@ -238,7 +238,8 @@ class ClusterSession:
             actions: list[_Action] = []
             while len(done) < len(plan.ops):
                 ran = self._run_local(plan, placed, values, done, run, fed, False, actions)
-                batches = _deferred(plan, placed, done, self._collect(plan, placed, done))
+                batches = self._collect(plan, placed, done)
+                batches = _deferred(plan, placed, done, _ahead_of_waits(plan, placed, batches))
                 if batches:
                     actions.append(("send", batches))
                     self._send(batches, plan, placed, values, done, deadline, cancellation)
@@ -685,6 +686,35 @@ def _lift_constants(
         else:
             producers[op] = found
     return producers
+
+
+def _ahead_of_waits(
+    plan: Plan, placed: _Placed, batches: dict[Task, list[Operation]]
+) -> dict[Task, list[Operation]]:
+    """``batches`` with the ops that may wait (a take, a dequeue, what needs them) held
+    back for the next round on each host where ops of another host need the others'
+    outputs: those go first, so that the other host's ops need not wait for the
+    take (a sync-replicas chief's Adam updates on two ps tasks read the beta powers
+    of one; with them read first, each task's takes and updates go together)."""
+    inside = {op for ops in batches.values() for op in ops}
+    found = dict(batches)
+    for task, ops in batches.items():
+        if not any(op.blocking for op in ops):
+            continue
+        waiting: set[Operation] = set()
+        for op in ops:  # in dependency order
+            if op.blocking or any(p in waiting for p in placed.producers[op]):
+                waiting.add(op)
+        first = [op for op in ops if op not in waiting]
+        needed = any(
+            p in first
+            for op in plan.ops
+            if op not in inside and placed.remote.get(op) not in (None, task)
+            for p in placed.producers[op]
+        )
+        if first and needed:
+            found[task] = first
+    return found
 
 
 def _deferred(
