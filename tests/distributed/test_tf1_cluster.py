@@ -609,3 +609,41 @@ def test_a_lost_ps_task_is_recovered_as_tf1_did_with_a_new_session(task) -> None
     assert fresh.run([m.step, m.count]) == [5, 0]  # the restarted host starts empty
     fresh.run(m.apply, {m.grad: [2, 1]})
     assert fresh.run(m.take, {m.num_required: 1}, options=RUN_BOUND).tolist() == [2, 1]
+
+
+def test_cheap_ops_between_ops_of_one_ps_task_run_there_with_their_values_and_errors(
+    task,
+) -> None:
+    """A Mul between a variable's read and its assign on a ps task, and a Fill of the
+    read's value into a queue there, run on the task in the same request: the values
+    are the ones computed here would have (fetched, or used by an op here, too); a
+    failing one raises the error it raises in one process, with its op."""
+    spec = cluster_of(ps=1, workers=1)
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:ps/task:0"):
+        v = tf.Variable(np.float32(3.0), name="v")
+        queue = tf.FIFOQueue(-1, tf.float32, shapes=(), shared_name="filled", name="filled")
+        doubled = v.read_value() * 2.0
+        update = v.assign(doubled)
+        filled = tf.fill([3], v.read_value())
+        enqueue = queue.enqueue_many((filled,))
+        size = queue.size()
+        dequeue = queue.dequeue()
+        dims = tf.Variable(np.array([-1], np.int32), name="dims")
+        bad = queue.enqueue_many((tf.fill(dims.read_value(), 1.0),))
+        with tf.device("/job:worker/task:0"):
+            here = doubled + 1.0
+    server, sess = task(spec, 0, g)
+    sess.run([v.initializer, dims.initializer])
+    before = server.runtime.census("ps", 0)["requests"]
+    sess.run(update)
+    sess.run(enqueue)
+    assert server.runtime.census("ps", 0)["requests"] - before == 2  # one each
+    assert sess.run(v) == 6.0
+    assert sess.run(size) == 3
+    assert sess.run(dequeue) == 6.0
+    assert sess.run([doubled, here]) == [12.0, 13.0]  # fetched, and used here
+    with pytest.raises(errors.InvalidArgumentError, match="must be >= 0") as raised:
+        sess.run(bad)  # as in one process
+    assert raised.value.op is not None and raised.value.op.type == "Fill"
+    assert sess.run(size) == 2  # nothing enqueued
