@@ -315,7 +315,20 @@ def main() -> None:
         row = f"{workers:<2} {ps_tasks:<2} " + "  ".join(f"{m:>11.2f}" for m in medians)
         found = dict(zip(runtimes, medians, strict=True))
         if "tf_accum" in found and "tensorflow" in found:
-            row += f"  tf_accum/TF {found['tf_accum'] / found['tensorflow']:.2f}x"
+            # and the median of each round's own ratio (the two ran back to back)
+            rounds = [
+                a / t
+                for a, t in zip(
+                    figures[(workers, ps_tasks, "tf_accum")],
+                    figures[(workers, ps_tasks, "tensorflow")],
+                    strict=True,
+                )
+            ]
+            row += (
+                f"  tf_accum/TF {found['tf_accum'] / found['tensorflow']:.2f}x"
+                f" (rounds {min(rounds):.2f}-{max(rounds):.2f}x,"
+                f" median {statistics.median(rounds):.2f}x)"
+            )
         if (workers, ps_tasks) in extras:
             per_step = statistics.median(e[0] for e in extras[(workers, ps_tasks)])
             trip = statistics.median(e[1] for e in extras[(workers, ps_tasks)])
