@@ -308,12 +308,11 @@ def test_requests_and_answers_travel_pickled_in_pieces_and_large_ones_go_through
     from tf_accum.distributed.small_messages import (
         MEDIUM_BYTES,
         PIECE_BYTES,
-        SMALL_BYTES,
         unpack,
     )
     from tf_accum.graph import remote_run
 
-    sizes = {"small": 3, "medium": SMALL_BYTES // 4 + 1, "large": MEDIUM_BYTES // 4 + 1}
+    sizes = {"small": 3, "medium": PIECE_BYTES // 4 + 1, "large": MEDIUM_BYTES // 4 + 1}
     spec = cluster_of(ps=1, workers=1)
     g = tf.Graph()
     ops: dict[str, Any] = {}

@@ -28,7 +28,7 @@ SMALL_BYTES = 64 * 1024
 # and read, and work for the node's raylet, per message). Larger messages (a
 # 1e6-element gradient) are left to Ray, whose store reads them without a copy.
 MEDIUM_BYTES = 1024 * 1024
-PIECE_BYTES = 64 * 1024
+PIECE_BYTES = 96 * 1024  # under Ray's 100 KiB, with room for its framing
 
 # Types pickled as they are, at a size of their own (a number, a short string).
 _PLAIN = frozenset({int, float, bool, str, type(None)})
