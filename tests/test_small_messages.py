@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tf_accum.distributed.small_messages import SMALL_BYTES, is_small, pack, unpack
+from tf_accum.distributed.small_messages import (
+    PIECE_BYTES,
+    SMALL_BYTES,
+    array_bytes,
+    is_small,
+    pack,
+    pieces_for,
+    split,
+    unpack,
+)
 
 
 @pytest.mark.parametrize(
@@ -44,3 +53,26 @@ def test_a_packed_message_unpacks_to_equal_values_and_others_pass_through() -> N
     assert back[1][0][0].dtype == np.int32 and back[1][0][0].tolist() == [0, 1, 2]
     assert back[1][2] == (np.float32(2.5), 4) and type(back[1][2][0]) is np.float32
     assert unpack(message) is message
+
+
+def test_array_bytes_counts_arrays_and_refuses_what_only_ray_may_serialise() -> None:
+    assert array_bytes([np.zeros(10, np.float32), np.zeros(3, np.int64), 5, "x"]) == 64
+    assert array_bytes([np.float32(1.0)]) == 0
+    assert array_bytes([object()]) is None
+    assert array_bytes([np.array(["a"], dtype=object)]) is None
+
+
+def test_a_message_split_into_pieces_unpacks_whole() -> None:
+    message = ("ok", [(np.arange(100_000, dtype=np.float32),)])
+    data = pack(message)
+    pieces = split(data)
+    assert len(pieces) == pieces_for(len(data)) == -(-len(data) // PIECE_BYTES) > 1
+    assert all(len(piece) <= PIECE_BYTES for piece in pieces)
+    back = unpack(*pieces)
+    assert back[0] == "ok" and back[1][0][0].tolist() == message[1][0][0].tolist()
+    # asked for more pieces than it needs: the last ones are empty, and it still unpacks
+    many = split(data, len(pieces) + 3)
+    assert len(many) == len(pieces) + 3
+    assert unpack(*many)[1][0][0].tolist() == message[1][0][0].tolist()
+    assert split(b"ab", 4) == (b"a", b"b", b"", b"")
+    assert split(b"abc", 1) == (b"abc",) and pieces_for(0) == 1

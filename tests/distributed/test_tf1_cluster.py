@@ -296,35 +296,47 @@ def test_a_run_on_two_ps_tasks_gets_both_answers_at_once_and_names_a_lost_one(
     assert "task /job:ps/task:1" in lost.value.message, lost.value.message
 
 
-def test_small_requests_and_answers_travel_pickled_and_large_ones_go_through_ray(
+def test_requests_and_answers_travel_pickled_in_pieces_and_large_ones_go_through_ray(
     task, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A request and an answer whose arrays are small travel as one bytes object; a
-    gradient too large for that, and the mean it is taken into, are left to Ray. The
-    values are the same either way, and a fetched mean is an array the caller may write."""
-    import ray
+    """A request or an answer whose arrays are small travels as one bytes object; one
+    whose arrays come to at most MEDIUM_BYTES as bytes in pieces of at most
+    PIECE_BYTES, each an argument or result of its own (an answer once the session
+    has seen its size: the first comes whole); a gradient larger than that, and the
+    mean it is taken into, are left to Ray. The values are the same either way, and a
+    fetched mean is an array the caller may write."""
+    from tf_accum.distributed.small_messages import (
+        MEDIUM_BYTES,
+        PIECE_BYTES,
+        unpack,
+    )
+    from tf_accum.graph import remote_run
 
-    from tf_accum.distributed.small_messages import SMALL_BYTES
-
-    large = SMALL_BYTES // 4 + 1  # float32 elements: just past the limit
+    sizes = {"small": 3, "medium": PIECE_BYTES // 4 + 1, "large": MEDIUM_BYTES // 4 + 1}
     spec = cluster_of(ps=1, workers=1)
     g = tf.Graph()
+    ops: dict[str, Any] = {}
     with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
-        small_acc = tf.ConditionalAccumulator(tf.float32, shape=[3], shared_name="small")
-        large_acc = tf.ConditionalAccumulator(tf.float32, shape=[large], shared_name="large")
-        small_grad = tf.placeholder(tf.float32, [3])
-        large_grad = tf.placeholder(tf.float32, [large])
-        small_apply = small_acc.apply_grad(small_grad, local_step=FAR_AHEAD)
-        large_apply = large_acc.apply_grad(large_grad, local_step=FAR_AHEAD)
-        small_take = small_acc.take_grad(2)
-        large_take = large_acc.take_grad(2)
-        count = small_acc.num_accumulated()
+        for kind, size in sizes.items():
+            acc = tf.ConditionalAccumulator(tf.float32, shape=[size], shared_name=kind)
+            grad = tf.placeholder(tf.float32, [size])
+            ops[kind] = (grad, acc.apply_grad(grad, local_step=FAR_AHEAD), acc.take_grad(2))
+        count = acc.num_accumulated()
     server, sess = task(spec, 0, g)
     sess.run(count)  # links to the host (and sends it the life token)
     link = server.runtime.host("ps", 0)
-    real_actor, real_get = link.actor, ray.get
-    sent: list[type] = []
-    answered: list[type] = []
+    real_actor = link.actor
+    sent: list[str] = []
+    answered: list[str] = []
+
+    def form(first: Any, rest: tuple[Any, ...]) -> str:
+        """How a message travelled: "bytes", "pieces" (all at most PIECE_BYTES), or "ray"."""
+        if type(first) is not bytes:
+            return "ray"
+        if not rest:
+            return "bytes"
+        assert all(type(p) is bytes and len(p) <= PIECE_BYTES for p in (first, *rest))
+        return "pieces"
 
     class Recording:
         def __getattr__(self, name: str) -> Any:
@@ -333,33 +345,51 @@ def test_small_requests_and_answers_travel_pickled_and_large_ones_go_through_ray
                 return method
 
             class Run:
-                @staticmethod
-                def remote(packed: Any) -> Any:
-                    sent.append(type(packed))
-                    return method.remote(packed)
+                def __init__(self, chosen: Any = method) -> None:
+                    self.chosen = chosen
 
-            return Run
+                def options(self, **options: Any) -> Any:
+                    return Run(method.options(**options))
 
-    def recorded_get(refs: Any, *args: Any, **kwargs: Any) -> Any:
-        got = real_get(refs, *args, **kwargs)
-        answered.extend(map(type, got) if isinstance(refs, list) else [type(got)])
-        return got
+                def remote(self, first: Any, *rest: Any) -> Any:
+                    sent.append(form(first, rest))
+                    return self.chosen.remote(first, *rest)
+
+            return Run()
+
+    def recorded_unpack(answer: Any, *pieces: bytes) -> Any:
+        answered.append(form(answer, pieces))
+        return unpack(answer, *pieces)
 
     monkeypatch.setattr(link, "actor", Recording())
-    monkeypatch.setattr(ray, "get", recorded_get)
-    for value in (1.0, 2.0):
-        sess.run(small_apply, {small_grad: np.full(3, value, np.float32)})
-        sess.run(large_apply, {large_grad: np.full(large, value, np.float32)})
-    small_mean = sess.run(small_take)
-    large_mean = sess.run(large_take)
+    monkeypatch.setattr(remote_run, "unpack", recorded_unpack)
+    means: dict[str, list[Any]] = {}
+    for kind, size in sizes.items():
+        grad, apply, take = ops[kind]
+        for _ in range(2):  # the second take's answer comes in the form the first taught
+            for value in (1.0, 2.0):
+                sess.run(apply, {grad: np.full(size, value, np.float32)})
+            means.setdefault(kind, []).append(sess.run(take))
     monkeypatch.undo()
-    assert sent == [bytes, tuple, bytes, tuple, bytes, bytes]
-    # applies answer with no arrays (small); the large take's answer holds the mean
-    assert answered == [bytes, bytes, bytes, bytes, bytes, tuple]
-    for mean, size in ((small_mean, 3), (large_mean, large)):
-        assert mean.dtype == np.float32 and mean.shape == (size,)
-        assert (mean == 1.5).all()
-        assert mean.flags.writeable
+    # per kind: two applies and a take, twice
+    assert sent == ["bytes"] * 6 + ["pieces", "pieces", "bytes"] * 2 + ["ray", "ray", "bytes"] * 2
+    # applies answer with no arrays; a medium mean comes whole once, then in pieces
+    assert (
+        answered
+        == ["bytes"] * 6
+        + ["bytes", "bytes", "ray", "bytes", "bytes", "pieces"]
+        + [
+            "bytes",
+            "bytes",
+            "ray",
+        ]
+        * 2
+    )
+    for kind, size in sizes.items():
+        for mean in means[kind]:
+            assert mean.dtype == np.float32 and mean.shape == (size,)
+            assert (mean == 1.5).all()
+            assert mean.flags.writeable
     assert sess.run(count) == 0
 
 
@@ -578,3 +608,41 @@ def test_a_lost_ps_task_is_recovered_as_tf1_did_with_a_new_session(task) -> None
     assert fresh.run([m.step, m.count]) == [5, 0]  # the restarted host starts empty
     fresh.run(m.apply, {m.grad: [2, 1]})
     assert fresh.run(m.take, {m.num_required: 1}, options=RUN_BOUND).tolist() == [2, 1]
+
+
+def test_cheap_ops_between_ops_of_one_ps_task_run_there_with_their_values_and_errors(
+    task,
+) -> None:
+    """A Mul between a variable's read and its assign on a ps task, and a Fill of the
+    read's value into a queue there, run on the task in the same request: the values
+    are the ones computed here would have (fetched, or used by an op here, too); a
+    failing one raises the error it raises in one process, with its op."""
+    spec = cluster_of(ps=1, workers=1)
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:ps/task:0"):
+        v = tf.Variable(np.float32(3.0), name="v")
+        queue = tf.FIFOQueue(-1, tf.float32, shapes=(), shared_name="filled", name="filled")
+        doubled = v.read_value() * 2.0
+        update = v.assign(doubled)
+        filled = tf.fill([3], v.read_value())
+        enqueue = queue.enqueue_many((filled,))
+        size = queue.size()
+        dequeue = queue.dequeue()
+        dims = tf.Variable(np.array([-1], np.int32), name="dims")
+        bad = queue.enqueue_many((tf.fill(dims.read_value(), 1.0),))
+        with tf.device("/job:worker/task:0"):
+            here = doubled + 1.0
+    server, sess = task(spec, 0, g)
+    sess.run([v.initializer, dims.initializer])
+    before = server.runtime.census("ps", 0)["requests"]
+    sess.run(update)
+    sess.run(enqueue)
+    assert server.runtime.census("ps", 0)["requests"] - before == 2  # one each
+    assert sess.run(v) == 6.0
+    assert sess.run(size) == 3
+    assert sess.run(dequeue) == 6.0
+    assert sess.run([doubled, here]) == [12.0, 13.0]  # fetched, and used here
+    with pytest.raises(errors.InvalidArgumentError, match="must be >= 0") as raised:
+        sess.run(bad)  # as in one process
+    assert raised.value.op is not None and raised.value.op.type == "Fill"
+    assert sess.run(size) == 2  # nothing enqueued

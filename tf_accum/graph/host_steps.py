@@ -6,7 +6,9 @@ makes an accumulator, ``(RAW, op_type, input_names, attrs, sources,
 n_outputs)`` calls a raw op, ``(VAR, method, variable_name, dtype_name,
 sources)`` reads or updates a variable, ``(TRAIN, op_type, variables,
 (input_names, attrs), sources)`` runs a training op on variables (a
-variable and its slots) by name. Each source says where an input
+variable and its slots) by name, ``(KERNEL, op_type, op_name, kernel,
+sources)`` calls a graph op's own kernel (a cheap op without state that the
+session moved to the host, see ``HOST_KERNEL_TYPES``). Each source says where an input
 comes from: ``(VALUE, value)`` in the steps, ``(STEP, index, output)`` an
 earlier step's output, or ``(SLOT, index)`` the request's values (what
 changes from run to run). The host decodes a request's steps once (a
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from tf_accum.graph.graph import Operation, Tensor
 
 # Step kinds (the first element of every step).
-MAKE, RAW, VAR, TRAIN = "make", "raw", "var", "train"
+MAKE, RAW, VAR, TRAIN, KERNEL = "make", "raw", "var", "train", "kernel"
 # Where a step's input comes from: a value in the steps, an earlier step's output, or
 # a slot of the values sent with the request (what changes from run to run).
 VALUE, STEP, SLOT = "v", "s", "i"
@@ -49,6 +51,17 @@ VARIABLE_METHODS = {
     **SCATTER_METHODS,
 }
 
+
+# Ops without state, cheap, whose kernels read nothing of the run but their inputs: one
+# whose inputs all come from one host's ops (or constants) and whose users all run on
+# that host runs there too (a KERNEL step), saving the round trip that running it
+# here between two requests would cost. TensorFlow places them there too: an
+# optimizer's beta-power updates and the sync-replicas tokens are colocated with
+# their variables.
+HOST_KERNEL_TYPES = frozenset({"NoOp", "Identity", "Mul", "AddV2", "Sub", "Fill"})
+# A kernel travels pickled by value in its request's steps; one that pickles larger
+# than this (a closure holding much) stays in the session's process.
+HOST_KERNEL_BYTES = 16 * 1024
 
 # The queue ops: a queue on a ps task is one queue for every session of the cluster,
 # as an accumulator is.
@@ -183,6 +196,20 @@ def variable_step(store: Any, step: tuple[Any, ...], values: list[Any]) -> tuple
     raise errors.UnimplementedError(None, None, f"No variable operation {method!r} on a task")
 
 
+def kernel_step(step: tuple[Any, ...], values: list[Any]) -> tuple[Any, ...]:
+    """Run a KERNEL step (a graph op's own kernel) on its input ``values``.
+
+    Raises:
+        what the kernel raises.
+    """
+    from tf_accum.accumulators.cancellation import Cancellation
+    from tf_accum.graph.executor import RunContext
+
+    # these kernels ask nothing of the run (no session here)
+    context = RunContext(None, None, Cancellation())  # type: ignore[arg-type]
+    return tuple(step[3](context, values))
+
+
 def training_step(store: Any, step: tuple[Any, ...], values: list[Any]) -> tuple[Any, ...]:
     """Run a TRAIN step on ``store`` (a VariableStore) with its other inputs ``values``.
 
@@ -214,6 +241,10 @@ def write_steps(
     index = {op: i for i, op in enumerate(ops)}
     steps: list[tuple[Any, ...]] = []
     for op in ops:
+        if op.type in HOST_KERNEL_TYPES:
+            sources = tuple(_source(t, index, values, computed, slots) for t in op.inputs)
+            steps.append((KERNEL, op.type, op.name, op.kernel, sources))
+            continue
         attrs = dict(op._attrs)
         if op.type in VARIABLE_METHODS:
             handle_op = op.inputs[0].op

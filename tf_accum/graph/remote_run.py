@@ -15,6 +15,13 @@ How a TF1 cluster maps onto Ray:
   the handle's producer runs, as TensorFlow colocates ops with their
   resources. Every other op (math, constants, anything placed on the
   session's own task or on no device) runs in the session's process.
+- A cheap op without state (``host_steps.HOST_KERNEL_TYPES``: a NoOp, an
+  Identity, a Mul, ...) whose inputs all come from one host's ops (or
+  constants) and whose users all run on that host runs there too, as
+  TensorFlow colocates an optimizer's beta-power updates and the
+  sync-replicas tokens with their variables: it would otherwise cost a round
+  trip between two requests. A NoOp left in the session's process orders
+  nothing by itself: what waits for it waits for its inputs instead.
 - The ops of one ``Session.run`` on one host go to it as one request and run
   there in dependency order (takes after the ops they may wait for). A run
   whose ops on host A need a value from host B sends B's request first:
@@ -47,7 +54,14 @@ from tf_accum.distributed.process_exit import (
     refuse_when_exiting,
 )
 from tf_accum.distributed.proxy import ray_error
-from tf_accum.distributed.small_messages import is_small, pack, unpack
+from tf_accum.distributed.small_messages import (
+    MEDIUM_BYTES,
+    array_bytes,
+    pack,
+    pieces_for,
+    split,
+    unpack,
+)
 from tf_accum.distributed.wire import RESTARTED
 from tf_accum.graph.cluster_runtime import (
     HANDLE_DTYPES,
@@ -58,7 +72,13 @@ from tf_accum.graph.cluster_runtime import (
     task_label,
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
-from tf_accum.graph.host_steps import VARIABLE_METHODS, write_steps
+from tf_accum.graph.host_steps import (
+    HOST_KERNEL_BYTES,
+    HOST_KERNEL_TYPES,
+    KERNEL,
+    VARIABLE_METHODS,
+    write_steps,
+)
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.raw_ops.training import TRAINING_OPS
 from tf_accum.resources import using_table
@@ -110,6 +130,9 @@ class _Request:
     blob: bytes
     slots: tuple[Tensor, ...]
     outputs: tuple[tuple[Operation, tuple[Tensor, ...], bool], ...]
+    # the pieces to ask its answer in (learnt from the last answer: a run's answers
+    # are the same size from run to run)
+    answer_pieces: list[int]
 
 
 # A request waiting for its answer: (task, ops, request id, link, cancellation key, request).
@@ -180,6 +203,8 @@ class ClusterSession:
                     f"{task_label(task)}, and tf_accum runs only accumulator, variable "
                     f"({', '.join(sorted(VARIABLE_METHODS))}) and training ops on another task",
                 )
+        if not plan.feeds_outputs:
+            _move_to_hosts(plan, remote)
         placed = _Placed(remote, _lift_constants(plan, remote))
         with self._lock:
             if len(self._placed) > 256:
@@ -230,6 +255,7 @@ class ClusterSession:
             while len(done) < len(plan.ops):
                 ran = self._run_local(plan, placed, values, done, run, fed, False, actions)
                 batches = self._collect(plan, placed, done)
+                batches = _deferred(plan, placed, done, _ahead_of_waits(plan, placed, batches))
                 if batches:
                     actions.append(("send", batches))
                     self._send(batches, plan, placed, values, done, deadline, cancellation)
@@ -348,12 +374,17 @@ class ClusterSession:
         if found is None or found.plan is not plan:
             slots: list[Tensor] = []
             steps = write_steps(ops, values, plan.producers, slots)
-            blob = pickle.dumps(steps, pickle.HIGHEST_PROTOCOL)
+            if any(step[0] == KERNEL for step in steps):
+                from ray import cloudpickle  # a kernel is a closure: pickled by value
+
+                blob = cloudpickle.dumps(steps, pickle.HIGHEST_PROTOCOL)  # type: ignore[no-untyped-call]
+            else:
+                blob = pickle.dumps(steps, pickle.HIGHEST_PROTOCOL)
             outputs = tuple(
                 (op, op.outputs, op.type in NODE_SPECS and NODE_SPECS[op.type].constructor)
                 for op in ops
             )
-            found = _Request(plan, blob, tuple(slots), outputs)
+            found = _Request(plan, blob, tuple(slots), outputs, [1])
             with self._lock:
                 if len(self._requests) > 256:
                     self._requests.clear()
@@ -386,6 +417,7 @@ class ClusterSession:
 
         runtime = self.runtime
         pending: dict[Any, _Pending] = {}
+        rest: dict[Any, list[Any]] = {}  # a split answer's pieces after the first
         try:
             for task, ops in batches.items():
                 refuse_when_exiting(f"send a request to task {task_label(task)}")
@@ -414,10 +446,18 @@ class ClusterSession:
                     sent,
                     remaining,
                     blocking,
+                    made.answer_pieces[0],
                 )
-                if life is None and is_small(sent):
-                    packed = pack(packed)
-                ref = link.actor.run.remote(packed)
+                size = array_bytes(sent) if life is None else None
+                arguments: tuple[Any, ...] = (packed,)
+                if size is not None and size <= MEDIUM_BYTES:
+                    arguments = split(pack(packed))
+                if made.answer_pieces[0] == 1:
+                    ref = link.actor.run.remote(*arguments)
+                else:
+                    run = link.actor.run.options(num_returns=made.answer_pieces[0])
+                    ref, *others = run.remote(*arguments)
+                    rest[ref] = others
                 pending[ref] = (task, ops, request, link, key, made)
             failures: list[tuple[Operation, BaseException]] = []
             answers = _answers_at_once(pending)
@@ -425,11 +465,13 @@ class ClusterSession:
                 ref = _next_answer(pending)
                 task, ops, request, link, key, made = pending[ref]
                 try:
-                    outcome = unpack(
+                    answer = (
                         answers.pop(ref)
                         if ref in answers
                         else _answer(ref, task, ops, key, self, link)
                     )
+                    pieces = ray.get(rest.pop(ref)) if ref in rest else []
+                    outcome = unpack(answer, *pieces)
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
                     cancellation.unregister(key)
@@ -444,6 +486,7 @@ class ClusterSession:
                 # answered: a later cancellation must not reach for it
                 del pending[ref]
                 cancellation.unregister(key)
+                made.answer_pieces[0] = _answer_pieces(answer, pieces, outcome)
                 failed = self._absorb(task, made, outcome, values, done, link)
                 if failed is not None:
                     failures.append(failed)
@@ -529,6 +572,20 @@ class ClusterSession:
             if link is not None and not link.stale:
                 with contextlib.suppress(Exception):
                     link.actor.close_session.remote(self.key)
+
+
+def _answer_pieces(answer: Any, pieces: list[bytes], outcome: Any) -> int:
+    """The pieces to ask the next answer of the same request in: as many as this
+    one's pickled bytes need, or, for one Ray serialised, as its arrays would
+    (one when they are too large to travel pickled)."""
+    if type(answer) is bytes:
+        return pieces_for(len(answer) + sum(len(piece) for piece in pieces))
+    size = None
+    if outcome[0] == "ok":
+        size = array_bytes(value for outputs in outcome[1] for value in outputs)
+    if size is None or size > MEDIUM_BYTES:
+        return 1
+    return pieces_for(size + 4096)  # and the pickled tuples around the arrays
 
 
 def wait_hint(op: Operation, text: str) -> None:
@@ -674,17 +731,50 @@ def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]
     return cancel
 
 
+def _move_to_hosts(plan: Plan, remote: dict[Operation, Task]) -> None:
+    """Add to ``remote`` the cheap ops without state that sit between ops of one host:
+    every input from that host's ops (or from constants), every user on that host,
+    not fetched. Their kernels travel in the request's steps (see host_steps). An
+    op's control inputs do not decide where it runs (it has no effect to order:
+    it runs once they are done, wherever it runs)."""
+    from ray import cloudpickle
+
+    for op in plan.ops:
+        if op in remote or op.type not in HOST_KERNEL_TYPES or op in plan.fetched:
+            continue
+        inputs = {tensor.op for tensor in op.inputs}
+        if op.type == "NoOp":  # no inputs: where the ops it orders run, if on one host
+            deciding = list(plan.producers[op])
+        else:
+            deciding = [p for p in plan.producers[op] if p in inputs]
+        if any(p not in remote and (p.type != "Const" or p.inputs) for p in deciding):
+            continue  # an input computed here
+        tasks = {remote[p] for p in deciding if p in remote}
+        users = plan.consumers[op]
+        if len(tasks) != 1 or not users or any(remote.get(u) not in tasks for u in users):
+            continue
+        try:
+            size = len(cloudpickle.dumps(op.kernel))  # type: ignore[no-untyped-call]
+        except Exception:
+            continue  # what it holds does not travel: it runs here
+        if size <= HOST_KERNEL_BYTES:
+            remote[op] = tasks.pop()
+
+
 def _lift_constants(
     plan: Plan, remote: dict[Operation, Task]
 ) -> dict[Operation, tuple[Operation, ...]]:
-    """What each op of ``plan`` waits for, with local constants waiting for nothing.
+    """What each op of ``plan`` waits for, with local constants and NoOps waiting for
+    nothing.
 
     A constant built under ``control_dependencies`` (``apply_grad(1.0)`` after an
     assign on a ps task, say) has no effect to order: only the ops that use it
     must come after its control inputs. So the constant runs at once and its
     users wait for those control inputs instead; the assign and the applies
     then go to their host as one request, in dependency order, instead of a
-    request, a local constant and a second request.
+    request, a local constant and a second request. A NoOp (``group``, an
+    optimizer's update) orders nothing by itself either: what waits for it
+    waits for its inputs.
     """
     lifted: dict[Operation, tuple[Operation, ...]] = {}
     producers: dict[Operation, tuple[Operation, ...]] = {}
@@ -694,12 +784,74 @@ def _lift_constants(
             needs.append(producer)
             needs.extend(lifted.get(producer, ()))
         found = tuple(dict.fromkeys(needs))
-        if op.type == "Const" and not op.inputs and op not in remote:
+        if op not in remote and (op.type == "Const" and not op.inputs or op.type == "NoOp"):
             lifted[op] = found
             producers[op] = ()
         else:
             producers[op] = found
     return producers
+
+
+def _ahead_of_waits(
+    plan: Plan, placed: _Placed, batches: dict[Task, list[Operation]]
+) -> dict[Task, list[Operation]]:
+    """``batches`` with the ops that may wait (a take, a dequeue, what needs them) held
+    back for the next round on each host where ops of another host need the others'
+    outputs: those go first, so that the other host's ops need not wait for the
+    take (a sync-replicas chief's Adam updates on two ps tasks read the beta powers
+    of one; with them read first, each task's takes and updates go together)."""
+    inside = {op for ops in batches.values() for op in ops}
+    found = dict(batches)
+    for task, ops in batches.items():
+        if not any(op.blocking for op in ops):
+            continue
+        waiting: set[Operation] = set()
+        for op in ops:  # in dependency order
+            if op.blocking or any(p in waiting for p in placed.producers[op]):
+                waiting.add(op)
+        first = [op for op in ops if op not in waiting]
+        needed = any(
+            p in first
+            for op in plan.ops
+            if op not in inside and placed.remote.get(op) not in (None, task)
+            for p in placed.producers[op]
+        )
+        if first and needed:
+            found[task] = first
+    return found
+
+
+def _deferred(
+    plan: Plan, placed: _Placed, done: set[Operation], batches: dict[Task, list[Operation]]
+) -> dict[Task, list[Operation]]:
+    """``batches`` without those of the hosts that had better wait for another's answer.
+
+    A host whose next ops wait only for ops of this round, some of them in another
+    host's batch in which nothing may wait (no take, no dequeue), sends its batch
+    with those ops in one request after that batch's answer, instead of one request
+    now and another then: the same round trips, one request fewer (a worker's
+    applies to two ps tasks and its token's dequeue after both, say). Never behind
+    a batch that is deferred itself, and never all of them.
+    """
+    if len(batches) < 2:
+        return batches
+    inside = {op: task for task, ops in batches.items() for op in ops}
+    may_wait = {task for task, ops in batches.items() if any(op.blocking for op in ops)}
+    behind: dict[Task, set[Task]] = {}
+    for op in plan.ops:
+        task = placed.remote.get(op)
+        if task not in batches or op in done or op in inside:
+            continue
+        producers = placed.producers[op]
+        if not all(p in done or p in inside for p in producers):
+            continue
+        others = {inside[p] for p in producers if p in inside and inside[p] != task}
+        if others and not others & may_wait:
+            behind.setdefault(task, set()).update(others)
+    deferred = {task for task, others in behind.items() if not others & behind.keys()}
+    if not deferred or len(deferred) == len(batches):
+        return batches
+    return {task: ops for task, ops in batches.items() if task not in deferred}
 
 
 def _blocking_last(ops: list[Operation], placed: _Placed) -> list[Operation]:

@@ -32,14 +32,16 @@ import numpy as np
 from tf_accum import errors, raw_ops
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.lives import CallerLives
-from tf_accum.distributed.small_messages import is_small, pack, unpack
+from tf_accum.distributed.small_messages import is_small, pack, split, unpack
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.graph.host_steps import (
+    KERNEL,
     MAKE,
     TRAIN,
     RawStep,
     decode,
     inputs_of,
+    kernel_step,
     training_step,
     variable_step,
 )
@@ -227,25 +229,31 @@ class _Host:
 
     # --- requests -------------------------------------------------------------------
 
-    async def run(self, packed: tuple[Any, ...]) -> Any:
+    async def run(self, packed: Any, *pieces: bytes) -> Any:
         """Run a request's steps in order; ("ok", outputs per step) or ("failed", step, Failure).
 
         ``packed`` is (instance, session, caller, life, request, blob, values,
-        remaining, blocking), one argument (Ray serialises each argument on
-        its own), or that tuple packed by ``small_messages.pack``. ``blob`` is
-        the steps, pickled (a session sends the same ones every run, so they
-        are decoded once); their SLOT sources take ``values``. ``life`` is
-        the caller's life token, sent with its first request only;
-        ``remaining`` is the seconds left of the run's deadline (None: no
-        deadline). An answer whose outputs are small comes packed.
+        remaining, blocking, answer_pieces), one argument (Ray serialises each
+        argument on its own), or that tuple packed by ``small_messages.pack``
+        (split into ``pieces`` after the first, when large). ``blob`` is the
+        steps, pickled (a session sends the same ones every run, so they are
+        decoded once); their SLOT sources take ``values``. ``life`` is the
+        caller's life token, sent with its first request only; ``remaining``
+        is the seconds left of the run's deadline (None: no deadline). An
+        answer whose outputs are small comes packed; with ``answer_pieces``
+        above 1 (the caller asked Ray for that many results), it comes packed
+        and split into that many pieces.
         """
-        outcome = await self._run(unpack(packed))
+        message = unpack(packed, *pieces)
+        outcome = await self._run(message)
+        if message[9] > 1:
+            return split(pack(outcome), message[9])
         if outcome[0] == "ok" and is_small(value for out in outcome[1] for value in out):
             return pack(outcome)
         return outcome
 
     async def _run(self, packed: tuple[Any, ...]) -> Any:
-        instance, session, caller, life, request, blob, values, remaining, blocking = packed
+        instance, session, caller, life, request, blob, values, remaining, blocking, _ = packed
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))
         steps = self._steps(blob)
@@ -617,6 +625,8 @@ class _Host:
             _, op_type, op_name, attrs = step
             return (self._make(session, op_type, op_name, attrs),)
         values = inputs_of(step[4], outputs, slots)
+        if step[0] == KERNEL:
+            return kernel_step(step, values)
         if step[0] == TRAIN:
             return training_step(self._variables, step, values)
         return variable_step(self._variables, step, values)
@@ -696,9 +706,9 @@ class TaskHost:
         """Why the job is over for this task; None while it is not (see ``_Host.job_over``)."""
         return await self._host.job_over()
 
-    async def run(self, packed: tuple[Any, ...]) -> Any:
+    async def run(self, packed: Any, *pieces: bytes) -> Any:
         """Run a request (see ``_Host.run``)."""
-        return await self._host.run(packed)
+        return await self._host.run(packed, *pieces)
 
     async def cancel(self, request: str) -> None:
         """Cancel a request's waiting takes (CancelledError; they consume nothing)."""

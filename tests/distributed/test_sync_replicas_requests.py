@@ -1,0 +1,169 @@
+"""The Ray requests a synchronous-replicas training step makes, counted.
+
+The program is benchmarks/bench_sync_replicas.py's: a 784-100-10 MLP trained
+by SyncReplicasOptimizer over Adam, its variables spread over the ps tasks
+by replica_device_setter. A worker's step and the chief's sync op are run
+one at a time (the chief's initial tokens let the worker go without the
+queue runner), and every call this process makes to a ps task's host is
+counted, by method, beside the requests each host says it ran. A change
+that adds a request to either fails here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tf_accum.compat.v1 as tf
+
+RUN_BOUND = tf.RunOptions(timeout_in_ms=60_000)
+
+
+@pytest.fixture
+def task(ray_cluster: Any, serve_ps: Any) -> Iterator[Callable[..., tuple[Any, Any]]]:
+    """A worker task of this process: its Server and a Session on its target (closed after)."""
+    sessions: list[Any] = []
+
+    def start(spec: Any, graph: Any) -> tuple[Any, Any]:
+        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
+        server = tf.train.Server(spec, job_name="worker", task_index=0)
+        sess = tf.Session(server.target, graph=graph)
+        sessions.append(sess)
+        return server, sess
+
+    yield start
+    for sess in sessions:
+        sess.close()
+
+
+def mlp(spec: Any) -> dict[str, Any]:
+    """The benchmark's job as worker 0 builds it (one replica)."""
+    rng = np.random.default_rng(0)
+    graph = tf.Graph()
+    device = tf.train.replica_device_setter(cluster=spec, worker_device="/job:worker/task:0")
+    with graph.as_default(), tf.device(device):
+        global_step = tf.train.get_or_create_global_step()
+        images = tf.placeholder(tf.float32, [None, 784])
+        labels = tf.placeholder(tf.float32, [None, 10])
+        w1 = tf.Variable((rng.standard_normal((784, 100)) * 0.05).astype(np.float32), name="w1")
+        b1 = tf.Variable(np.zeros(100, np.float32), name="b1")
+        w2 = tf.Variable((rng.standard_normal((100, 10)) * 0.1).astype(np.float32), name="w2")
+        b2 = tf.Variable(np.zeros(10, np.float32), name="b2")
+        logits = tf.matmul(tf.nn.relu(tf.matmul(images, w1) + b1), w2) + b2
+        loss = tf.reduce_mean(
+            tf.nn.softmax_cross_entropy_with_logits_v2(labels=labels, logits=logits)
+        )
+        opt = tf.train.SyncReplicasOptimizer(
+            tf.train.AdamOptimizer(1e-3), replicas_to_aggregate=1, total_num_replicas=1
+        )
+        train_op = opt.minimize(loss, global_step=global_step)
+        tokens = opt.get_init_tokens_op(num_tokens=4)
+        init = tf.global_variables_initializer()
+        local_init = tf.local_variables_initializer()
+    feed = {
+        images: rng.random((100, 784), dtype=np.float32),
+        labels: np.eye(10, dtype=np.float32)[rng.integers(0, 10, 100)],
+    }
+    return {
+        "graph": graph,
+        "opt": opt,
+        "train_op": train_op,
+        "sync_op": opt.get_chief_queue_runner().enqueue_ops[0],
+        "tokens": tokens,
+        "init": init,
+        "local_init": local_init,
+        "global_step": global_step,
+        "feed": feed,
+    }
+
+
+class CountingActor:
+    """Stands for a host's actor handle: counts the calls made on it, by method."""
+
+    def __init__(self, actor: Any, calls: Counter[str]) -> None:
+        self._actor = actor
+        self._calls = calls
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._actor, name)
+        calls = self._calls
+
+        class Counted:
+            def __init__(self, chosen: Any = method) -> None:
+                self.chosen = chosen
+
+            def options(self, **options: Any) -> Any:
+                return Counted(method.options(**options))
+
+            def remote(self, *args: Any, **kwargs: Any) -> Any:
+                calls[name] += 1
+                return self.chosen.remote(*args, **kwargs)
+
+        return Counted()
+
+
+def counted(
+    server: Any, ps_tasks: int, monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]
+) -> tuple[Counter[str], list[int]]:
+    """The calls ``run`` makes on the hosts' actors, and the requests each host ran."""
+    calls: Counter[str] = Counter()
+    links = [server.runtime.host("ps", k) for k in range(ps_tasks)]
+    before = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+    with monkeypatch.context() as patch:
+        for link in links:
+            patch.setattr(link, "actor", CountingActor(link.actor, calls))
+        run()
+    after = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+    return calls, [b - a for a, b in zip(before, after, strict=True)]
+
+
+# ps tasks -> (a worker's step: requests per host, the sync op: requests per host)
+EXPECTED = {
+    # the reads; the gradients' applies with the token's dequeue
+    # the sync op: takes, Adam's updates, the step and the tokens, all on the one host
+    1: ([2], [1]),
+    # the reads (one per host); ps task 1's applies; then ps task 0's applies with the
+    # dequeue (it comes after all the applies)
+    # the sync op: the beta powers' reads on ps task 0 (ps task 1's updates need them:
+    # they go before the takes wait); each task's takes with its variables' updates;
+    # the beta powers' and the step's updates and the tokens on ps task 0
+    2: ([2, 2], [3, 1]),
+}
+
+
+@pytest.mark.parametrize("ps_tasks", [1, 2])
+def test_the_requests_of_a_worker_step_and_of_the_sync_op(
+    task: Any, ps_tasks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    spec = {"ps": [f"ps{k}-{tag}:2222" for k in range(ps_tasks)], "worker": [f"w0-{tag}:2222"]}
+    m = mlp(spec)
+    server, sess = task(spec, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    sess.run(m["opt"].chief_init_op)
+    sess.run(m["tokens"])
+    fetches = [m["train_op"], m["global_step"]]
+    step = lambda: sess.run(fetches, m["feed"], options=RUN_BOUND)  # noqa: E731
+    sync = lambda: sess.run(m["sync_op"], options=RUN_BOUND)  # noqa: E731
+    worker, sync_op = EXPECTED[ps_tasks]
+    for counting in (False, True, True):  # the first runs learn the answers' sizes
+        # the gradient is at the current step whatever token the last step took
+        # (the initial ones say step 0), so the sync op finds it
+        sess.run(m["opt"].local_step_init_op)
+        if not counting:
+            step()
+            sync()
+            continue
+        calls, requests = counted(server, ps_tasks, monkeypatch, step)
+        assert requests == worker
+        assert calls == Counter(run=sum(worker))  # nothing else: no ping, no wait
+        calls, requests = counted(server, ps_tasks, monkeypatch, sync)
+        assert requests == sync_op
+        assert calls == Counter(run=sum(sync_op))
+    # and the steps trained: the global step went up once per sync op
+    assert sess.run(m["global_step"]) == 3
