@@ -732,33 +732,55 @@ def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]
 
 
 def _move_to_hosts(plan: Plan, remote: dict[Operation, Task]) -> None:
-    """Add to ``remote`` the cheap ops without state that sit between ops of one host:
-    every input from that host's ops (or from constants), every user on that host,
-    not fetched. Their kernels travel in the request's steps (see host_steps). An
+    """Add to ``remote`` the cheap ops without state that sit between ops of hosts:
+    every input from one host's ops (or from constants), every user on a host, not
+    fetched. Their kernels travel in the request's steps (see host_steps). An
     op's control inputs do not decide where it runs (it has no effect to order:
     it runs once they are done, wherever it runs)."""
     from ray import cloudpickle
+
+    # a chain of cheap ops (a read's Identity, then a Mul) moves as a whole: each is a
+    # candidate when its inputs are on one host or candidates there, then candidates
+    # with a user or an input that stays here are dropped until none is left. Users
+    # on another host are no reason to stay: the value travels through this process
+    # either way, and computed on its inputs' host it is that host's output, which
+    # the other host's ops wait for ahead of the takes (see _ahead_of_waits)
+    candidates: dict[Operation, Task] = {}
+    deciding: dict[Operation, list[Operation]] = {}
+
+    def placed(op: Operation) -> Task | None:
+        return remote.get(op) or candidates.get(op)
 
     for op in plan.ops:
         if op in remote or op.type not in HOST_KERNEL_TYPES or op in plan.fetched:
             continue
         inputs = {tensor.op for tensor in op.inputs}
         if op.type == "NoOp":  # no inputs: where the ops it orders run, if on one host
-            deciding = list(plan.producers[op])
+            found = list(plan.producers[op])
         else:
-            deciding = [p for p in plan.producers[op] if p in inputs]
-        if any(p not in remote and (p.type != "Const" or p.inputs) for p in deciding):
+            found = [p for p in plan.producers[op] if p in inputs]
+        if any(placed(p) is None and (p.type != "Const" or p.inputs) for p in found):
             continue  # an input computed here
-        tasks = {remote[p] for p in deciding if p in remote}
-        users = plan.consumers[op]
-        if len(tasks) != 1 or not users or any(remote.get(u) not in tasks for u in users):
+        tasks = {placed(p) for p in found} - {None}
+        if len(tasks) != 1 or not plan.consumers[op]:
             continue
         try:
             size = len(cloudpickle.dumps(op.kernel))  # type: ignore[no-untyped-call]
         except Exception:
             continue  # what it holds does not travel: it runs here
         if size <= HOST_KERNEL_BYTES:
-            remote[op] = tasks.pop()
+            candidates[op] = tasks.pop()  # type: ignore[assignment]
+            deciding[op] = found
+    dropped = True
+    while dropped:
+        dropped = False
+        for op, task in list(candidates.items()):
+            if any(placed(u) is None for u in plan.consumers[op]) or any(
+                placed(p) is None and (p.type != "Const" or p.inputs) for p in deciding[op]
+            ):
+                del candidates[op]
+                dropped = True
+    remote.update(candidates)
 
 
 def _lift_constants(
