@@ -792,12 +792,15 @@ def _inject_at_line(k: int) -> Any:
     Only a line's first run in a frame counts: CPython also reports the exit of
     a ``with`` block as its line, where no real asynchronous exception can land
     (the next check for one is after ``__exit__`` has returned), and raising
-    there would leave any context manager's lock held.
+    there would leave any context manager's lock held. The delivery's
+    ``__exit__`` (delivery.py), which gives back a round taken by a call that
+    fails, is left out: an exception there loses what it was giving back.
     """
     seen: set[tuple[int, int]] = set()
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if not frame.f_globals.get("__name__", "").startswith("tf_accum.accumulators"):
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith("tf_accum.accumulators") or name.endswith(".delivery"):
             return None
         if event == "line" and (id(frame), frame.f_lineno) not in seen:
             seen.add((id(frame), frame.f_lineno))
