@@ -134,3 +134,20 @@ def test_queued_takes_of_a_failed_run_never_start() -> None:
         sess.run([_apply(h, [1.0]) for h in handles])
         counts = sess.run([raw.ResourceAccumulatorNumAccumulated(handle=h) for h in handles])
     assert np.all(np.asarray(counts) == 1)  # nothing was taken
+
+
+def test_a_waiting_take_past_its_own_timeout_fails_the_run_and_consumes_nothing() -> None:
+    slow, quick = _accumulator("slow"), _accumulator("quick")
+    patient = _take(slow)
+    impatient = raw.ResourceAccumulatorTakeGradient(
+        handle=quick, num_required=2, dtype=tf.float32, timeout=0.2
+    )
+    with tf.Session() as sess:
+        sess.run([slow, quick])
+        sess.run(_apply(quick, [1.0]))  # one of the two it needs
+        with pytest.raises(tf.errors.DeadlineExceededError) as raised:
+            sess.run([patient, impatient], options=BOUNDED)
+        assert raised.value.op is impatient.op
+        wait_for_waiting(sess, 0)  # both withdrawn
+        counts = [raw.ResourceAccumulatorNumAccumulated(handle=h) for h in (slow, quick)]
+        assert sess.run(counts) == [0, 1]
