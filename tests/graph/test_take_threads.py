@@ -139,7 +139,7 @@ def test_queued_takes_of_a_failed_run_never_start() -> None:
 def test_a_waiting_take_past_its_own_timeout_fails_the_run_and_consumes_nothing() -> None:
     slow, quick = _accumulator("slow"), _accumulator("quick")
     patient = _take(slow)
-    impatient = raw.ResourceAccumulatorTakeGradient(
+    impatient: Any = raw.ResourceAccumulatorTakeGradient(
         handle=quick, num_required=2, dtype=tf.float32, timeout=0.2
     )
     with tf.Session() as sess:
