@@ -278,6 +278,8 @@ class RemoteAccumulator:
                 # An interrupted caller must not leave a take behind to eat a round.
                 link.withdraw(attempt, "interrupted")
                 if call is None:
+                    # it may have been submitted, and served at once
+                    link.give_back(attempt)
                     raise
                 outcome = self._served_before(call, exc, attempt)
             elif not holding(exc):
@@ -323,8 +325,8 @@ class RemoteAccumulator:
             pass
         if served and holding(interrupt):
             return outcome
-        if served:
-            self._link.give_back(attempt)
+        # served, or not known (the host may serve it before the withdrawal)
+        self._link.give_back(attempt)
         raise interrupt
 
     def num_accumulated(self) -> int:
