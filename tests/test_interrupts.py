@@ -141,8 +141,8 @@ def _blocked_signals(native_id: int) -> set[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
-    """The pool, the helper of accumulators/whole.py and a run's take threads
-    block SIGINT (and the other asynchronous signals), so the kernel hands a
+    """The pool, the helper of accumulators/whole.py and a run's threads for
+    blocking ops block SIGINT (and the other asynchronous signals), so the kernel hands a
     process's Ctrl-C to a thread that runs Python's handler or wakes the main
     thread's wait; the faults a thread causes itself stay its own, and the
     main thread's mask is untouched."""
@@ -153,17 +153,19 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=ones)
     whole.run_whole(lambda: None)  # the helper
     with tf.Graph().as_default():
-        first, second = DenseOps(shape=[1]), DenseOps(shape=[1])
+        first, second = tf.FIFOQueue(1, tf.float32), tf.FIFOQueue(1, tf.float32)
         with tf.Session() as sess:
-            # a run waiting on two takes waits on threads of its own
-            taking = Background(sess.run, [first.take, second.take], {first.n: 1, second.n: 1})
-            wait_for_waiting_in(sess, 2)
-            own = {
-                t.name: t.native_id for t in threading.enumerate() if t.name.startswith("tf_accum")
-            }
+            # a run waiting on two dequeues waits on threads of its own
+            taking = Background(sess.run, [first.dequeue(), second.dequeue()])
+
+            def running() -> int:
+                return sum(t.name.startswith("tf_accum run") for t in threading.enumerate())
+
+            wait_until(lambda: running() == 2)
+            found = threading.enumerate()
+            own = {t.name: t.native_id for t in found if t.name.startswith("tf_accum")}
             blocked = {name: _blocked_signals(native or 0) for name, native in own.items()}
-            first.put(sess, [1.0])
-            second.put(sess, [1.0])
+            sess.run([first.enqueue(1.0), second.enqueue(2.0)])
             taking.result()
     assert any(name.startswith("tf_accum pool") for name in own)
     assert any(name.startswith("tf_accum whole") for name in own)
@@ -792,12 +794,15 @@ def _inject_at_line(k: int) -> Any:
     Only a line's first run in a frame counts: CPython also reports the exit of
     a ``with`` block as its line, where no real asynchronous exception can land
     (the next check for one is after ``__exit__`` has returned), and raising
-    there would leave any context manager's lock held.
+    there would leave any context manager's lock held. The delivery's
+    ``__exit__`` (delivery.py), which gives back a round taken by a call that
+    fails, is left out: an exception there loses what it was giving back.
     """
     seen: set[tuple[int, int]] = set()
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if not frame.f_globals.get("__name__", "").startswith("tf_accum.accumulators"):
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith("tf_accum.accumulators") or name.endswith(".delivery"):
             return None
         if event == "line" and (id(frame), frame.f_lineno) not in seen:
             seen.add((id(frame), frame.f_lineno))

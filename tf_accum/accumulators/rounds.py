@@ -47,6 +47,7 @@ from tf_accum.accumulators.attempts import (
     copy_error,
 )
 from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.delivery import joined
 from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.missing import missing_resource_error
 
@@ -297,8 +298,9 @@ class Rounds(ABC, Generic[Round]):
             CancelledError: the accumulator was destroyed while waiting.
             NotFoundError: the accumulator was already destroyed.
             KeyboardInterrupt: Ctrl-C (or whatever else a SIGINT handler
-                raises) before the result was returned: the attempt is
-                withdrawn, or, if it was served already, its round goes back:
+                raises) before the result was returned (by the outermost
+                public call, when a delivery is open: see delivery.py): the
+                attempt is withdrawn, or, if it was served already, its round goes back:
                 undone when nothing has happened since, else merged into the
                 current round (the step staying where the takes moved it).
             whatever ``cancellation`` was cancelled with (a run's deadline, a
@@ -306,6 +308,7 @@ class Rounds(ABC, Generic[Round]):
                 (one served but not yet collected gives its round back the same way).
         """
         attempt: TakeAttempt[Round] = TakeAttempt(num_required)
+        joined(self, attempt)  # given up if the public call fails before returning
         try:
             with self._lock:
                 self._check_open_locked()

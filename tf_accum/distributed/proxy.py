@@ -20,6 +20,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.delivery import joined
 from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
@@ -165,6 +166,21 @@ class HostLink:
             self.submit("withdraw", self.instance, attempt, reason)
 
 
+class _HostRounds:
+    """What a delivery gives a remote take's round back through (see
+    tf_accum/accumulators/delivery.py): its host, which puts the round back
+    if it still has it."""
+
+    __slots__ = ("link",)
+
+    def __init__(self, link: HostLink) -> None:
+        self.link = link
+
+    def cancel(self, attempt: str, reason: str) -> bool:
+        self.link.give_back(attempt)
+        return False  # not known here
+
+
 class RemoteAccumulator:
     """An accumulator held by a host actor (satisfies ``Accumulator``)."""
 
@@ -251,7 +267,10 @@ class RemoteAccumulator:
             )
             outcome = link.result(call)
             if type(outcome) is not Failure:
-                return self._result(outcome, buffer)
+                result = self._result(outcome, buffer)
+                # until the public call returns, an exception gives the round back
+                joined(_HostRounds(link), attempt)
+                return result
         except BaseException as exc:
             if isinstance(exc, errors.OpError):
                 raise
@@ -259,6 +278,8 @@ class RemoteAccumulator:
                 # An interrupted caller must not leave a take behind to eat a round.
                 link.withdraw(attempt, "interrupted")
                 if call is None:
+                    # it may have been submitted, and served at once
+                    link.give_back(attempt)
                     raise
                 outcome = self._served_before(call, exc, attempt)
             elif not holding(exc):
@@ -304,8 +325,8 @@ class RemoteAccumulator:
             pass
         if served and holding(interrupt):
             return outcome
-        if served:
-            self._link.give_back(attempt)
+        # served, or not known (the host may serve it before the withdrawal)
+        self._link.give_back(attempt)
         raise interrupt
 
     def num_accumulated(self) -> int:

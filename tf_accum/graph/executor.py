@@ -8,19 +8,30 @@ another thread otherwise. Every take of a run joins the run's Cancellation,
 so a deadline, a failed sibling op or a closing session withdraws it and it
 consumes nothing.
 
-A waiting take holds its thread, so the threads are bounded: a run's takes
-share at most ``TAKE_THREADS`` threads, except a take that ops able to serve
-a waiting take depend on (an apply, a destroy, downstream of it). Such a take
-gets a thread of its own at once: a take waiting on the bounded threads may
-be waiting for exactly that apply. Any other take waiting for a thread cannot
-be what a running take waits for (what it gives only flows to ops that serve
-no take), so running it later changes no outcome and cannot deadlock.
+An accumulator's take that must wait holds no thread: its attempt is queued
+in the accumulator (Rounds.try_take), and the attempt's callback tells the
+run's thread, which collects the round and goes on with the take's consumers.
+The run's thread also withdraws a take whose own ``timeout`` has passed, and,
+when the run stops (its deadline, a failed op, a closing session, Ctrl-C),
+every attempt it has not collected, in ``finally``: a round served to it
+goes back.
+
+Other blocking ops (queue ops, a take on an accumulator in another process)
+hold a thread while they wait, so those threads are bounded: they share at
+most ``TAKE_THREADS`` threads, except one that ops able to serve a waiting
+op depend on (an apply, a destroy, downstream of it). Such an op gets a
+thread of its own at once: an op waiting on the bounded threads may be
+waiting for exactly that apply. Any other op waiting for a thread cannot be
+what a running op waits for (what it gives only flows to ops that serve
+none), so running it later changes no outcome and cannot deadlock.
 """
 
 from __future__ import annotations
 
 import collections
 import contextvars
+import heapq
+import math
 import queue
 import threading
 import time
@@ -32,6 +43,7 @@ from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.interrupts import interruptible
 from tf_accum.accumulators.whole import start_thread
+from tf_accum.raw_ops.take_attempts import StartedTake
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:
@@ -325,6 +337,11 @@ class _Scheduler:
         self.queued: collections.deque[tuple[Operation, list[Any]]] = collections.deque()
         self.workers = 0
         self.abandoned = False
+        # takes whose attempts are queued in their accumulators, not yet collected
+        self.attempts: dict[Operation, StartedTake] = {}
+        # (when, order, op): the own timeouts of those takes, earliest first
+        self.timeouts: list[tuple[float, int, Operation]] = []
+        self.started = 0
 
     def run(self) -> None:
         try:
@@ -339,8 +356,8 @@ class _Scheduler:
                         self._submit(op)
                 if self.left and not self.ready:
                     self._wait_for_one()
-        except BaseException:
-            self._abandon()
+        except BaseException as error:
+            self._abandon("interrupted" if isinstance(error, KeyboardInterrupt) else "cancelled")
             raise
 
     def _run_ready_inline(self) -> list[Operation]:
@@ -362,8 +379,12 @@ class _Scheduler:
                 self.ready.append(consumer)
 
     def _submit(self, op: Operation) -> None:
-        """Run ``op`` on another thread: its own if urgent, else a worker's."""
+        """Queue the attempt of an accumulator's take; run any other blocking
+        ``op`` on another thread: its own if urgent, else a worker's."""
         inputs = [self.values[t] for t in op.inputs]
+        start = getattr(op.kernel, "start", None)
+        if start is not None and self._start_take(op, start, inputs):
+            return
         self.in_flight += 1
         if op in self.plan.urgent:
             self._start(lambda: self._execute(op, inputs), f"tf_accum run {op.name}")
@@ -374,6 +395,24 @@ class _Scheduler:
                 return
             self.workers += 1
         self._start(self._work, "tf_accum run worker")
+
+    def _start_take(self, op: Operation, start: Any, inputs: list[Any]) -> bool:
+        """Queue ``op``'s take attempt; False if it must run as a blocking call."""
+        try:
+            started = start(self.run_context.for_op(op), inputs, _Report(self.finished, op))
+        except errors.OpError as error:
+            if error.op is None:
+                error._op = op
+            raise
+        if started is None:
+            return False
+        self.attempts[op] = started
+        self.in_flight += 1
+        timeout = getattr(op.kernel, "timeout", None)
+        if timeout is not None and not math.isinf(timeout):
+            self.started += 1  # orders equal times: ops do not compare
+            heapq.heappush(self.timeouts, (time.monotonic() + timeout, self.started, op))
+        return True
 
     def _start(self, target: Callable[[], None], name: str) -> None:
         self.threads.append(start_thread(contextvars.copy_context().run, name, target))
@@ -400,26 +439,70 @@ class _Scheduler:
     @interruptible  # Ctrl-C stops a run waiting on its takes at once
     def _wait_for_one(self) -> None:
         deadline = self.run_context.deadline
+        timeouts = self.timeouts
+        until = deadline if not timeouts else min(deadline or math.inf, timeouts[0][0])
         try:
-            if deadline is None:
+            if until is None:
                 op, outputs, error = self.finished.get()
             else:
-                op, outputs, error = self.finished.get(
-                    timeout=max(0.0, deadline - time.monotonic())
-                )
+                op, outputs, error = self.finished.get(timeout=max(0.0, until - time.monotonic()))
         except queue.Empty:
-            raise deadline_error() from None
+            if deadline is not None and time.monotonic() >= deadline:
+                raise deadline_error() from None
+            self._withdraw_timed_out()
+            return
         self.in_flight -= 1
         if error is not None:
             raise error
-        assert outputs is not None
+        if outputs is None:  # a take attempt's callback: served or cancelled
+            try:
+                outputs = self.attempts[op].collect()
+            except errors.OpError as failure:
+                if failure.op is None:
+                    failure._op = op
+                raise
+            self._complete(op, outputs)
+            del self.attempts[op]  # last: until here a failed run gives the round back
+            return
         self._complete(op, outputs)
 
-    def _abandon(self) -> None:
-        """Withdraw the run's waiting takes, drop the queued ones, and let the threads end."""
-        with self.lock:
-            self.abandoned = True
-            self.queued.clear()
-        self.run_context.cancellation.cancel(sibling_failed_error())
-        for thread in self.threads:
-            thread.join(JOIN_WAIT)
+    def _withdraw_timed_out(self) -> None:
+        """Withdraw the takes whose own timeout has passed; the first that
+        consumed nothing fails the run (one served meanwhile is collected)."""
+        now = time.monotonic()
+        while self.timeouts and self.timeouts[0][0] <= now:
+            op = heapq.heappop(self.timeouts)[2]
+            started = self.attempts.get(op)
+            if started is not None and started.give_up("timed_out"):
+                del self.attempts[op]
+                error = deadline_error()
+                error._op = op
+                raise error
+
+    def _abandon(self, reason: str) -> None:
+        """Withdraw the run's waiting takes (a round served to one not
+        collected goes back), drop the queued ones, and let the threads end."""
+        try:
+            while self.attempts:
+                self.attempts.popitem()[1].give_up(reason)
+        finally:
+            with self.lock:
+                self.abandoned = True
+                self.queued.clear()
+            self.run_context.cancellation.cancel(sibling_failed_error())
+            for thread in self.threads:
+                thread.join(JOIN_WAIT)
+
+
+class _Report:
+    """A take attempt's callback: tells the run's thread that ``op``'s attempt
+    is served or cancelled (called with the accumulator's lock held)."""
+
+    __slots__ = ("finished", "item")
+
+    def __init__(self, finished: queue.SimpleQueue[Any], op: Operation) -> None:
+        self.finished = finished
+        self.item = (op, None, None)
+
+    def __call__(self) -> None:
+        self.finished.put(self.item)

@@ -34,6 +34,7 @@ from tf_accum.raw_ops.op_table import (
     VALUES,
     OpSignature,
 )
+from tf_accum.raw_ops.take_attempts import TAKE_OPS, StartedTake, start_take
 from tf_accum.raw_ops.training import TRAINING_OPS
 
 # Inputs whose kernel check is "must be a scalar": a known static rank other
@@ -283,4 +284,24 @@ def _kernel(func: Callable[..., Any], spec: OpSignature, attrs: dict[str, Any]) 
             return (result,)
         return tuple(result)
 
+    op_type = func.__name__
+    if op_type in TAKE_OPS:
+
+        def start(
+            context: RunContext, inputs: list[Any], callback: Callable[[], Any]
+        ) -> StartedTake | None:
+            arguments = dict(zip(names, inputs, strict=False))
+            return start_take(
+                op_type,
+                arguments["handle"],
+                arguments["num_required"],
+                fixed["dtype"],
+                callback,
+                context.cancellation,
+            )
+
+        # an accumulator take: the executor may queue its attempt instead of
+        # blocking a thread on it (see executor.py); ``timeout`` is the op's own
+        kernel.start = start  # type: ignore[attr-defined]
+        kernel.timeout = fixed.get("timeout")  # type: ignore[attr-defined]
     return kernel

@@ -8,6 +8,8 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tf_accum.accumulators.delivery import close_delivery, give_back, open_delivery
+
 F = TypeVar("F", bound=Callable[..., Any])
 GraphBuilder = Callable[[str, Callable[..., Any], dict[str, Any]], Any]
 
@@ -57,5 +59,27 @@ def raw_op(func: F) -> F:
             if node is not NOT_BUILT:
                 return node
         return func(**kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def raw_take_op(func: F) -> F:
+    """As :func:`raw_op`, for a take: the call is a delivery (see
+    tf_accum/accumulators/delivery.py), so that a round it took goes back if
+    an exception leaves the call before it returned (or the outermost public
+    call it runs in)."""
+    op = raw_op(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        taken = None
+        try:
+            taken = open_delivery()
+            result = op(*args, **kwargs)
+            close_delivery(taken)  # last: nothing runs between this and the return
+            return result
+        except BaseException:
+            give_back(taken)
+            raise
 
     return wrapper  # type: ignore[return-value]

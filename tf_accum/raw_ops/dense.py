@@ -16,7 +16,7 @@ from tf_accum.raw_ops._convert import (
     scalar_int,
     tensor_array,
 )
-from tf_accum.raw_ops._keyword_only import raw_op
+from tf_accum.raw_ops._keyword_only import raw_op, raw_take_op
 from tf_accum.raw_ops._timeout import check_timeout
 
 
@@ -108,7 +108,7 @@ def ResourceAccumulatorApplyGradient(
     apply_gradient("ResourceAccumulatorApplyGradient", handle, local_step, gradient)
 
 
-@raw_op
+@raw_take_op
 def AccumulatorTakeGradient(
     *,
     handle: Any,
@@ -125,7 +125,7 @@ def AccumulatorTakeGradient(
     return take_gradient("AccumulatorTakeGradient", handle, num_required, dtype, timeout)
 
 
-@raw_op
+@raw_take_op
 def ResourceAccumulatorTakeGradient(
     *,
     handle: Any,

@@ -20,7 +20,7 @@ from tf_accum.raw_ops._convert import (
     scipy_rows,
     tensor_array,
 )
-from tf_accum.raw_ops._keyword_only import raw_op
+from tf_accum.raw_ops._keyword_only import raw_op, raw_take_op
 from tf_accum.raw_ops._timeout import check_timeout
 
 _APPLY = "SparseAccumulatorApplyGradient"
@@ -154,7 +154,7 @@ def scipy_gradient(
     return row_indices, rows, matrix_shape
 
 
-@raw_op
+@raw_take_op
 def SparseAccumulatorTakeGradient(
     *,
     handle: Any,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tf_accum import raw_ops
+from tf_accum.accumulators.delivery import close_delivery, give_back, open_delivery
 from tf_accum.compat.v1 import _symbolic
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.graph.graph import is_symbolic
@@ -122,13 +123,20 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
             DeadlineExceededError: the timeout expired (nothing was consumed).
             CancelledError: the accumulator was destroyed while waiting.
         """
-        result: Any = raw_ops.ResourceAccumulatorTakeGradient(
-            handle=self._accumulator_ref,
-            num_required=_symbolic.num_required(num_required, _TAKE_OP),
-            dtype=self._dtype,
-            timeout=timeout,
-            name=name,
-        )
-        if is_symbolic(result) and self._shape is not None:
-            result.set_shape(list(self._shape))
-        return result
+        taken = None
+        try:  # the round goes back unless this call returns it
+            taken = open_delivery()
+            result: Any = raw_ops.ResourceAccumulatorTakeGradient(
+                handle=self._accumulator_ref,
+                num_required=_symbolic.num_required(num_required, _TAKE_OP),
+                dtype=self._dtype,
+                timeout=timeout,
+                name=name,
+            )
+            if is_symbolic(result) and self._shape is not None:
+                result.set_shape(list(self._shape))
+            close_delivery(taken)  # last: nothing runs between this and the return
+            return result
+        except BaseException:
+            give_back(taken)
+            raise

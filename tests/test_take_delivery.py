@@ -1,0 +1,138 @@
+"""A take's round goes back unless the public call that took it returns it:
+an exception raised at any line between the take and the return (the raw
+op's wrapper, the compat class's ``take_grad`` after the op) gives it back."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tf_accum as tfa
+from tests.test_interrupts import _HAND_OVER, _Injected, _lock_is_free
+from tf_accum import raw_ops as raw
+from tf_accum.accumulators import delivery
+from tf_accum.resources.current import current_table
+
+F32 = tfa.float32
+FRESH = 2**40
+_SKIPPED = ("tf_accum.accumulators.delivery",)
+
+
+def _inject_anywhere(k: int, where: list[str]) -> Any:
+    """A tracer raising _Injected at the k-th line started in tf_accum (the
+    delivery's own ``__exit__`` aside: what gives rounds back), noting where."""
+    seen: set[tuple[int, int]] = set()
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        name = frame.f_globals.get("__name__", "")
+        if not name.startswith("tf_accum.") or name.startswith(_SKIPPED):
+            return None
+        if event == "line" and (id(frame), frame.f_lineno) not in seen:
+            seen.add((id(frame), frame.f_lineno))
+            if len(seen) == k:
+                where.append(frame.f_code.co_name)
+                raise _Injected(k)
+        return tracer
+
+    return tracer
+
+
+def _dense(reduction: str) -> tuple[Any, Callable[[float], None], Callable[[int], float]]:
+    acc = tfa.compat.v1.ConditionalAccumulator(F32, shape=[4], reduction_type=reduction)
+
+    def apply(value: float) -> None:
+        acc.apply_grad(np.full(4, value, np.float32), local_step=FRESH)
+
+    def take(n: int) -> float:
+        return float(acc.take_grad(n)[0])
+
+    return acc, apply, take
+
+
+def _raw_dense(reduction: str) -> tuple[Any, Callable[[float], None], Callable[[int], float]]:
+    acc = tfa.compat.v1.ConditionalAccumulator(F32, shape=[4], reduction_type=reduction)
+    h = acc.accumulator_ref
+
+    def apply(value: float) -> None:
+        acc.apply_grad(np.full(4, value, np.float32), local_step=FRESH)
+
+    def take(n: int) -> float:
+        return float(raw.ResourceAccumulatorTakeGradient(handle=h, num_required=n, dtype=F32)[0])
+
+    return acc, apply, take
+
+
+def _sparse(reduction: str) -> tuple[Any, Callable[[float], None], Callable[[int], float]]:
+    acc = tfa.compat.v1.SparseConditionalAccumulator(F32, shape=[10, 2], reduction_type=reduction)
+
+    def apply(value: float) -> None:
+        acc.apply_grad([3], np.full((1, 2), value, np.float32), local_step=FRESH)
+
+    def take(n: int) -> float:
+        slices = acc.take_indexed_slices_grad(n)
+        assert list(slices.indices) == [3]
+        return float(slices.values[0, 0])
+
+    return acc, apply, take
+
+
+@pytest.mark.parametrize("reduction", ["MEAN", "SUM"])
+@pytest.mark.parametrize("make", [_dense, _raw_dense, _sparse], ids=["compat", "raw", "sparse"])
+def test_an_exception_at_any_line_before_the_take_returns_gives_the_round_back(
+    make: Callable[[str], tuple[Any, Callable[[float], None], Callable[[int], float]]],
+    reduction: str,
+) -> None:
+    """Raise at every line of tf_accum, in turn, that a take of two gradients
+    runs: it returns them, or they stay for the next take; only an exception
+    in the hand-over itself (under the lock) loses the round, whole."""
+    acc, apply, take = make(reduction)
+    state: Any = current_table().lookup(acc.accumulator_ref)
+    mean = reduction == "MEAN"
+    lines = 0
+    for k in range(1, 400):
+        apply(1.0)
+        apply(2.0)
+        where: list[str] = []
+        sys.settrace(_inject_anywhere(k, where))
+        try:
+            taken: float | None = take(2)
+        except _Injected:
+            taken = None
+        finally:
+            sys.settrace(None)
+        left = int(acc.num_accumulated())
+        if taken is not None:
+            assert taken == (1.5 if mean else 3.0) and left == 0
+            lines = k
+            break
+        assert left == 2 or where[0] in _HAND_OVER, f"line {k}: lost in {where}"
+        assert _lock_is_free(state) and state.num_waiting() == 0
+        if left:
+            assert take(2) == (1.5 if mean else 3.0), f"line {k} ({where})"
+        assert int(acc.num_accumulated()) == 0
+    assert lines > 20  # it really walked through the code
+
+
+def test_a_delivery_keeps_what_its_call_returned_and_nested_calls_join_the_outermost() -> None:
+    acc = tfa.compat.v1.ConditionalAccumulator(F32, shape=[4], reduction_type="SUM")
+    acc.apply_grad(np.ones(4, np.float32), local_step=FRESH)
+    taken = delivery.open_delivery()
+    try:
+        np.testing.assert_array_equal(acc.take_grad(1), np.ones(4, np.float32))
+        assert len(taken) == 1  # the compat call and its raw op joined this one
+    finally:
+        delivery.give_back(taken)  # as when the outer call fails after the take
+    assert int(acc.num_accumulated()) == 1
+    stats = tfa.accumulator_stats(acc.accumulator_ref)
+    assert (stats["takes_served"], stats["takes_interrupted"]) == (0, 1)
+    taken = delivery.open_delivery()
+    result = acc.take_grad(1)
+    delivery.close_delivery(taken)
+    np.testing.assert_array_equal(result, np.ones(4, np.float32))
+    assert int(acc.num_accumulated()) == 0
+    assert tfa.accumulator_stats(acc.accumulator_ref)["takes_served"] == 1
+    assert getattr(delivery._local, "open", None) is None  # nothing is left open
