@@ -57,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(for programs that refuse arguments they do not know)",
     )
     parser.add_argument(
+        "--no-thread-limit",
+        dest="thread_limit",
+        action="store_false",
+        help="leave the tasks' BLAS/OpenMP thread counts to the libraries (one thread per "
+        "core in every task); by default each task gets OPENBLAS_NUM_THREADS, "
+        "OMP_NUM_THREADS and MKL_NUM_THREADS set to its node's cores // the job's tasks "
+        "on that node (at least 1), unless the environment sets any of them",
+    )
+    parser.add_argument(
         "--spread",
         action="store_true",
         help="start the tasks on the Ray cluster's nodes, round robin (ps tasks first), "
@@ -95,6 +104,7 @@ def parse(argv: Sequence[str] | None = None) -> JobSpec:
         address,
         args.flags,
         args.spread,
+        args.thread_limit,
     )
 
 
