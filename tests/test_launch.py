@@ -324,7 +324,7 @@ def test_each_task_gets_an_equal_share_of_the_cores_for_blas_threads(
         for seen in told.values():
             assert seen["threads"] == dict.fromkeys(THREAD_VARIABLES, share)
         assert job_line(launch).endswith(
-            f"; BLAS/OpenMP threads per task: {share} ({cores} cores / 3 tasks)"
+            f"; BLAS/OpenMP threads per task: {share} ({cores} core{'s' * (cores != 1)} / 3 tasks)"
         )
 
 
