@@ -328,11 +328,12 @@ def test_each_task_gets_an_equal_share_of_the_cores_for_blas_threads(
         )
 
 
+@pytest.mark.parametrize("options", [[], ["--no-thread-limit"]])
 def test_a_thread_variable_the_user_set_leaves_them_all_alone(
-    tmp_path: Path, role_program: str
+    tmp_path: Path, role_program: str, options: list[str]
 ) -> None:
     with launched(
-        tmp_path, "--ps", "0", "--workers", "2", "--address", NO_CLUSTER,
+        tmp_path, *options, "--ps", "0", "--workers", "2", "--address", NO_CLUSTER,
         role_program, "--exit", "0,0",
         unset=THREAD_VARIABLES, extra_env={"MKL_NUM_THREADS": "5"},
     ) as launch:  # fmt: skip

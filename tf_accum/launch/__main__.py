@@ -22,9 +22,11 @@ Run a TF1 program as a ps/worker job: one process per task, each started
 with --job_name, --task_index, --ps_hosts and --worker_hosts (then the
 program's own arguments) and with TF_CONFIG, TF_ACCUM_RAY_ADDRESS and
 TF_ACCUM_JOB (the same for every task of one run, new for each run) in its
-environment. Output lines are prefixed with the task's name ([ps0],
-[worker1]). The ps tasks are ended once every worker has exited; a failing
-task or Ctrl-C ends them all. The exit status is the workers' worst."""
+environment, and with its BLAS/OpenMP threads limited to its share of the
+cores (see --no-thread-limit). Output lines are prefixed with the task's
+name ([ps0], [worker1]). The ps tasks are ended once every worker has
+exited; a failing task or Ctrl-C ends them all. The exit status is the
+workers' worst."""
 
 EPILOG = """\
 Without --address (or TF_ACCUM_RAY_ADDRESS), the job gets a Ray head of its

@@ -229,10 +229,10 @@ def _threads_note(
     spec: JobSpec, running: list[TaskProcess], local_share: ThreadShare | None
 ) -> str:
     """What the tasks were told about BLAS/OpenMP threads, for the line listing them."""
-    if not spec.thread_limit:
-        return "not limited (--no-thread-limit)"
     if user_set := set_by_user(os.environ):
         return "as set: " + ", ".join(f"{name}={os.environ[name]}" for name in user_set)
+    if not spec.thread_limit:
+        return "not limited (--no-thread-limit)"
     if local_share is not None:
         return f"per task: {local_share.describe()}"
     shares: dict[str, str] = {}
