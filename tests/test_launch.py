@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from tests.test_main_job_processes import command_line, processes_marked
 from tf_accum.launch.__main__ import parse
 from tf_accum.launch.head import alive
 from tf_accum.launch.tasks import Task, cluster_hosts, exit_status, task_flags, tf_config
+from tf_accum.launch.threads import THREAD_VARIABLES, threads_per_task
 
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH_WAIT = 120.0  # seconds; generous, reached only when something is broken
@@ -47,6 +48,7 @@ NO_CLUSTER = "127.0.0.1:1"  # passed along to the tasks; the test program never 
 # names a directory.
 ROLE_PROGRAM = """\
 import argparse, json, os, signal, sys, threading, time
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 parser = argparse.ArgumentParser()
 for flag in ("--job_name", "--ps_hosts", "--worker_hosts"):
     parser.add_argument(flag)
@@ -59,6 +61,7 @@ print(json.dumps({
     "argv": sys.argv[1:], "flags": vars(args), "tf_config": config, "rest": rest,
     "job": os.environ["TF_ACCUM_JOB"], "address": os.environ["TF_ACCUM_RAY_ADDRESS"],
     "pid": os.getpid(),
+    "threads": {name: os.environ.get(name) for name in THREAD_VARIABLES},
 }))
 print("on stderr", file=sys.stderr)
 role, index = config["task"]["type"], config["task"]["index"]
@@ -86,9 +89,14 @@ class Launch:
         *args: str,
         home: Path | None = None,
         extra_env: dict[str, str] | None = None,
+        unset: Sequence[str] = (),
     ) -> None:
         self.marker = f"launch-{secrets.token_hex(8)}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "TF_ACCUM_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("RAY_", "TF_ACCUM_")) and k not in unset
+        }
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         env.update(PYTHONPATH=path, TF_ACCUM_TEST_MARKER=self.marker, PYTHONFAULTHANDLER="1")
         if home is not None:
@@ -188,9 +196,13 @@ class Launch:
 
 @contextlib.contextmanager
 def launched(
-    tmp_path: Path, *args: str, home: Path | None = None, extra_env: dict[str, str] | None = None
+    tmp_path: Path,
+    *args: str,
+    home: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+    unset: Sequence[str] = (),
 ) -> Iterator[Launch]:
-    launch = Launch(tmp_path, *args, home=home, extra_env=extra_env)
+    launch = Launch(tmp_path, *args, home=home, extra_env=extra_env, unset=unset)
     try:
         yield launch
     finally:
@@ -290,6 +302,74 @@ def test_no_flags_leaves_tf_config_alone_to_say_the_role(tmp_path: Path, role_pr
         assert told["worker0"]["argv"] == ["--exit", "0", f"--barrier={barrier}"]
         assert told["worker0"]["tf_config"]["task"] == {"type": "worker", "index": 0}
         assert told["ps0"]["tf_config"]["task"] == {"type": "ps", "index": 0}
+
+
+def job_line(launch: Launch) -> str:
+    (line,) = [line for line in launch.err if line.startswith("[launch] job ")]
+    return line
+
+
+def test_each_task_gets_an_equal_share_of_the_cores_for_blas_threads(
+    tmp_path: Path, role_program: str
+) -> None:
+    with launched(
+        tmp_path, "--ps", "1", "--workers", "2", "--address", NO_CLUSTER,
+        role_program, "--exit", "0,0", unset=THREAD_VARIABLES,
+    ) as launch:  # fmt: skip
+        assert launch.finish() == 0, "\n".join(launch.err)
+        cores = len(os.sched_getaffinity(0))
+        share = str(max(1, cores // 3))
+        told = launch.tasks_told()
+        assert sorted(told) == ["ps0", "worker0", "worker1"]
+        for seen in told.values():
+            assert seen["threads"] == dict.fromkeys(THREAD_VARIABLES, share)
+        assert job_line(launch).endswith(
+            f"; BLAS/OpenMP threads per task: {share} ({cores} core{'s' * (cores != 1)} / 3 tasks)"
+        )
+
+
+@pytest.mark.parametrize("options", [[], ["--no-thread-limit"]])
+def test_a_thread_variable_the_user_set_leaves_them_all_alone(
+    tmp_path: Path, role_program: str, options: list[str]
+) -> None:
+    with launched(
+        tmp_path, *options, "--ps", "0", "--workers", "2", "--address", NO_CLUSTER,
+        role_program, "--exit", "0,0",
+        unset=THREAD_VARIABLES, extra_env={"MKL_NUM_THREADS": "5"},
+    ) as launch:  # fmt: skip
+        assert launch.finish() == 0, "\n".join(launch.err)
+        told = launch.tasks_told()
+        assert sorted(told) == ["worker0", "worker1"]
+        for seen in told.values():
+            assert seen["threads"] == {
+                "OPENBLAS_NUM_THREADS": None,
+                "OMP_NUM_THREADS": None,
+                "MKL_NUM_THREADS": "5",
+            }
+        assert job_line(launch).endswith("; BLAS/OpenMP threads as set: MKL_NUM_THREADS=5")
+
+
+def test_no_thread_limit_leaves_the_thread_variables_unset(
+    tmp_path: Path, role_program: str
+) -> None:
+    with launched(
+        tmp_path, "--no-thread-limit", "--ps", "0", "--workers", "1", "--address", NO_CLUSTER,
+        role_program, "--exit", "0", unset=THREAD_VARIABLES,
+    ) as launch:  # fmt: skip
+        assert launch.finish() == 0, "\n".join(launch.err)
+        assert launch.tasks_told()["worker0"]["threads"] == dict.fromkeys(THREAD_VARIABLES)
+        assert job_line(launch).endswith("; BLAS/OpenMP threads not limited (--no-thread-limit)")
+
+
+def test_the_thread_share_is_the_cores_divided_by_the_tasks_at_least_one() -> None:
+    shares = {(c, t): threads_per_task(c, t) for c in (1, 2, 8) for t in (1, 3, 4)}
+    assert shares == {
+        (1, 1): 1, (1, 3): 1, (1, 4): 1,
+        (2, 1): 2, (2, 3): 1, (2, 4): 1,
+        (8, 1): 8, (8, 3): 2, (8, 4): 2,
+    }  # fmt: skip
+    assert parse(["--no-thread-limit", __file__]).thread_limit is False
+    assert parse([__file__]).thread_limit is True
 
 
 def test_sigint_before_the_tasks_end_ends_every_one(tmp_path: Path, role_program: str) -> None:
@@ -416,7 +496,7 @@ LAUNCHER_LINE = "|".join(
         r"\[launch\] starting a Ray head for the job \(this machine, loopback only; it stops "
         r"when the job ends\)",
         r"\[launch\] job \w+ on Ray at \S+: ps0 \(pid \d+\), worker0 \(pid \d+\), "
-        r"worker1 \(pid \d+\)",
+        r"worker1 \(pid \d+\); BLAS/OpenMP threads .+",
         r"\[launch\] worker\d exited \(status 0\); still running: worker\d",
         r"\[launch\] the workers are done(: ending ps0)?",
         # the ps task's join() returns once the workers are gone: it may exit on its

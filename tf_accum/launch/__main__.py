@@ -22,9 +22,11 @@ Run a TF1 program as a ps/worker job: one process per task, each started
 with --job_name, --task_index, --ps_hosts and --worker_hosts (then the
 program's own arguments) and with TF_CONFIG, TF_ACCUM_RAY_ADDRESS and
 TF_ACCUM_JOB (the same for every task of one run, new for each run) in its
-environment. Output lines are prefixed with the task's name ([ps0],
-[worker1]). The ps tasks are ended once every worker has exited; a failing
-task or Ctrl-C ends them all. The exit status is the workers' worst."""
+environment, and with its BLAS/OpenMP threads limited to its share of the
+cores (see --no-thread-limit). Output lines are prefixed with the task's
+name ([ps0], [worker1]). The ps tasks are ended once every worker has
+exited; a failing task or Ctrl-C ends them all. The exit status is the
+workers' worst."""
 
 EPILOG = """\
 Without --address (or TF_ACCUM_RAY_ADDRESS), the job gets a Ray head of its
@@ -55,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="pass no task flags: each task finds its role in TF_CONFIG only "
         "(for programs that refuse arguments they do not know)",
+    )
+    parser.add_argument(
+        "--no-thread-limit",
+        dest="thread_limit",
+        action="store_false",
+        help="leave the tasks' BLAS/OpenMP thread counts to the libraries (one thread per "
+        "core in every task); by default each task gets OPENBLAS_NUM_THREADS, "
+        "OMP_NUM_THREADS and MKL_NUM_THREADS set to its node's cores // the job's tasks "
+        "on that node (at least 1), unless the environment sets any of them",
     )
     parser.add_argument(
         "--spread",
@@ -95,6 +106,7 @@ def parse(argv: Sequence[str] | None = None) -> JobSpec:
         address,
         args.flags,
         args.spread,
+        args.thread_limit,
     )
 
 

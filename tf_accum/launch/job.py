@@ -38,6 +38,7 @@ from tf_accum.launch.tasks import (
     program_command,
     task_environment,
 )
+from tf_accum.launch.threads import ThreadShare, set_by_user, thread_limits
 
 # Seconds a task gets to exit after SIGTERM before it is killed.
 GRACE = 10.0
@@ -101,6 +102,9 @@ class JobSpec:
     address: str | None
     flags: bool = True
     spread: bool = False  # start the tasks on the cluster's nodes (tf_accum.launch.nodes)
+    # give each task an equal share of its node's cores for BLAS/OpenMP threads
+    # (tf_accum.launch.threads), unless the environment sets a thread variable
+    thread_limit: bool = True
 
 
 class Output:
@@ -174,11 +178,17 @@ def _run_tasks(
         ).start()
     running: list[TaskProcess] = []
     tasks = all_tasks(spec.ps, spec.workers)
-    nodes = placement(len(tasks)) if spec.spread else [None] * len(tasks)
+    nodes: list[str | None] = placement(len(tasks)) if spec.spread else [None] * len(tasks)
+    limit = spec.thread_limit and not set_by_user(os.environ)
+    # this machine's tasks get their share here; a spread task's is worked out on its
+    # node, among the tasks planned for that node (all of them when Ray picks the nodes)
+    local_share = ThreadShare.of_this_node(len(tasks)) if limit and not spec.spread else None
     try:
         for task, node in zip(tasks, nodes, strict=True):
             command = program_command(spec.program, spec.arguments, task, hosts, spec.flags)
             env = task_environment(os.environ, task, hosts, address, job_id)
+            if local_share is not None:
+                env.update(thread_limits(local_share.threads))
             # a stop asked while a task starts is taken once it is on the list to end
             with stop.held():
                 if spec.spread:
@@ -192,6 +202,7 @@ def _run_tasks(
                             output.err,
                             output.lock,
                             events.put,
+                            nodes.count(node) if limit else None,
                         )
                     )
                 else:
@@ -201,7 +212,8 @@ def _run_tasks(
                         )
                     )
         names = ", ".join(f"{t.task.name} (pid {t.pid}{_node_of(t)})" for t in running)
-        output.say(f"job {job_id} on Ray at {address}: {names}")
+        threads = _threads_note(spec, running, local_share)
+        output.say(f"job {job_id} on Ray at {address}: {names}; BLAS/OpenMP threads {threads}")
         return _watch(running, events, output)
     finally:
         stop.ending = True
@@ -211,6 +223,26 @@ def _run_tasks(
 def _node_of(task: TaskProcess) -> str:
     node = getattr(task, "node", None)
     return f" on node {node[:8]}" if node else ""
+
+
+def _threads_note(
+    spec: JobSpec, running: list[TaskProcess], local_share: ThreadShare | None
+) -> str:
+    """What the tasks were told about BLAS/OpenMP threads, for the line listing them."""
+    if user_set := set_by_user(os.environ):
+        return "as set: " + ", ".join(f"{name}={os.environ[name]}" for name in user_set)
+    if not spec.thread_limit:
+        return "not limited (--no-thread-limit)"
+    if local_share is not None:
+        return f"per task: {local_share.describe()}"
+    shares: dict[str, str] = {}
+    for task in running:
+        share: ThreadShare | None = getattr(task, "share", None)
+        if share is not None:
+            shares.setdefault(getattr(task, "node", ""), share.describe())
+    return "per task: " + ", ".join(
+        f"{described} on node {node[:8]}" for node, described in shares.items()
+    )
 
 
 def _report_end(head: RayHead, events: queue.Queue[TaskProcess | None]) -> None:

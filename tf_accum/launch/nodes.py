@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from tf_accum.launch.tasks import Task, ending_with_this_process
+from tf_accum.launch.threads import ThreadShare, thread_limits
 
 # Seconds for a task's actor to start its process (Ray may start a worker process first).
 START_TIMEOUT = 120.0
@@ -50,13 +51,22 @@ class TaskRunner:
         self._open = 0  # output streams not yet at their end; guarded by _changed
         self._process: subprocess.Popen[bytes] | None = None
 
-    def start(self, command: Sequence[str], env: Mapping[str, str], cwd: str) -> dict[str, Any]:
-        """Start the process; its pid and this node's id."""
+    def start(
+        self, command: Sequence[str], env: Mapping[str, str], cwd: str, sharing: int | None
+    ) -> dict[str, Any]:
+        """Start the process, its BLAS/OpenMP threads limited to an equal share of this
+        node's cores among ``sharing`` tasks (None: not limited); its pid, this node's
+        id and the share (None or ``threads, cores, tasks``)."""
         import ray
 
+        env = dict(env)
+        share = None
+        if sharing is not None:
+            share = ThreadShare.of_this_node(sharing)
+            env.update(thread_limits(share.threads))
         process = subprocess.Popen(
             ending_with_this_process(command),
-            env=dict(env),
+            env=env,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -67,7 +77,11 @@ class TaskRunner:
         self._open = 2
         for stream, pipe in ((_OUT, process.stdout), (_ERR, process.stderr)):
             threading.Thread(target=self._collect, args=(stream, pipe), daemon=True).start()
-        return {"pid": process.pid, "node": ray.get_runtime_context().get_node_id()}
+        return {
+            "pid": process.pid,
+            "node": ray.get_runtime_context().get_node_id(),
+            "share": None if share is None else (share.threads, share.cores, share.tasks),
+        }
 
     def _collect(self, stream: int, pipe: IO[bytes]) -> None:
         with pipe:
@@ -120,6 +134,8 @@ class RemoteTask:
         self.ended_by_launcher = False
         self.pid: int = started["pid"]
         self.node: str = started["node"]
+        # the BLAS/OpenMP threads its node's runner gave it (None: not limited)
+        self.share = None if started["share"] is None else ThreadShare(*started["share"])
         self._actor = actor
         self._returncode: int | None = None
         self._exited = threading.Event()
@@ -199,8 +215,11 @@ def start_task(
     err: IO[bytes],
     output_lock: threading.Lock,
     on_exit: Callable[[RemoteTask], None],
+    sharing: int | None = None,
 ) -> RemoteTask:
-    """Start ``task`` on ``node`` (a soft preference), in this process's working directory.
+    """Start ``task`` on ``node`` (a soft preference), in this process's working directory,
+    its BLAS/OpenMP threads limited to an equal share of its node's cores among
+    ``sharing`` tasks (None: left alone).
 
     Raises:
         RuntimeError: its actor did not start the process within
@@ -218,7 +237,8 @@ def start_task(
     actor = runner.options(**options).remote()
     try:
         started = ray.get(
-            actor.start.remote(list(command), dict(env), os.getcwd()), timeout=START_TIMEOUT
+            actor.start.remote(list(command), dict(env), os.getcwd(), sharing),
+            timeout=START_TIMEOUT,
         )
     except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError) as error:
         with contextlib.suppress(ray.exceptions.RayError, ValueError):
