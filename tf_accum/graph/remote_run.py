@@ -774,7 +774,7 @@ def _move_to_hosts(plan: Plan, remote: dict[Operation, Task]) -> None:
     dropped = True
     while dropped:
         dropped = False
-        for op, task in list(candidates.items()):
+        for op in list(candidates):
             if any(placed(u) is None for u in plan.consumers[op]) or any(
                 placed(p) is None and (p.type != "Const" or p.inputs) for p in deciding[op]
             ):
