@@ -128,3 +128,23 @@ def test_a_take_waiting_when_its_accumulator_is_destroyed_fails_and_the_host_for
         assert (await host.census())["waiting"] == 0
 
     asyncio.run(scenario())
+
+
+def test_a_request_cancelled_before_it_arrives_takes_only_a_round_ready_at_once() -> None:
+    async def scenario() -> None:
+        host = _Host("/job:ps/task:0")
+        requests = Requests(host)
+        handle = await requests.make()
+        await requests.apply(handle, [2, 3])
+        for required, ready in ((2, False), (1, True)):
+            await host.cancel(f"caller/{requests.count + 1}")  # overtakes its request
+            outcome = await asyncio.wait_for(requests.take(handle, required), WAIT)
+            if ready:  # as a take in one process: a round ready at once is taken
+                assert outcome[0] == "ok" and outcome[1][0][0].tolist() == [2, 3]
+            else:  # one that would wait is refused, consuming nothing
+                assert outcome == ("failed", 0, CANCELLED)
+        stats = await requests.stats(handle)
+        assert stats["takes_cancelled"] == 1 and stats["takes_served"] == 1
+        assert stats["waiting"] == 0 and stats["num_accumulated"] == 0
+
+    asyncio.run(scenario())

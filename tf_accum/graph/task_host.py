@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors, raw_ops
-from tf_accum.accumulators.attempts import TakeAttempt
+from tf_accum.accumulators.attempts import TakeAttempt, copy_error
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
@@ -525,7 +525,7 @@ class _Host:
                     if try_now and not ready and not self._ready(step, outputs, slots):
                         return ("pending", outputs, None)
                     if type(step) is RawStep:
-                        outputs.append(self._raw(session, step, outputs, slots, deadline, try_now))
+                        outputs.append(self._raw(session, step, outputs, slots))
                     else:
                         outputs.append(self._step(session, step, outputs, slots))
                 except errors.DeadlineExceededError as error:
@@ -569,7 +569,7 @@ class _Host:
         if cancelled:
             accumulator.cancel(attempt, CANCELLED_REASON)
             assert cancellation.error is not None
-            raise cancellation.error
+            raise copy_error(cancellation.error)
         take.accumulator, take.attempt = accumulator, attempt
         return take
 
@@ -624,8 +624,6 @@ class _Host:
         step: RawStep,
         outputs: list[tuple[Any, ...]],
         slots: list[Any],
-        deadline: float | None,
-        try_now: bool,
     ) -> tuple[Any, ...]:
         inputs = inputs_of(step.sources, outputs, slots)
         arguments = step.arguments(inputs)
@@ -639,8 +637,7 @@ class _Host:
         if step.queue_op == "QueueCloseV2" and arguments.get("cancel_pending_enqueues"):
             self._cancel_waiting_enqueues(int(inputs[0]))
         if step.take:
-            # try_now: on the event loop, a take must not wait
-            arguments["timeout"] = 0.0 if try_now else _remaining(step.attrs["timeout"], deadline)
+            arguments["timeout"] = 0.0  # on the event loop, a queue op must not wait
         result = step.kernel(**arguments)
         if step.local_step is not None:
             replica = replica_of(session)
@@ -649,8 +646,7 @@ class _Host:
             return tuple(result)
         if step.n_outputs == 0:
             return ()
-        found = (result,) if step.n_outputs == 1 else tuple(result)
-        return found
+        return (result,) if step.n_outputs == 1 else tuple(result)
 
     def _add_what_fits(
         self, step: RawStep, outputs: list[tuple[Any, ...]], slots: list[Any], me: _Waiter
