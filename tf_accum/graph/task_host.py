@@ -286,7 +286,7 @@ class _Host:
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
         outcome = self._execute(session, steps, values, deadline, cancellation)
-        self._wake()  # what it applied may serve waiting takes, also if it waits itself now
+        self._wake()  # what it enqueued or dequeued may let waiting queue ops go on
         if outcome[0] != "pending":
             return outcome
         self._running[request] = cancellation
@@ -331,7 +331,7 @@ class _Host:
                 if failed is not None:
                     return failed
                 outcome = self._execute(session, steps, slots, deadline, cancellation, outputs)
-                self._wake()
+                self._wake()  # the queue ops run since may let others go on
                 if outcome[0] != "pending":
                     return outcome
                 take = outcome[2]
@@ -350,7 +350,7 @@ class _Host:
                     if waiter.failure is not None:
                         return ("failed", index, waiter.failure)
                     if _handle_of_line(handle) not in self._table.live_handles():
-                        # destroyed while the take waited, as in-process
+                        # destroyed while the op waited, as in-process
                         return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
                     if self._ready(step, outputs, slots, waiter):
                         break
@@ -425,8 +425,9 @@ class _Host:
         return None
 
     def _wake(self) -> None:
-        """Let the head of the take queue of every accumulator a step used since the last
-        wake look again (an apply may have served it)."""
+        """Let the head of each line of every queue a step used since the last wake look
+        again (an enqueue or a dequeue may let it go on; an accumulator's takes are
+        served by the accumulator itself)."""
         touched, self._touched = self._touched, set()
         if touched is None:
             self._wake_all()
@@ -445,7 +446,7 @@ class _Host:
             waiter.wake()
 
     def _wake_all(self) -> None:
-        """Let the head of every take queue look again."""
+        """Let the head of every line look again."""
         self._touched = set()
         for queue in self._queues.values():
             queue[0].wake()
@@ -491,7 +492,7 @@ class _Host:
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
             self._contributions.pop(handle, None)
-        self._wake_all()  # takes waiting on what was destroyed fail
+        self._wake_all()  # queue ops waiting on what was destroyed fail (takes fail at once)
 
     # --- steps ----------------------------------------------------------------------
 
@@ -560,7 +561,7 @@ class _Host:
         cancelled = cancellation.cancelled
         accumulator, attempt = take_attempt(
             step.op_type,
-            functools.partial(_wake, take.future),
+            functools.partial(_wake_future, take.future),
             None if cancelled else cancellation,
             **arguments,
         )
@@ -732,7 +733,7 @@ def _take_outputs(step: RawStep, accumulator: AccumulatorBase[Any], result: Any)
     return (*found, int(stats["stale"] or 0), int(stats["global_step"] or 0))
 
 
-def _wake(future: asyncio.Future[None]) -> None:
+def _wake_future(future: asyncio.Future[None]) -> None:
     """A take attempt's callback (under its accumulator's lock, maybe on another
     thread): complete ``future`` on its event loop."""
     with contextlib.suppress(RuntimeError):  # the loop is closed: the host is going away
