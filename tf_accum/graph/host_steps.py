@@ -73,6 +73,7 @@ class RawStep:
     for a queue op its type and whether its components are a list input or its outputs."""
 
     __slots__ = (
+        "op_type",
         "kernel",
         "names",
         "attrs",
@@ -88,7 +89,8 @@ class RawStep:
     )
 
     def __init__(self, step: tuple[Any, ...]) -> None:
-        _, op_type, self.names, self.attrs, self.sources, self.n_outputs = step
+        _, self.op_type, self.names, self.attrs, self.sources, self.n_outputs = step
+        op_type: str = self.op_type
         self.kernel = getattr(raw_ops, op_type)
         self.take: bool = "timeout" in self.attrs
         self.handle: int | None = self.names.index("handle") if "handle" in self.names else None

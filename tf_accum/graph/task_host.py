@@ -7,17 +7,21 @@ exactly what it means in one process, and every session of the cluster sees
 the same accumulators (by shared_name) and the same variables (by name).
 
 Everything runs on the actor's event loop. A request stopped at a take that
-cannot complete yet waits in that accumulator's queue (first in, first
-served, as in-process) and goes on once it is the head and the take can
-complete, at its timeout or the run's deadline (consuming nothing), or when
-it is cancelled. A request stops at its first failing
-step and says which step failed and how. Nothing raises to the caller.
+cannot complete yet waits as a take attempt in that accumulator's own queue
+(``Rounds.try_take``: first in, first served, as in-process), whose callback
+wakes the request; it goes on once the attempt is served, and gives it up
+(consuming nothing) at its timeout or the run's deadline, when the request is
+cancelled or its caller dies. A request stopped at a queue's dequeue or
+enqueue waits in a line of the host's for that queue. A request stops at its
+first failing step and says which step failed and how. Nothing raises to the caller.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import functools
 import logging
 import os
 import pickle
@@ -30,7 +34,11 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors, raw_ops
+from tf_accum.accumulators.attempts import TakeAttempt, copy_error
+from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
+from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
 from tf_accum.distributed.lives import CallerLives
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
@@ -47,6 +55,7 @@ from tf_accum.graph.host_steps import (
 )
 from tf_accum.graph.variable_store import VariableStore
 from tf_accum.queues.fifo import FIFOQueue
+from tf_accum.raw_ops.common import take_attempt
 from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
 
@@ -61,7 +70,7 @@ ENQUEUE_CANCELLED = Failure("CancelledError", "Enqueue operation was cancelled")
 
 
 class _Waiter:
-    """A request waiting at a take, in its accumulator's queue."""
+    """A request waiting at a queue's dequeue or enqueue, in the host's line for it."""
 
     __slots__ = ("future", "failure", "added")
 
@@ -84,6 +93,18 @@ class _Waiter:
             loop.call_soon_threadsafe(self.wake)
 
         return wake
+
+
+class _Take:
+    """A request's take waiting as an attempt in its accumulator's queue: the
+    future the attempt's callback completes."""
+
+    __slots__ = ("accumulator", "attempt", "future")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.future: asyncio.Future[None] = loop.create_future()
+        self.accumulator: AccumulatorBase[Any] | None = None
+        self.attempt: TakeAttempt[Any] | None = None
 
 
 class _Host:
@@ -115,11 +136,12 @@ class _Host:
         self._callers: dict[str, str] = {}  # request -> caller
         self._early_cancels: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._lives = CallerLives(self._caller_died)
-        # requests waiting, in arrival order, per line (see _line_of): an accumulator's
-        # takes, a queue's dequeues, a queue's enqueues and closes
+        # requests waiting, in arrival order, per line (see _line_of): a queue's
+        # dequeues, a queue's enqueues and closes (takes wait in their accumulators)
         self._queues: dict[int, collections.deque[_Waiter]] = {}
-        # accumulators the steps run since the last wake used (None: something else
-        # changed, every queue looks again): only their queues' heads can be served
+        self._takes_waiting = 0
+        # queues the steps run since the last wake used (None: something else
+        # changed, every line looks again): only their lines' heads can be served
         self._touched: set[int] | None = set()
         # pickled steps -> the steps decoded (a session sends the same ones every run)
         self._decoded: dict[bytes, list[Any]] = {}
@@ -137,7 +159,7 @@ class _Host:
     async def census(self) -> dict[str, int]:
         """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
         handles = self._table.live_handles()
-        waiting = sum(len(queue) for queue in self._queues.values())
+        waiting = self._takes_waiting + sum(len(queue) for queue in self._queues.values())
         return {
             "requests": self.requests,
             "accumulators": len(handles),
@@ -165,8 +187,6 @@ class _Host:
                     stats: dict[str, Any] = dict(accumulator_stats(handle))
                 except (errors.OpError, TypeError, LookupError):
                     continue
-                # a take waits in the host's line for its accumulator, not inside it
-                stats["waiting"] = int(stats["waiting"] or 0) + len(self._queues.get(handle, ()))
                 stats["replicas"] = dict(self._contributions.get(handle, {}))
                 found[handle] = stats
         return found
@@ -265,15 +285,15 @@ class _Host:
             del self._early_cancels[request]
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
-        outcome = self._execute(session, steps, values, deadline, cancellation, inline=True)
-        self._wake()  # what it applied may serve waiting takes, also if it waits itself now
+        outcome = self._execute(session, steps, values, deadline, cancellation)
+        self._wake()  # what it enqueued or dequeued may let waiting queue ops go on
         if outcome[0] != "pending":
             return outcome
         self._running[request] = cancellation
         self._callers[request] = caller
         try:
             return await self._wait_and_go_on(
-                session, steps, values, deadline, cancellation, outcome[1]
+                session, steps, values, deadline, cancellation, outcome[1], outcome[2]
             )
         finally:
             self._running.pop(request, None)
@@ -297,13 +317,25 @@ class _Host:
         deadline: float | None,
         cancellation: Cancellation,
         outputs: list[tuple[Any, ...]],
+        take: _Take | None,
     ) -> Any:
-        """Queue at the take that would wait, in arrival order per accumulator; go on
-        with the request each time it is the queue's head and can complete."""
+        """Wait at the step that would wait (a take's attempt queued in its accumulator,
+        or a queue op in the host's line for its queue, in arrival order); go on with the
+        request each time it is served, and wait again at the next such step."""
         loop = asyncio.get_running_loop()
         while True:
             index = len(outputs)
             step = steps[index]
+            if take is not None:
+                failed = await self._wait_for_take(take, step, outputs, deadline, index)
+                if failed is not None:
+                    return failed
+                outcome = self._execute(session, steps, slots, deadline, cancellation, outputs)
+                self._wake()  # the queue ops run since may let others go on
+                if outcome[0] != "pending":
+                    return outcome
+                take = outcome[2]
+                continue
             enqueued = False
             handle = _line_of(step, int(inputs_of(step.sources, outputs, slots)[step.handle]))
             waiter = _Waiter(loop.create_future())
@@ -318,7 +350,7 @@ class _Host:
                     if waiter.failure is not None:
                         return ("failed", index, waiter.failure)
                     if _handle_of_line(handle) not in self._table.live_handles():
-                        # destroyed while the take waited, as in-process
+                        # destroyed while the op waited, as in-process
                         return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
                     if self._ready(step, outputs, slots, waiter):
                         break
@@ -350,22 +382,52 @@ class _Host:
                 outputs.append(())  # every element added: the requests goes on after it
             # no await since the check: the take completes now
             outcome = self._execute(
-                session,
-                steps,
-                slots,
-                deadline,
-                cancellation,
-                outputs,
-                inline=True,
-                checked=not enqueued,
+                session, steps, slots, deadline, cancellation, outputs, checked=not enqueued
             )
             self._wake()  # the next in line may go now
             if outcome[0] != "pending":
                 return outcome
+            take = outcome[2]
+
+    async def _wait_for_take(
+        self,
+        take: _Take,
+        step: RawStep,
+        outputs: list[tuple[Any, ...]],
+        deadline: float | None,
+        index: int,
+    ) -> Any:
+        """Wait until the attempt of ``take`` (step ``index``) is served or cancelled
+        and add the take's outputs; out of time (its timeout or the run's deadline),
+        withdraw it. None once the outputs are in, else the request's failed outcome."""
+        accumulator, attempt = take.accumulator, take.attempt
+        assert accumulator is not None and attempt is not None
+        self._takes_waiting += 1
+        try:
+            await asyncio.wait_for(
+                asyncio.shield(take.future), _remaining(step.attrs["timeout"], deadline)
+            )
+        except asyncio.TimeoutError:
+            if not attempt.done:
+                accumulator.cancel(attempt, TIMED_OUT_REASON)  # consumes nothing
+                return ("failed", index, TIMED_OUT)
+        except BaseException:
+            accumulator.cancel(attempt, INTERRUPTED)  # a round served goes back
+            raise
+        finally:
+            self._takes_waiting -= 1
+        try:
+            # served, or cancelled (the request was, its caller died, or the accumulator
+            # was destroyed): collecting raises the error it was cancelled with
+            outputs.append(_take_outputs(step, accumulator, accumulator.collect(attempt)))
+        except errors.OpError as error:
+            return ("failed", index, Failure.of(error))
+        return None
 
     def _wake(self) -> None:
-        """Let the head of the take queue of every accumulator a step used since the last
-        wake look again (an apply may have served it)."""
+        """Let the head of each line of every queue a step used since the last wake look
+        again (an enqueue or a dequeue may let it go on; an accumulator's takes are
+        served by the accumulator itself)."""
         touched, self._touched = self._touched, set()
         if touched is None:
             self._wake_all()
@@ -384,7 +446,7 @@ class _Host:
             waiter.wake()
 
     def _wake_all(self) -> None:
-        """Let the head of every take queue look again."""
+        """Let the head of every line look again."""
         self._touched = set()
         for queue in self._queues.values():
             queue[0].wake()
@@ -430,7 +492,7 @@ class _Host:
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
             self._contributions.pop(handle, None)
-        self._wake_all()  # takes waiting on what was destroyed fail
+        self._wake_all()  # queue ops waiting on what was destroyed fail (takes fail at once)
 
     # --- steps ----------------------------------------------------------------------
 
@@ -442,35 +504,75 @@ class _Host:
         deadline: float | None,
         cancellation: Cancellation,
         outputs: list[tuple[Any, ...]] | None = None,
-        inline: bool = False,
         checked: bool = False,
     ) -> Any:
-        """Run ``steps`` from ``len(outputs)`` on (SLOT sources read ``slots``). ``inline``:
-        stop before a take that would wait, returning ("pending", outputs); ``checked``:
-        the first step is a take found ready just now."""
+        """Run ``steps`` from ``len(outputs)`` on (SLOT sources read ``slots``), stopping
+        at a step that would wait: ("pending", outputs, the take's _Take, or None for a
+        queue op); ``checked``: the first step is a queue op found ready just now."""
         outputs = [] if outputs is None else outputs
         first = len(outputs)
         with using_table(self._table), cancelled_by(cancellation):
             for index in range(first, len(steps)):
                 step = steps[index]
-                try_now = inline and type(step) is RawStep and step.take
-                ready = checked and index == first
-                if try_now and not ready and not self._ready(step, outputs, slots):
-                    return ("pending", outputs)
+                try_now = type(step) is RawStep and step.take
                 try:
+                    if try_now and step.required is not None:
+                        found = self._try_take(step, outputs, slots, cancellation)
+                        if type(found) is _Take:
+                            return ("pending", outputs, found)
+                        outputs.append(found)  # type: ignore[arg-type]
+                        continue
+                    ready = checked and index == first
+                    if try_now and not ready and not self._ready(step, outputs, slots):
+                        return ("pending", outputs, None)
                     if type(step) is RawStep:
-                        outputs.append(self._raw(session, step, outputs, slots, deadline, try_now))
+                        outputs.append(self._raw(session, step, outputs, slots))
                     else:
                         outputs.append(self._step(session, step, outputs, slots))
                 except errors.DeadlineExceededError as error:
                     if try_now and _remaining(step.attrs["timeout"], deadline) != 0:
-                        return ("pending", outputs)  # not served after all: wait
+                        return ("pending", outputs, None)  # not served after all: wait
                     return ("failed", index, Failure.of(error))
                 except errors.OpError as error:
                     return ("failed", index, Failure.of(error))
                 except (TypeError, ValueError) as error:
                     return ("python", index, type(error).__name__, str(error))
         return ("ok", outputs)
+
+    def _try_take(
+        self,
+        step: RawStep,
+        outputs: list[tuple[Any, ...]],
+        slots: list[Any],
+        cancellation: Cancellation,
+    ) -> tuple[Any, ...] | _Take:
+        """Queue take ``step`` as an attempt in its accumulator: its outputs when it is
+        served at once, else the _Take to wait for. A take that can complete at once
+        does, even in a cancelled request (as in a process); one that would wait there
+        is withdrawn.
+
+        Raises:
+            what the take op raises before it would wait; a cancelled request's error.
+        """
+        inputs = inputs_of(step.sources, outputs, slots)
+        arguments = step.arguments(inputs)
+        arguments.update(step.attrs)
+        take = _Take(asyncio.get_running_loop())
+        cancelled = cancellation.cancelled
+        accumulator, attempt = take_attempt(
+            step.op_type,
+            functools.partial(_wake_future, take.future),
+            None if cancelled else cancellation,
+            **arguments,
+        )
+        if attempt.done:
+            return _take_outputs(step, accumulator, accumulator.collect(attempt))
+        if cancelled:
+            accumulator.cancel(attempt, CANCELLED_REASON)
+            assert cancellation.error is not None
+            raise copy_error(cancellation.error)
+        take.accumulator, take.attempt = accumulator, attempt
+        return take
 
     def _ready(
         self,
@@ -479,34 +581,17 @@ class _Host:
         slots: list[Any],
         me: _Waiter | None = None,
     ) -> bool:
-        """Whether take ``step`` completes now, without waiting.
-
-        Arguments the take would refuse (an unknown handle, say) count as ready:
-        it fails at once.
-        """
-        inputs = inputs_of(step.sources, outputs, slots)
-        if step.queue_op is not None:
-            return self._queue_ready(step, inputs, me)
-        if step.handle is None or step.required is None:
-            return True
-        try:
-            handle = int(inputs[step.handle])
-            accumulator = self._table.lookup(handle)
-            required = int(inputs[step.required])
-        except Exception:
-            return True
-        queue = self._queues.get(handle)
-        if queue and queue[0] is not me:
-            return False  # others wait first: first in, first served
-        return accumulator.num_waiting() == 0 and accumulator.num_accumulated() >= required
-
-    def _queue_ready(self, step: RawStep, inputs: list[Any], me: _Waiter | None) -> bool:
         """Whether queue op ``step`` completes now: a dequeue finds its elements (or a
         closed queue), an enqueue room for all of its elements (or a closed queue).
 
         Nothing waits inside a queue of the host (its ops run with no time to
         wait), so its own lines are empty; those waiting here are first in, first served.
+        Arguments the op would refuse (an unknown handle, say) count as ready: it
+        fails at once.
         """
+        inputs = inputs_of(step.sources, outputs, slots)
+        if step.queue_op is None:
+            return True
         try:
             handle = int(inputs[0])
             found: Any = self._table.lookup(handle)
@@ -540,8 +625,6 @@ class _Host:
         step: RawStep,
         outputs: list[tuple[Any, ...]],
         slots: list[Any],
-        deadline: float | None,
-        try_now: bool,
     ) -> tuple[Any, ...]:
         inputs = inputs_of(step.sources, outputs, slots)
         arguments = step.arguments(inputs)
@@ -555,8 +638,7 @@ class _Host:
         if step.queue_op == "QueueCloseV2" and arguments.get("cancel_pending_enqueues"):
             self._cancel_waiting_enqueues(int(inputs[0]))
         if step.take:
-            # try_now: on the event loop, a take must not wait
-            arguments["timeout"] = 0.0 if try_now else _remaining(step.attrs["timeout"], deadline)
+            arguments["timeout"] = 0.0  # on the event loop, a queue op must not wait
         result = step.kernel(**arguments)
         if step.local_step is not None:
             replica = replica_of(session)
@@ -565,13 +647,7 @@ class _Host:
             return tuple(result)
         if step.n_outputs == 0:
             return ()
-        found = (result,) if step.n_outputs == 1 else tuple(result)
-        if step.required is not None:
-            # a take: its accumulator's stale count and global step after it, for the
-            # session (past the op's outputs, which is all the session stores)
-            stats = self._table.lookup(int(inputs[step.handle or 0])).stats()
-            found += (int(stats["stale"] or 0), int(stats["global_step"] or 0))
-        return found
+        return (result,) if step.n_outputs == 1 else tuple(result)
 
     def _add_what_fits(
         self, step: RawStep, outputs: list[tuple[Any, ...]], slots: list[Any], me: _Waiter
@@ -647,6 +723,26 @@ def replica_of(session: str) -> str:
     """The task label of the process whose session has key ``session`` (see
     ``remote_run.ClusterSession``): ``"/job:worker/task:1"``."""
     return session.rsplit("#", 1)[0]
+
+
+def _take_outputs(step: RawStep, accumulator: AccumulatorBase[Any], result: Any) -> tuple[Any, ...]:
+    """A take's outputs, then its accumulator's stale count and global step after it,
+    for the session (past the op's outputs, which is all the session stores)."""
+    found = (result,) if step.n_outputs == 1 else tuple(result)
+    stats = accumulator.stats()
+    return (*found, int(stats["stale"] or 0), int(stats["global_step"] or 0))
+
+
+def _wake_future(future: asyncio.Future[None]) -> None:
+    """A take attempt's callback (under its accumulator's lock, maybe on another
+    thread): complete ``future`` on its event loop."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: the host is going away
+        future.get_loop().call_soon_threadsafe(_complete, future)
+
+
+def _complete(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _line_of(step: RawStep, handle: int) -> int:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators.attempts import TakeAttempt
+from tf_accum.accumulators.base import AccumulatorBase
+from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._convert import handle_of, scalar_int
+from tf_accum.raw_ops._convert import handle_of, positive_num_required, scalar_int
 from tf_accum.raw_ops._keyword_only import raw_op
+from tf_accum.raw_ops._timeout import check_timeout
 from tf_accum.resources import current_table
 
 INT32_MAX = 2**31 - 1
@@ -185,3 +190,44 @@ def destroy_when_collected(owner: Any, handle: int) -> weakref.finalize[[int], N
     next operation.
     """
     return weakref.finalize(owner, current_table().destroy_soon, handle)
+
+
+# The take ops: the kind of accumulator each takes from, and its outputs as its
+# signature message spells them.
+_TAKES = {
+    "AccumulatorTakeGradient": ("dense", "{}"),
+    "ResourceAccumulatorTakeGradient": ("dense", "{}"),
+    "SparseAccumulatorTakeGradient": ("sparse", "int64, {}, int64"),
+}
+
+
+def take_attempt(
+    op_type: str,
+    callback: Callable[[], Any],
+    cancellation: Cancellation | None,
+    *,
+    handle: Any,
+    num_required: Any,
+    dtype: Any,
+    timeout: Any = None,
+    name: str | None = None,
+) -> tuple[AccumulatorBase[Any], TakeAttempt[Any]]:
+    """The take op ``op_type`` queued as a take attempt instead of waited for.
+
+    Not a TensorFlow op: for a caller that must not block (an event loop).
+    The arguments are checked as the op checks them; the take is then queued
+    with ``Rounds.try_take(num_required, callback, cancellation)``. The
+    caller waits for ``callback``, then collects the attempt (its result is
+    the op's) or cancels it; ``timeout`` is checked only (the caller keeps
+    the time).
+
+    Raises:
+        what the op raises before it would wait.
+    """
+    kind, outputs = _TAKES[op_type]
+    acc = _lookup.accumulator(handle, op_type, kind)
+    _lookup.check_take_dtype(acc, dtype, op_type, outputs)
+    required = positive_num_required(num_required)
+    check_timeout(timeout)
+    rounds = cast(AccumulatorBase[Any], acc)  # (a local table's accumulators are)
+    return rounds, rounds.try_take(required, callback, cancellation)

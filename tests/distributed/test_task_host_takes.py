@@ -1,0 +1,150 @@
+"""A TF1 task host's takes wait as attempts in their accumulator's own queue:
+the accumulator counts them (waiting, timed out, cancelled), a withdrawn one
+consumes nothing, and whoever is behind it goes on. The host class runs in
+this process, on an asyncio loop of the test's own (no Ray)."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from typing import Any
+
+import numpy as np
+
+import tf_accum as tfa
+from tf_accum.distributed.wire import TIMED_OUT, Failure
+from tf_accum.graph.host_steps import MAKE, RAW, VALUE
+from tf_accum.graph.task_host import _Host
+
+WAIT = 30.0
+CANCELLED = Failure("CancelledError", "TakeGrad operation was cancelled")
+
+
+class Requests:
+    """Requests to one host, as sessions send them (``_Host._run``'s message)."""
+
+    def __init__(self, host: _Host) -> None:
+        self.host = host
+        self.count = 0
+
+    def send(
+        self, steps: list[tuple[Any, ...]], caller: str = "caller", remaining: float | None = None
+    ) -> Any:
+        """The coroutine of a request; its id is ``self.last``."""
+        self.count += 1
+        self.last = request = f"{caller}/{self.count}"
+        blob = pickle.dumps(steps)
+        message: tuple[Any, ...] = (
+            self.host._instance,
+            "s#1",
+            caller,
+            None,
+            request,
+            blob,
+            [],
+            remaining,
+            True,
+            1,
+        )
+        return self.host._run(message)
+
+    async def make(self) -> int:
+        attrs = {"dtype": tfa.int64, "shape": [2], "shared_name": "g", "reduction_type": "SUM"}
+        outcome = await self.send([(MAKE, "ConditionalAccumulator", "acc", attrs)])
+        assert outcome[0] == "ok"
+        return int(outcome[1][0][0])
+
+    async def apply(self, handle: int, gradient: list[int]) -> None:
+        names = ("handle", "local_step", "gradient")
+        sources = ((VALUE, handle), (VALUE, 0), (VALUE, np.array(gradient, np.int64)))
+        outcome = await self.send([(RAW, "AccumulatorApplyGradient", names, {}, sources, 0)])
+        assert outcome[0] == "ok"
+
+    def take(self, handle: int, required: int, **options: Any) -> asyncio.Task[Any]:
+        names = ("handle", "num_required")
+        sources = ((VALUE, handle), (VALUE, np.int32(required)))
+        attrs = {"dtype": tfa.int64, "timeout": None}
+        step = (RAW, "AccumulatorTakeGradient", names, attrs, sources, 1)
+        return asyncio.ensure_future(self.send([step], **options))
+
+    async def stats(self, handle: int) -> dict[str, Any]:
+        return (await self.host.accumulator_report([handle]))[handle]
+
+
+async def until(condition: Any) -> None:
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), WAIT)
+
+
+def test_takes_wait_counted_by_their_accumulator_and_withdrawn_ones_consume_nothing() -> None:
+    async def scenario() -> None:
+        host = _Host("/job:ps/task:0")
+        requests = Requests(host)
+        handle = await requests.make()
+        await requests.apply(handle, [1, 1])
+        first = requests.take(handle, 2)
+        first_request = requests.last
+        await until(lambda: host._takes_waiting == 1)
+        stats = await requests.stats(handle)
+        assert stats["waiting"] == 1 and stats["head_num_required"] == 2
+        assert (await host.census())["waiting"] == 1
+        # out of time behind the first: withdrawn, counted as timed out
+        late = await requests.take(handle, 1, remaining=0.05)
+        assert late == ("failed", 0, TIMED_OUT)
+        assert (await requests.stats(handle))["takes_timed_out"] == 1
+        # a dead caller's take is cancelled
+        dead = requests.take(handle, 2, caller="dead")
+        behind = requests.take(handle, 1)
+        await until(lambda: host._takes_waiting == 3)
+        host._caller_died("dead")
+        assert await asyncio.wait_for(dead, WAIT) == ("failed", 0, CANCELLED)
+        assert not behind.done()  # the first still waits, ahead of it
+        # a request's cancellation cancels its take: the one behind takes the round
+        await host.cancel(first_request)
+        assert await asyncio.wait_for(first, WAIT) == ("failed", 0, CANCELLED)
+        outcome = await asyncio.wait_for(behind, WAIT)
+        assert outcome[0] == "ok"
+        value, stale, step = outcome[1][0]
+        assert value.tolist() == [1, 1] and (stale, step) == (0, 1)
+        stats = await requests.stats(handle)
+        assert stats["takes_cancelled"] == 2 and stats["takes_served"] == 1
+        assert stats["waiting"] == 0 and host._takes_waiting == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_take_waiting_when_its_accumulator_is_destroyed_fails_and_the_host_forgets_it() -> None:
+    async def scenario() -> None:
+        host = _Host("/job:ps/task:0")
+        requests = Requests(host)
+        handle = await requests.make()
+        waiting = requests.take(handle, 1)
+        await until(lambda: host._takes_waiting == 1)
+        await host.reset()
+        assert await asyncio.wait_for(waiting, WAIT) == ("failed", 0, CANCELLED)
+        assert (await host.census())["waiting"] == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_request_cancelled_before_it_arrives_takes_only_a_round_ready_at_once() -> None:
+    async def scenario() -> None:
+        host = _Host("/job:ps/task:0")
+        requests = Requests(host)
+        handle = await requests.make()
+        await requests.apply(handle, [2, 3])
+        for required, ready in ((2, False), (1, True)):
+            await host.cancel(f"caller/{requests.count + 1}")  # overtakes its request
+            outcome = await asyncio.wait_for(requests.take(handle, required), WAIT)
+            if ready:  # as a take in one process: a round ready at once is taken
+                assert outcome[0] == "ok" and outcome[1][0][0].tolist() == [2, 3]
+            else:  # one that would wait is refused, consuming nothing
+                assert outcome == ("failed", 0, CANCELLED)
+        stats = await requests.stats(handle)
+        assert stats["takes_cancelled"] == 1 and stats["takes_served"] == 1
+        assert stats["waiting"] == 0 and stats["num_accumulated"] == 0
+
+    asyncio.run(scenario())
