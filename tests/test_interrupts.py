@@ -30,7 +30,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import dense, pool, quiet, rounds, whole
+from tf_accum.accumulators import dense, pool, quiet, rounds, uninterrupted
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
@@ -141,7 +141,7 @@ def _blocked_signals(native_id: int) -> set[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
-    """The pool, the helper of accumulators/whole.py and a run's take threads
+    """The pool, the helper of accumulators/uninterrupted.py and a run's take threads
     block SIGINT (and the other asynchronous signals), so the kernel hands a
     process's Ctrl-C to a thread that runs Python's handler or wakes the main
     thread's wait; the faults a thread causes itself stay its own, and the
@@ -151,7 +151,7 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
     ones = np.ones(pool.PARALLEL_MIN_ELEMENTS, np.float32)
     for _ in range(2):  # the second is split over the pool
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=ones)
-    whole.run_whole(lambda: None)  # the helper
+    uninterrupted.run_uninterrupted(lambda: None)  # the helper
     with tf.Graph().as_default():
         first, second = DenseOps(shape=[1]), DenseOps(shape=[1])
         with tf.Session() as sess:
@@ -166,7 +166,7 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
             second.put(sess, [1.0])
             taking.result()
     assert any(name.startswith("tf_accum pool") for name in own)
-    assert any(name.startswith("tf_accum whole") for name in own)
+    assert any(name.startswith("tf_accum uninterrupted") for name in own)
     assert any(name.startswith("tf_accum run") for name in own)
     for name, signals in blocked.items():
         assert {signal.SIGINT, signal.SIGTERM, signal.SIGALRM} <= signals, name

@@ -31,7 +31,7 @@ from tf_accum.accumulators.running_sum import (
     sum_adder,
     sum_result,
 )
-from tf_accum.accumulators.whole import run_whole
+from tf_accum.accumulators.uninterrupted import run_uninterrupted
 from tf_accum.shapes import is_compatible, kernel_text
 
 _Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10
@@ -177,7 +177,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             self._count, self._given_back[serial] = self._count + count, True
 
         # several calls: on a thread where no signal handler runs (this one holds the lock)
-        run_whole(merge)
+        run_uninterrupted(merge)
         return True
 
     def close(self) -> None:
@@ -268,7 +268,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             # the main thread, it goes on past this branch), and the interrupt
             # follows once it is done (or, if it escapes the wait, the apply
             # still completes, under its own lock).
-            run_whole(partial(self.apply, local_step, gradient, owned))
+            run_uninterrupted(partial(self.apply, local_step, gradient, owned))
             return
         flight: stripes.StripedAdd | None = None  # an add running outside the lock
         try:
@@ -383,7 +383,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         no signal handler's exception lands."""
         if isinstance(total, np.ndarray):
             if not splits_add(total, gradient):
-                run_whole(partial(self._add_then_count, total, gradient))
+                run_uninterrupted(partial(self._add_then_count, total, gradient))
                 return
             split, begun = split_add(total, gradient), False
             try:
@@ -400,7 +400,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             return
         call = total.one_call(gradient)
         if call is None:
-            run_whole(partial(self._add_then_count, total, gradient))
+            run_uninterrupted(partial(self._add_then_count, total, gradient))
             return
         narrow: Any = total
         loop, arguments = call
@@ -420,9 +420,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 return
         except BaseException:
             if begun:  # the loop has run: finish the add, then let the error out
-                run_whole(narrow.settle)
+                run_uninterrupted(narrow.settle)
             raise
-        run_whole(narrow.settle)  # infinities, NaNs or an overflow to check: rare
+        run_uninterrupted(narrow.settle)  # infinities, NaNs or an overflow to check: rare
 
     def _add_then_count(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
         self._add(total, gradient)

@@ -223,7 +223,7 @@ class NarrowSum:
     def settle(self) -> None:
         """Finish the add of ``pending`` whose compiled loop has run: what it
         returned is found again from the gradient. Several calls: run it where
-        no signal handler's exception lands (whole.run_whole)."""
+        no signal handler's exception lands (uninterrupted.run_uninterrupted)."""
         gradient = self.pending
         if gradient is not None:
             if self.exact is None:

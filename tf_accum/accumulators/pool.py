@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, in_place_adder, quiet_runner
-from tf_accum.accumulators.whole import Helpers, Job, then_mark
+from tf_accum.accumulators.uninterrupted import Helpers, Job, then_mark
 
 Array = np.ndarray[Any, Any]
 
@@ -42,9 +42,9 @@ class Split:
 
     :meth:`run` returns when every part is over: the first part runs in the
     calling thread, the others on the pool, each queued and marked queued in
-    one step (whole.Helpers.queue), and once queued run to its end there,
+    one step (uninterrupted.Helpers.queue), and once queued run to its end there,
     whatever happens to the calling thread. In a ``whole`` split the first
-    part is one C call, run and marked done in one step (whole.then_mark),
+    part is one C call, run and marked done in one step (uninterrupted.then_mark),
     so an exception raised into the caller (Ctrl-C) finds it done or not
     begun: :meth:`finish` then runs what was not and waits for the rest, and
     every part runs exactly once. (Of any other split, :meth:`finish` does

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.interrupts import interruptible
-from tf_accum.accumulators.whole import start_thread
+from tf_accum.accumulators.uninterrupted import start_thread
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:
