@@ -31,9 +31,9 @@ import tf_accum as tfa
 from tests.helpers import SPARSE_PATHS, WAIT, sparse_row_loops
 from tf_accum.accumulators import (
     division,
+    float_errors,
     narrow,
     pool,
-    quiet,
     running_sum,
     sparse_keys,
     sparse_rows,
@@ -275,7 +275,7 @@ def test_fast_applies_allocate_nothing_after_the_first(dtype: Any) -> None:
             True,
             id="context",
             marks=pytest.mark.skipif(
-                not quiet.CONTEXT_LOCAL_ERRORS,
+                not float_errors.CONTEXT_LOCAL_ERRORS,
                 reason="numpy before 2.0 keeps float error state per thread, not per context",
             ),
         ),
@@ -288,15 +288,15 @@ def test_quiet_errors_leave_the_callers_state(context_local: bool) -> None:
     warning or an error, and leave the caller's error state as it was."""
     total = np.array([np.finfo(np.float32).max, 0.0], np.float32)
     with (
-        mock.patch.object(quiet, "CONTEXT_LOCAL_ERRORS", context_local),
+        mock.patch.object(float_errors, "CONTEXT_LOCAL_ERRORS", context_local),
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("error")
         with np.errstate(all="raise"):
-            quiet.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
+            float_errors.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
             running_sum.sum_adder(total.dtype)(total, np.array([-np.inf, 0.0], np.float32))
-            quiet.quietly(np.divide, total, np.float32(0), out=total)
-            with quiet.quiet_float_errors():
+            float_errors.quietly(np.divide, total, np.float32(0), out=total)
+            with float_errors.quiet_float_errors():
                 np.divide(total, np.float32(0), out=total)
             assert np.geterr()["over"] == "raise"
     assert np.isnan(total[0]) and np.isinf(total[1])
@@ -317,7 +317,7 @@ def test_quiet_errors_in_several_threads_at_once() -> None:
             big = np.full(8, np.finfo(np.float32).max, np.float32)
             with np.errstate(all="raise"):
                 for _ in range(200):
-                    quiet.add_quietly(big, big)
+                    float_errors.add_quietly(big, big)
                 with pytest.raises(FloatingPointError):
                     np.add(np.full(1, 3e38, np.float32), np.float32(3e38))
             assert np.all(np.isinf(big))

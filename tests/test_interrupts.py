@@ -30,7 +30,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import dense, pool, quiet, rounds, uninterrupted
+from tf_accum.accumulators import dense, float_errors, pool, rounds, uninterrupted
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
@@ -932,7 +932,10 @@ def _walk_large_applies(kind: str) -> None:
     assert counts[0] == 1 and counts[-1] == 2  # refused at first, added at last
     if kind == "split":
         # the path walked; numpy 1 keeps the helper thread (no one-call first part)
-        assert pool.splits_add(acc._round, np.ones_like(acc._round)) is quiet.CONTEXT_LOCAL_ERRORS
+        assert (
+            pool.splits_add(acc._round, np.ones_like(acc._round))
+            is float_errors.CONTEXT_LOCAL_ERRORS
+        )
     acc.close()
 
 

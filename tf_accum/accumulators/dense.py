@@ -15,6 +15,7 @@ from tf_accum import errors
 from tf_accum.accumulators import half_kernel, stripes
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import divide_in_place
+from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, quiet_runner
 from tf_accum.accumulators.pool import (
     PARALLEL_MIN_ELEMENTS,
     WORKERS,
@@ -22,7 +23,6 @@ from tf_accum.accumulators.pool import (
     split_add,
     splits_add,
 )
-from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, quiet_runner
 from tf_accum.accumulators.running_sum import (
     NARROW_MIN_ELEMENTS,
     RoundSum,

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators import half_kernel
+from tf_accum.accumulators.float_errors import quietly
 from tf_accum.accumulators.pool import split_elementwise
-from tf_accum.accumulators.quiet import quietly
 from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators import half_kernel
+from tf_accum.accumulators.float_errors import add_quietly
 from tf_accum.accumulators.narrow import NarrowSum, round_bits
-from tf_accum.accumulators.quiet import add_quietly
 
 Array = np.ndarray[Any, Any]
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators import division, half_kernel, pool, quiet
+from tf_accum.accumulators import division, float_errors, half_kernel, pool
+from tf_accum.accumulators.float_errors import add_quietly
 from tf_accum.accumulators.pool import bounds, run_split, split_elementwise
-from tf_accum.accumulators.quiet import add_quietly
 
 Array = np.ndarray[Any, Any]
 
@@ -199,9 +199,9 @@ class NarrowSum:
         and hands what it returned to :meth:`after_call` (or, if an exception
         took it, calls :meth:`settle` on a thread where none can land)."""
         if self.exact is not None:
-            if not quiet.CONTEXT_LOCAL_ERRORS:
+            if not float_errors.CONTEXT_LOCAL_ERRORS:
                 return None
-            return quiet.quiet_runner(), (np.add, self.exact, gradient, self.exact)
+            return float_errors.quiet_runner(), (np.add, self.exact, gradient, self.exact)
         if self._kernels is None or self._scratch.shape[0] != 1:
             return None  # numpy's passes, or one part per thread: several calls
         flat = _flat(gradient)

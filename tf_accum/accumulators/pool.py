@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, in_place_adder, quiet_runner
+from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, in_place_adder, quiet_runner
 from tf_accum.accumulators.uninterrupted import Helpers, Job, then_mark
 
 Array = np.ndarray[Any, Any]

@@ -5,7 +5,7 @@ A sum is an ndarray of the dtype, or for large float16 and bfloat16 sums a
 add); :func:`start_sum`, :func:`sum_adder`, :func:`divided_sum` and
 :func:`sum_result` hide which. IEEE overflow and NaN are results, not errors,
 as in TensorFlow's kernels: floating-point warnings are silenced around every
-add (tf_accum/accumulators/quiet.py).
+add (tf_accum/accumulators/float_errors.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators import pool, quiet
+from tf_accum.accumulators import float_errors, pool
 from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
 from tf_accum.accumulators.half_sum import HalfSum
 from tf_accum.accumulators.narrow import NarrowSum
@@ -95,7 +95,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
                 add_large(total, gradient)
 
         return add_integers
-    if not quiet.CONTEXT_LOCAL_ERRORS:  # numpy < 2
+    if not float_errors.CONTEXT_LOCAL_ERRORS:  # numpy < 2
 
         def add_floats(total: Any, gradient: Array) -> None:
             if type(total) is np.ndarray and total.size < limit:
@@ -105,7 +105,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
                 add_large(total, gradient)
 
         return add_floats
-    runner, add = quiet.quiet_runner, np.add
+    runner, add = float_errors.quiet_runner, np.add
 
     def add_floats_quietly(total: Any, gradient: Array) -> None:
         # _add_small written out: this is most of a 1-element apply's own time

@@ -29,7 +29,7 @@ from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import COPY_MAX_BYTES
-from tf_accum.accumulators.quiet import quiet_float_errors
+from tf_accum.accumulators.float_errors import quiet_float_errors
 from tf_accum.accumulators.sparse_index import SortedIndex
 from tf_accum.accumulators.sparse_keys import INDEX_LIMIT, KeyedIndex
 from tf_accum.accumulators.sparse_rows import (

@@ -25,8 +25,8 @@ import numpy as np
 
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.division import divide_in_place
+from tf_accum.accumulators.float_errors import in_place_adder, quiet_float_errors
 from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
-from tf_accum.accumulators.quiet import in_place_adder, quiet_float_errors
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows

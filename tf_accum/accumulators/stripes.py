@@ -31,7 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, quiet_float_errors, quiet_runner
+from tf_accum.accumulators.float_errors import (
+    CONTEXT_LOCAL_ERRORS,
+    quiet_float_errors,
+    quiet_runner,
+)
 from tf_accum.accumulators.uninterrupted import in_turn, then_mark
 
 Array = np.ndarray[Any, Any]
