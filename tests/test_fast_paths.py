@@ -31,8 +31,8 @@ import tf_accum as tfa
 from tests.helpers import SPARSE_PATHS, WAIT, sparse_row_loops
 from tf_accum.accumulators import (
     division,
+    float32_shadow,
     float_errors,
-    narrow,
     pool,
     running_sum,
     sparse_keys,
@@ -47,9 +47,9 @@ NARROW = {"float16": (tfa.float16, np.float16), "bfloat16": (tfa.bfloat16, ml_dt
 @contextlib.contextmanager
 def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6) -> Iterator[None]:
     with (
-        mock.patch.object(narrow, "CHUNK", chunk),
+        mock.patch.object(float32_shadow, "CHUNK", chunk),
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", narrow_min),
-        mock.patch.object(narrow, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(float32_shadow, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(division, "RECIPROCAL_MIN_ELEMENTS", 1),
@@ -131,7 +131,7 @@ def test_narrow_sum_of_a_multi_dimensional_transposed_gradient(kind: str) -> Non
             raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=g)
         # the round runs on the float32 path, not numpy's narrow loops
         running = current_table().lookup(h)._round  # type: ignore[attr-defined]
-        assert isinstance(running, narrow.NarrowSum)
+        assert isinstance(running, float32_shadow.Float32ShadowSum)
         assert running.exact is None
         taken = raw.AccumulatorTakeGradient(handle=h, num_required=3, dtype=dtype)
     np.testing.assert_array_equal(taken.view(np.uint16), simple_sum(grads).view(np.uint16))

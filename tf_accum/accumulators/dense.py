@@ -378,7 +378,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _add_large_locked(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
         """Count ``gradient`` and add it into ``total`` (a narrow sum, or an
         array of PARALLEL_MIN_ELEMENTS or more) as one step: by one compiled
-        loop, counted just before it (see NarrowSum.one_call), by a pool.Split
+        loop, counted just before it (see Float32ShadowSum.one_call), by a pool.Split
         counted just before it, or else, in the main thread, on a thread where
         no signal handler's exception lands."""
         if isinstance(total, np.ndarray):

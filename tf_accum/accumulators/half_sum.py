@@ -1,4 +1,4 @@
-"""float16 running sums kept in float32 (see tf_accum/accumulators/narrow.py)."""
+"""float16 running sums kept in float32 (see tf_accum/accumulators/float32_shadow.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators import half_kernel
+from tf_accum.accumulators.float32_shadow import Float32ShadowSum, round_bits
 from tf_accum.accumulators.float_errors import add_quietly
-from tf_accum.accumulators.narrow import NarrowSum, round_bits
 
 Array = np.ndarray[Any, Any]
 
@@ -22,7 +22,7 @@ _HALF_INF = 0x0F800000
 _LARGEST_HALF = 65504.0  # the largest finite float16
 
 
-class HalfSum(NarrowSum):
+class HalfSum(Float32ShadowSum):
     """float16. The image of a half with bits ``h`` is the float32 with bits
     ``sign(h) << 31 | (h & 0x7fff) << 13``: the half's value times 2**-112, exact
     for every finite half (subnormals included), so float32 adds are exact

@@ -10,7 +10,7 @@ installed (the ``fast`` extra), large sums run the hot part of each add as one
 compiled loop instead (tf_accum/accumulators/half_kernel.py), and a MEAN take
 divides there too.
 
-This module holds what both types share (:class:`NarrowSum`: the float32
+This module holds what both types share (:class:`Float32ShadowSum`: the float32
 shadow, its chunks over the threads, the choice between the compiled loops and
 numpy's passes, an add as one call); each type's image and checks are in its
 own module (tf_accum/accumulators/half_sum.py, bfloat16_sum.py).
@@ -48,7 +48,7 @@ def round_bits(bits: Array, scratch: Array, low_bits: int, keep: Any, halfway: A
     np.bitwise_and(bits, keep, out=bits)
 
 
-class NarrowSum:
+class Float32ShadowSum:
     """A running float16 or bfloat16 sum, kept in float32 and rounded per add.
 
     Until something other than a finite number turns up, the sum lives in a
