@@ -31,7 +31,7 @@ import numpy as np
 
 from tf_accum import errors, raw_ops
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
-from tf_accum.distributed.lives import CallerLives
+from tf_accum.distributed.caller_liveness import CallerLives
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.graph.host_steps import (
