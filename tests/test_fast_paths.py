@@ -295,8 +295,8 @@ def test_quiet_errors_leave_the_callers_state(context_local: bool) -> None:
         with np.errstate(all="raise"):
             float_errors.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
             running_sum.sum_adder(total.dtype)(total, np.array([-np.inf, 0.0], np.float32))
-            float_errors.quietly(np.divide, total, np.float32(0), out=total)
-            with float_errors.quiet_float_errors():
+            float_errors.ignoring_float_errors(np.divide, total, np.float32(0), out=total)
+            with float_errors.float_errors_ignored():
                 np.divide(total, np.float32(0), out=total)
             assert np.geterr()["over"] == "raise"
     assert np.isnan(total[0]) and np.isinf(total[1])
@@ -317,7 +317,7 @@ def test_quiet_errors_in_several_threads_at_once() -> None:
             big = np.full(8, np.finfo(np.float32).max, np.float32)
             with np.errstate(all="raise"):
                 for _ in range(200):
-                    float_errors.add_quietly(big, big)
+                    float_errors.add_ignoring_float_errors(big, big)
                 with pytest.raises(FloatingPointError):
                     np.add(np.full(1, 3e38, np.float32), np.float32(3e38))
             assert np.all(np.isinf(big))

@@ -9,7 +9,7 @@ import numpy as np
 
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.float32_shadow import Float32ShadowSum, round_bits
-from tf_accum.accumulators.float_errors import quietly
+from tf_accum.accumulators.float_errors import ignoring_float_errors
 
 Array = np.ndarray[Any, Any]
 
@@ -75,7 +75,7 @@ class BFloat16Sum(Float32ShadowSum):
     def _add_chunk(self, shadow: Array, gradient: Array, scratch: Array) -> Any:
         widened = scratch.view(np.float32)
         self._widen(gradient, widened)
-        quietly(np.add, shadow, widened, out=shadow)
+        ignoring_float_errors(np.add, shadow, widened, out=shadow)
         round_bits(shadow.view(np.uint32), scratch, 16, _BF16_KEEP, _BF16_HALFWAY)
         largest = np.maximum.reduce(shadow)  # NaN when one is there
         return largest != largest

@@ -15,7 +15,7 @@ from tf_accum import errors
 from tf_accum.accumulators import half_kernel, stripes
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import divide_in_place
-from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, quiet_runner
+from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, runner_ignoring_float_errors
 from tf_accum.accumulators.pool import (
     PARALLEL_MIN_ELEMENTS,
     WORKERS,
@@ -162,7 +162,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if type(total) is np.ndarray and total.size < PARALLEL_MIN_ELEMENTS:
             out, addend = _in_place_operands(total, gradient)
             if CONTEXT_LOCAL_ERRORS:
-                run = quiet_runner()
+                run = runner_ignoring_float_errors()
                 # counted first, added by the very next call (see _count_and_add_locked)
                 self._count, self._given_back[serial] = self._count + count, True
                 run(np.add, out, addend, out)
@@ -440,7 +440,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         allocates nothing to fail on.)"""
         out, addend = _in_place_operands(total, gradient)
         if CONTEXT_LOCAL_ERRORS:
-            run = quiet_runner()
+            run = runner_ignoring_float_errors()
             self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
             run(np.add, out, addend, out)
         else:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators import division, float_errors, half_kernel, pool
-from tf_accum.accumulators.float_errors import add_quietly
+from tf_accum.accumulators.float_errors import add_ignoring_float_errors
 from tf_accum.accumulators.pool import bounds, run_split, split_elementwise
 
 Array = np.ndarray[Any, Any]
@@ -201,7 +201,12 @@ class Float32ShadowSum:
         if self.exact is not None:
             if not float_errors.CONTEXT_LOCAL_ERRORS:
                 return None
-            return float_errors.quiet_runner(), (np.add, self.exact, gradient, self.exact)
+            return float_errors.runner_ignoring_float_errors(), (
+                np.add,
+                self.exact,
+                gradient,
+                self.exact,
+            )
         if self._kernels is None or self._scratch.shape[0] != 1:
             return None  # numpy's passes, or one part per thread: several calls
         flat = _flat(gradient)
@@ -249,7 +254,7 @@ class Float32ShadowSum:
 
     def add(self, gradient: Array) -> None:
         if self.exact is not None:
-            add_quietly(self.exact, gradient)
+            add_ignoring_float_errors(self.exact, gradient)
             return
         flat_gradient = _flat(gradient)
         self._add_shadow(gradient, flat_gradient, self._kernels_for(flat_gradient))

@@ -10,7 +10,7 @@ import numpy as np
 
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.float32_shadow import Float32ShadowSum, round_bits
-from tf_accum.accumulators.float_errors import add_quietly
+from tf_accum.accumulators.float_errors import add_ignoring_float_errors
 
 Array = np.ndarray[Any, Any]
 
@@ -48,7 +48,7 @@ class HalfSum(Float32ShadowSum):
         largest = self._largest_magnitude(flat_gradient)
         if largest > self._LARGEST_FINITE:
             self.exact = self._narrow()
-            add_quietly(self.exact, gradient)
+            add_ignoring_float_errors(self.exact, gradient)
             return
         self._add_all(flat_gradient, None)
         self._bound += self._value(largest)
@@ -76,7 +76,7 @@ class HalfSum(Float32ShadowSum):
         if left:
             exact = self._narrow_in_place().reshape(-1)
             for lo, hi in left:
-                add_quietly(exact[lo:hi], gradient[lo:hi])
+                add_ignoring_float_errors(exact[lo:hi], gradient[lo:hi])
         elif self._past_largest():
             self._check_overflow()
 
@@ -111,7 +111,7 @@ class HalfSum(Float32ShadowSum):
         self._bound += self._value(largest)
         if added < gradient.size:
             exact = self._narrow_in_place().reshape(-1)
-            add_quietly(exact[added:], gradient[added:])
+            add_ignoring_float_errors(exact[added:], gradient[added:])
         elif self._past_largest():
             self._check_overflow()
 

@@ -15,7 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, in_place_adder, quiet_runner
+from tf_accum.accumulators.float_errors import (
+    CONTEXT_LOCAL_ERRORS,
+    in_place_adder,
+    runner_ignoring_float_errors,
+)
 from tf_accum.accumulators.uninterrupted import Helpers, Job, then_mark
 
 Array = np.ndarray[Any, Any]
@@ -153,7 +157,7 @@ def split_add(total: Array, gradient: Array) -> Split:
     (lo, hi), *rest = bounds(total.shape[0], WORKERS)
     head = total[lo:hi]
     # one C call: the calling thread's quiet context running numpy's add
-    first = partial(quiet_runner(), np.add, head, gradient[lo:hi], head)
+    first = partial(runner_ignoring_float_errors(), np.add, head, gradient[lo:hi], head)
     return Split(
         [first, *(partial(adder, total[lo:hi], gradient[lo:hi]) for lo, hi in rest)],
         whole=True,

@@ -105,7 +105,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
                 add_large(total, gradient)
 
         return add_floats
-    runner, add = float_errors.quiet_runner, np.add
+    runner, add = float_errors.runner_ignoring_float_errors, np.add
 
     def add_floats_quietly(total: Any, gradient: Array) -> None:
         # _add_small written out: this is most of a 1-element apply's own time

@@ -29,7 +29,7 @@ from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import COPY_MAX_BYTES
-from tf_accum.accumulators.float_errors import quiet_float_errors
+from tf_accum.accumulators.float_errors import float_errors_ignored
 from tf_accum.accumulators.sparse_index import SortedIndex
 from tf_accum.accumulators.sparse_keys import INDEX_LIMIT, KeyedIndex
 from tf_accum.accumulators.sparse_rows import (
@@ -429,7 +429,7 @@ def _merged_rounds(
     values[at_now] = now_rows
     values[at_old[~shared]] = old_rows[~shared]
     both = at_old[shared]
-    with quiet_float_errors():
+    with float_errors_ignored():
         values[both] = values[both] + old_rows[shared]
     counts[at_now] = now_counts
     counts[at_old] += old_counts

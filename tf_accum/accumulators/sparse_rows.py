@@ -25,7 +25,7 @@ import numpy as np
 
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.division import divide_in_place
-from tf_accum.accumulators.float_errors import in_place_adder, quiet_float_errors
+from tf_accum.accumulators.float_errors import float_errors_ignored, in_place_adder
 from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
 
 Array = np.ndarray[Any, Any]
@@ -134,7 +134,7 @@ def normalize(
         # int64/uint64; duplicates must wrap in the gradient's own dtype.
         # quietly, as every other sum of the accumulator: an overflow is an
         # infinity, not a warning
-        with quiet_float_errors():
+        with float_errors_ignored():
             rows = np.add.reduceat(rows, starts, axis=0, dtype=rows.dtype)
     return ordered[starts], rows, False
 
