@@ -9,8 +9,8 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._keyword_only import raw_op
 from tf_accum.raw_ops.arguments import handle_of, scalar_int
+from tf_accum.raw_ops.keyword_only import raw_op
 from tf_accum.resources import current_table
 
 INT32_MAX = 2**31 - 1
