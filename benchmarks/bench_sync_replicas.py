@@ -147,7 +147,7 @@ def role_main(args: dict[str, Any]) -> None:
 
 def _requests(server: Any, spec: dict[str, list[str]]) -> int:
     """Requests the job's ps hosts have run so far (tf_accum)."""
-    return sum(server.runtime.census("ps", k)["requests"] for k in range(len(spec["ps"])))
+    return sum(server.runtime.counts("ps", k)["requests"] for k in range(len(spec["ps"])))
 
 
 def _round_trip(server: Any) -> float:

@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks.bench_threads``. For each operation and size, one
 thread and the pool are timed alternately (medians); the thresholds in
-``tf_accum/accumulators/pool.py`` and ``narrow.py`` are set from this table:
+``tf_accum/accumulators/pool.py`` and ``float32_shadow.py`` are set from this table:
 ``PARALLEL_MIN_ELEMENTS`` for adds and divisions of float32,
 ``COPY_PARALLEL_MIN_ELEMENTS`` for copies into new arrays (a round's first
 gradient, a sparse take's gather), ``NARROW_PARALLEL_MIN_ELEMENTS`` for
@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from benchmarks.harness import fmt_time, print_table
-from tf_accum.accumulators import division, narrow, pool, running_sum
+from tf_accum.accumulators import division, float32_shadow, pool, running_sum
 
 
 def timed(fn: Callable[[], Any], number: int) -> float:
@@ -61,7 +61,7 @@ def run(repeat: int, sizes: list[int]) -> None:
         with (
             mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", 1),
             mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", 1),
-            mock.patch.object(narrow, "NARROW_PARALLEL_MIN_ELEMENTS", 1),
+            mock.patch.object(float32_shadow, "NARROW_PARALLEL_MIN_ELEMENTS", 1),
         ):
             split = operations(size)
         for _ in range(repeat):
@@ -71,7 +71,7 @@ def run(repeat: int, sizes: list[int]) -> None:
                 with (
                     mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", 1),
                     mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", 1),
-                    mock.patch.object(narrow, "NARROW_PARALLEL_MIN_ELEMENTS", 1),
+                    mock.patch.object(float32_shadow, "NARROW_PARALLEL_MIN_ELEMENTS", 1),
                 ):
                     pool.setdefault(name, []).append(timed(split[name], number))
         for name in single:

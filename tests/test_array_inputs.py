@@ -16,7 +16,7 @@ import pytest
 
 import tf_accum as tfa
 from tf_accum.accumulators import sparse_kernel
-from tf_accum.raw_ops._convert import tensor_array
+from tf_accum.raw_ops.arguments import tensor_array
 from tf_accum.tensor_conversion import convert_to_dtype
 
 raw = tfa.raw_ops

@@ -31,9 +31,9 @@ import tf_accum as tfa
 from tests.helpers import SPARSE_PATHS, WAIT, sparse_row_loops
 from tf_accum.accumulators import (
     division,
-    narrow,
+    float32_shadow,
+    float_errors,
     pool,
-    quiet,
     running_sum,
     sparse_keys,
     sparse_rows,
@@ -47,9 +47,9 @@ NARROW = {"float16": (tfa.float16, np.float16), "bfloat16": (tfa.bfloat16, ml_dt
 @contextlib.contextmanager
 def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6) -> Iterator[None]:
     with (
-        mock.patch.object(narrow, "CHUNK", chunk),
+        mock.patch.object(float32_shadow, "CHUNK", chunk),
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", narrow_min),
-        mock.patch.object(narrow, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
+        mock.patch.object(float32_shadow, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(division, "RECIPROCAL_MIN_ELEMENTS", 1),
@@ -131,7 +131,7 @@ def test_narrow_sum_of_a_multi_dimensional_transposed_gradient(kind: str) -> Non
             raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=g)
         # the round runs on the float32 path, not numpy's narrow loops
         running = current_table().lookup(h)._round  # type: ignore[attr-defined]
-        assert isinstance(running, narrow.NarrowSum)
+        assert isinstance(running, float32_shadow.Float32ShadowSum)
         assert running.exact is None
         taken = raw.AccumulatorTakeGradient(handle=h, num_required=3, dtype=dtype)
     np.testing.assert_array_equal(taken.view(np.uint16), simple_sum(grads).view(np.uint16))
@@ -275,7 +275,7 @@ def test_fast_applies_allocate_nothing_after_the_first(dtype: Any) -> None:
             True,
             id="context",
             marks=pytest.mark.skipif(
-                not quiet.CONTEXT_LOCAL_ERRORS,
+                not float_errors.CONTEXT_LOCAL_ERRORS,
                 reason="numpy before 2.0 keeps float error state per thread, not per context",
             ),
         ),
@@ -288,15 +288,15 @@ def test_quiet_errors_leave_the_callers_state(context_local: bool) -> None:
     warning or an error, and leave the caller's error state as it was."""
     total = np.array([np.finfo(np.float32).max, 0.0], np.float32)
     with (
-        mock.patch.object(quiet, "CONTEXT_LOCAL_ERRORS", context_local),
+        mock.patch.object(float_errors, "CONTEXT_LOCAL_ERRORS", context_local),
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("error")
         with np.errstate(all="raise"):
-            quiet.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
+            float_errors.in_place_adder(total.dtype)(total, np.array([np.inf, 1.0], np.float32))
             running_sum.sum_adder(total.dtype)(total, np.array([-np.inf, 0.0], np.float32))
-            quiet.quietly(np.divide, total, np.float32(0), out=total)
-            with quiet.quiet_float_errors():
+            float_errors.ignoring_float_errors(np.divide, total, np.float32(0), out=total)
+            with float_errors.float_errors_ignored():
                 np.divide(total, np.float32(0), out=total)
             assert np.geterr()["over"] == "raise"
     assert np.isnan(total[0]) and np.isinf(total[1])
@@ -317,7 +317,7 @@ def test_quiet_errors_in_several_threads_at_once() -> None:
             big = np.full(8, np.finfo(np.float32).max, np.float32)
             with np.errstate(all="raise"):
                 for _ in range(200):
-                    quiet.add_quietly(big, big)
+                    float_errors.add_ignoring_float_errors(big, big)
                 with pytest.raises(FloatingPointError):
                     np.add(np.full(1, 3e38, np.float32), np.float32(3e38))
             assert np.all(np.isinf(big))

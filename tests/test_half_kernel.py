@@ -38,7 +38,7 @@ from tests.helpers import (
     loaded_on_a_thread,
 )
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
-from tf_accum.accumulators import division, half_kernel, narrow, running_sum
+from tf_accum.accumulators import division, float32_shadow, half_kernel, running_sum
 from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
 from tf_accum.accumulators.half_sum import HalfSum
 
@@ -498,7 +498,7 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) 
     dtype, np_dtype = NARROW[kind]
     gradients = gradients_of(kind, shape, terms, seed)
     passes: list[tuple[bool, bool]] = []  # (in the shadow, divided in one pass)
-    divided = narrow.NarrowSum.divided
+    divided = float32_shadow.Float32ShadowSum.divided
 
     def spy(self: Any, count: int) -> Any:
         in_shadow = self.exact is None
@@ -509,7 +509,7 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) 
     with (
         kernels_from(1),
         mock.patch.object(division, "NARROW_DIVIDE_PARALLEL", 9),
-        mock.patch.object(narrow.NarrowSum, "divided", spy),
+        mock.patch.object(float32_shadow.Float32ShadowSum, "divided", spy),
     ):
         taken = mean_take(dtype, shape, gradients)
     expected = numpy_quotients(simple_sum(gradients).view(np.uint16), np_dtype, len(gradients))
@@ -547,12 +547,12 @@ def test_a_mean_take_with_the_loops_divides_by_the_count_in_the_dtype(
     later = np.array([[1, 2, 3, 4], [-1, 0.5, 0.125, 3], [-2, -1, 0, 1]], np_dtype)
     gradients = [first] + [later] * (count - 1)
     seen: list[bool] = []  # whether the round was in its float32 sum at the take
-    divided = narrow.NarrowSum.divided
+    divided = float32_shadow.Float32ShadowSum.divided
     with (
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", 8),  # 12 elements: a narrow sum
         mock.patch.object(division, "NARROW_DIVIDE_PARALLEL", 2),  # on two threads
         mock.patch.object(
-            narrow.NarrowSum,
+            float32_shadow.Float32ShadowSum,
             "divided",
             lambda self, n: (seen.append(self.exact is None), divided(self, n))[1],
         ),

@@ -353,10 +353,10 @@ def test_a_sparse_take_hands_its_buffers_on_only_once_it_cannot_fail(
     for value, indices in enumerate([*earlier, last], start=1):
         _sparse_apply(h, indices, shape[1], value)
     acc: Any = current_table().lookup(h)  # the in-process accumulator
-    spares_seen: list[Any] = []
+    kept_buffers_seen: list[Any] = []
 
     def no_memory(self: Any, values_shape: Any) -> Any:
-        spares_seen.append(acc._spare)
+        kept_buffers_seen.append(acc._kept_buffers)
         raise MemoryError("no memory for the dense shape")
 
     monkeypatch.setattr(sparse.SparseAccumulator, "_dense_shape", no_memory)
@@ -365,7 +365,7 @@ def test_a_sparse_take_hands_its_buffers_on_only_once_it_cannot_fail(
             handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
         )
     monkeypatch.undo()
-    assert spares_seen == [None]
+    assert kept_buffers_seen == [None]
     _assert_took_means(h, earlier, last, shape[1])
 
 
@@ -438,7 +438,7 @@ def test_an_interrupt_right_after_a_compiled_row_write_leaves_the_gradient_in_on
     )
     with kernels_in_use(sparse_kernel, broken), pytest.raises(KeyboardInterrupt):
         _sparse_apply(h, last, width, len(earlier) + 1)
-    assert len(ran) == 1  # written once: publishing again found the stamp
+    assert len(ran) == 1  # written once: running the writes again found the stamp
     assert tfa.accumulator_stats(h)["num_accumulated"] == len(earlier) + 1
     _assert_took_means(h, earlier, last, width)
 

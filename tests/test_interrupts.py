@@ -30,7 +30,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import dense, pool, quiet, rounds, whole
+from tf_accum.accumulators import dense, float_errors, pool, rounds, uninterrupted
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
@@ -141,7 +141,7 @@ def _blocked_signals(native_id: int) -> set[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
-    """The pool, the helper of accumulators/whole.py and a run's threads for
+    """The pool, the helper of accumulators/uninterrupted.py and a run's threads for
     blocking ops block SIGINT (and the other asynchronous signals), so the kernel hands a
     process's Ctrl-C to a thread that runs Python's handler or wakes the main
     thread's wait; the faults a thread causes itself stay its own, and the
@@ -151,7 +151,7 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
     ones = np.ones(pool.PARALLEL_MIN_ELEMENTS, np.float32)
     for _ in range(2):  # the second is split over the pool
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=ones)
-    whole.run_whole(lambda: None)  # the helper
+    uninterrupted.run_uninterrupted(lambda: None)  # the helper
     with tf.Graph().as_default():
         first, second = tf.FIFOQueue(1, tf.float32), tf.FIFOQueue(1, tf.float32)
         with tf.Session() as sess:
@@ -168,7 +168,7 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
             sess.run([first.enqueue(1.0), second.enqueue(2.0)])
             taking.result()
     assert any(name.startswith("tf_accum pool") for name in own)
-    assert any(name.startswith("tf_accum whole") for name in own)
+    assert any(name.startswith("tf_accum uninterrupted") for name in own)
     assert any(name.startswith("tf_accum run") for name in own)
     for name, signals in blocked.items():
         assert {signal.SIGINT, signal.SIGTERM, signal.SIGALRM} <= signals, name
@@ -650,7 +650,7 @@ def test_an_interrupt_right_after_a_narrow_sums_compiled_add_leaves_it_whole(
     what the loop returned, which is found again from the gradient. With an
     infinity and a NaN in the gradient (the rare follow-up work), the round
     still holds exactly both gradients, counted twice, as numpy adds them."""
-    from tf_accum.accumulators import half_kernel, narrow
+    from tf_accum.accumulators import float32_shadow, half_kernel
 
     if half_kernel.load() is None:
         pytest.skip("needs numba (the fast extra): without it the add is several calls")
@@ -661,7 +661,7 @@ def test_an_interrupt_right_after_a_narrow_sums_compiled_add_leaves_it_whole(
     second[half_kernel.BLOCK + 1] = np.inf  # in the second block: the loop stops there
     second[-1] = np.nan
     raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=first)
-    real = narrow.NarrowSum.one_call
+    real = float32_shadow.Float32ShadowSum.one_call
 
     def interrupted_after(self: Any, gradient: Any) -> Any:
         call = real(self, gradient)
@@ -674,7 +674,7 @@ def test_an_interrupt_right_after_a_narrow_sums_compiled_add_leaves_it_whole(
 
         return run, arguments
 
-    monkeypatch.setattr(narrow.NarrowSum, "one_call", interrupted_after)
+    monkeypatch.setattr(float32_shadow.Float32ShadowSum, "one_call", interrupted_after)
     with pytest.raises(KeyboardInterrupt):
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=second)
     monkeypatch.undo()
@@ -937,7 +937,10 @@ def _walk_large_applies(kind: str) -> None:
     assert counts[0] == 1 and counts[-1] == 2  # refused at first, added at last
     if kind == "split":
         # the path walked; numpy 1 keeps the helper thread (no one-call first part)
-        assert pool.splits_add(acc._round, np.ones_like(acc._round)) is quiet.CONTEXT_LOCAL_ERRORS
+        assert (
+            pool.splits_add(acc._round, np.ones_like(acc._round))
+            is float_errors.CONTEXT_LOCAL_ERRORS
+        )
     acc.close()
 
 

@@ -116,16 +116,16 @@ def test_graph_mode_registers_with_the_op_layer_only_while_in_use() -> None:
     fresh process: other tests may leave eager execution off on purpose."""
     code = """
 import tf_accum as tfa, tf_accum.compat.v1 as tf
-from tf_accum.raw_ops import _keyword_only
-assert _keyword_only._graph_builder is None
+from tf_accum.raw_ops import keyword_only
+assert keyword_only._graph_builder is None
 with tf.Graph().as_default():
-    assert _keyword_only._graph_builder is not None
+    assert keyword_only._graph_builder is not None
     node = tfa.raw_ops.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[1])
 assert isinstance(node, tf.Tensor)
-assert _keyword_only._graph_builder is None
+assert keyword_only._graph_builder is None
 handle = tfa.raw_ops.ResourceConditionalAccumulator(dtype=tfa.float32, shape=[1])
 assert isinstance(handle, int)
 tf.disable_eager_execution()
-assert _keyword_only._graph_builder is not None
+assert keyword_only._graph_builder is not None
 """
     subprocess.run([sys.executable, "-c", code], check=True, cwd=PACKAGE.parent, timeout=60)

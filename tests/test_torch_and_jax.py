@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tf_accum.raw_ops._convert import tensor_array
+from tf_accum.raw_ops.arguments import tensor_array
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (the frameworks extra)")
 jnp = pytest.importorskip("jax.numpy", reason="JAX is not installed (the frameworks extra)")

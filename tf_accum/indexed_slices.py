@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tf_accum.raw_ops._convert import is_scipy_sparse, scipy_rows
+from tf_accum.raw_ops.arguments import is_scipy_sparse, scipy_rows
 from tf_accum.scipy_export import SCIPY_FORMATS, rows_to_scipy
 
 __all__ = ["SCIPY_FORMATS", "IndexedSlices", "rows_to_scipy"]

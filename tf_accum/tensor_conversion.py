@@ -13,7 +13,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.dtypes import DType, as_dtype
-from tf_accum.raw_ops._convert import array_from_object
+from tf_accum.raw_ops.arguments import array_from_object
 
 
 def _first_element(array: np.ndarray[Any, Any]) -> Any:

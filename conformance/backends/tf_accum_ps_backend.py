@@ -58,7 +58,7 @@ class TfAccumPsSession(TfAccumGraphSession):
             return super()._build(call, env)
 
     def _waiting(self) -> int:
-        waiting: int = self.server.runtime.census("ps", 0)["waiting"]
+        waiting: int = self.server.runtime.counts("ps", 0)["waiting"]
         return waiting
 
     def settle(self, task: Any) -> None:

@@ -27,11 +27,11 @@ def leave_waiting(spec: Any, replicas: int) -> dict[str, Any]:
     sess.run([m["init"], m["local_init"]])
     m["hook"].after_create_session(sess, tf.train.Coordinator())
     give_up = time.monotonic() + GIVE_UP
-    while server.runtime.census("ps", 0)["waiting"] < 1:
+    while server.runtime.counts("ps", 0)["waiting"] < 1:
         if time.monotonic() > give_up:
             raise TimeoutError("the chief's take never waited")
         time.sleep(0.05)
-    return {"waiting": server.runtime.census("ps", 0)["waiting"], "left_at": time.time()}
+    return {"waiting": server.runtime.counts("ps", 0)["waiting"], "left_at": time.time()}
 
 
 def one_step(spec: Any, task: int, replicas: int) -> dict[str, Any]:

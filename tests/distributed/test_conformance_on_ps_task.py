@@ -28,12 +28,12 @@ def ps_backend(ray_cluster) -> Iterator[TfAccumPsBackend]:
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
 def test_on_a_ps_task(case: Case, ps_backend: TfAccumPsBackend, caplog) -> None:
     caplog.set_level(logging.ERROR, "tf_accum")  # cases lower steps on purpose
-    served = ps_backend.server.runtime.census("ps", 0)["requests"]
+    served = ps_backend.server.runtime.counts("ps", 0)["requests"]
     run = run_case(case, ps_backend)
     assert run.passed, "\n".join(run.failures)
     assert ps_backend.last is not None
     if ps_backend.last.runs:  # the case's runs went to the ps task's host
-        assert ps_backend.server.runtime.census("ps", 0)["requests"] > served
+        assert ps_backend.server.runtime.counts("ps", 0)["requests"] > served
     if XFAILS.crashes_tensorflow(case.id):
         return
     differences = []

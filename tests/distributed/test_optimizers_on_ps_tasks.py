@@ -88,10 +88,10 @@ def test_two_workers_train_the_ps_variables_as_one_session_would(task) -> None:
     _, second = task(spec, 1, p["graph"])
     first.run(p["init"])
     on_cluster = _steps([first, second], p)
-    census = [server.runtime.census("ps", k)["variables"] for k in (0, 1)]
+    counts = [server.runtime.counts("ps", k)["variables"] for k in (0, 1)]
     # ps 0: global_step, b, its two Adam slots, its momentum slot, the beta powers (beside b,
     # whose name sorts first); ps 1: w and its two Adam slots
-    assert census == [7, 3]
+    assert counts == [7, 3]
     with tf.Session(graph=p["graph"]) as local:
         local.run(p["init"])
         here = _steps([local], p)

@@ -113,12 +113,12 @@ def counted(
     """The calls ``run`` makes on the hosts' actors, and the requests each host ran."""
     calls: Counter[str] = Counter()
     links = [server.runtime.host("ps", k) for k in range(ps_tasks)]
-    before = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+    before = [server.runtime.counts("ps", k)["requests"] for k in range(ps_tasks)]
     with monkeypatch.context() as patch:
         for link in links:
             patch.setattr(link, "actor", CountingActor(link.actor, calls))
         run()
-    after = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+    after = [server.runtime.counts("ps", k)["requests"] for k in range(ps_tasks)]
     return calls, [b - a for a, b in zip(before, after, strict=True)]
 
 

@@ -122,7 +122,7 @@ def test_a_waiting_take_is_woken_by_another_process(task, spawn) -> None:
     spec = cluster_of(ps=1, workers=2)
     server, m, sess = chief_of(task, spec)
     taker = spawn("take", module=ROLES, spec=spec, task=1, num_required=2)
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
     sess.run(m.apply, {m.grad: [3, 1]})
     sess.run(m.apply, {m.grad: [4, 1]})
     assert taker.outcome(PROCESS_START) == {"value": [7, 2], "count": 0}
@@ -147,14 +147,14 @@ def test_closing_one_workers_session_leaves_the_others(task) -> None:
     _, second = task(spec, 1, m.graph)
     first.run(m.apply, {m.grad: [1, 1]})
     waiting_first = Background(first.run, m.take, {m.num_required: 2})
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
     waiting_second = Background(second.run, m.take, {m.num_required: 2})
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 2, timeout=PROCESS_START)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 2, timeout=PROCESS_START)
     first.close()
     error = waiting_first.error(PROCESS_START)
     assert isinstance(error, errors.CancelledError)
     assert not waiting_second.done()
-    assert server.runtime.census("ps", 0)["waiting"] == 1
+    assert server.runtime.counts("ps", 0)["waiting"] == 1
     second.run(m.apply, {m.grad: [2, 1]})
     # the closed session's take consumed nothing: both gradients reach the other one
     assert waiting_second.result(PROCESS_START).tolist() == [3, 2]
@@ -171,10 +171,10 @@ def test_placement_by_replica_device_setter_and_by_device_strings(task) -> None:
         "/job:ps/task:0",
     ]
     sess.run(m.apply, {m.grad: [1, 1]})
-    assert server.runtime.census("ps", 0)["variables"] == 1
-    assert server.runtime.census("ps", 0)["accumulators"] == 1
-    assert server.runtime.census("ps", 1)["variables"] == 1
-    assert server.runtime.census("ps", 1)["accumulators"] == 0
+    assert server.runtime.counts("ps", 0)["variables"] == 1
+    assert server.runtime.counts("ps", 0)["accumulators"] == 1
+    assert server.runtime.counts("ps", 1)["variables"] == 1
+    assert server.runtime.counts("ps", 1)["accumulators"] == 0
     with m.graph.as_default():
         with tf.device("/job:ps/task:1"):
             on_ps = tf.ConditionalAccumulator(tf.float32, shape=[1], shared_name="explicit")
@@ -184,8 +184,8 @@ def test_placement_by_replica_device_setter_and_by_device_strings(task) -> None:
         applies = [on_ps.apply_grad([1.0], local_step=0), here.apply_grad([1.0], local_step=0)]
     sess.run(applies)
     assert sess.run(counts) == [1, 1]
-    assert server.runtime.census("ps", 1)["accumulators"] == 1
-    assert server.runtime.census("ps", 0)["accumulators"] == 1  # the local one stayed here
+    assert server.runtime.counts("ps", 1)["accumulators"] == 1
+    assert server.runtime.counts("ps", 0)["accumulators"] == 1  # the local one stayed here
     assert len(sess.table.live_handles()) == 1
     # another worker's session sees the ps one, not the local one
     _, other = task(spec, 0, m.graph)
@@ -215,7 +215,7 @@ def test_errors_from_ops_on_a_ps_task(task) -> None:
         count_nowhere = nowhere.num_accumulated()
     with pytest.raises(errors.InvalidArgumentError, match="/job:ps/task:5"):
         sess.run(count_nowhere)
-    assert server.runtime.census("ps", 0)["accumulators"] == 1
+    assert server.runtime.counts("ps", 0)["accumulators"] == 1
 
 
 def test_one_request_per_host_per_run(task) -> None:
@@ -239,13 +239,13 @@ def test_one_request_per_host_per_run(task) -> None:
     # the same steps again: from the third run on, a session replays a plan's first
     # run's route (its requests), which must keep the counts, the order and the values
     for step in range(4):
-        before = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+        before = [server.runtime.counts("ps", k)["requests"] for k in range(ps_tasks)]
         for w, sess in enumerate(sessions):
             sess.run(applies, {g_: np.full(3, w + step + 1, np.float32) for g_ in grads})
-        after_applies = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+        after_applies = [server.runtime.counts("ps", k)["requests"] for k in range(ps_tasks)]
         assert [a - b for a, b in zip(after_applies, before, strict=True)] == [workers] * ps_tasks
         means = sessions[0].run(takes)
-        after_takes = [server.runtime.census("ps", k)["requests"] for k in range(ps_tasks)]
+        after_takes = [server.runtime.counts("ps", k)["requests"] for k in range(ps_tasks)]
         assert [a - b for a, b in zip(after_takes, after_applies, strict=True)] == [1] * ps_tasks
         assert [m.tolist() for m in means] == [[step + 1.5] * 3] * variables
 
@@ -452,15 +452,15 @@ def test_a_release_after_an_assign_is_one_request_and_keeps_its_order(task) -> N
         counts = [t.num_accumulated() for t in tokens]
     server, sess = task(spec, 0, g)
     sess.run(counts)  # makes the tokens
-    before = server.runtime.census("ps", 0)["requests"]
+    before = server.runtime.counts("ps", 0)["requests"]
     # the step is not initialized: the assign fails, and the applies after it never run
     with pytest.raises(errors.FailedPreconditionError):
         sess.run(release, {new_step: 1})
     assert sess.run(counts) == [0, 0]
     sess.run(step.initializer)
-    middle = server.runtime.census("ps", 0)["requests"]
+    middle = server.runtime.counts("ps", 0)["requests"]
     assert sess.run(release, {new_step: 5}) is None
-    assert server.runtime.census("ps", 0)["requests"] - middle == 1
+    assert server.runtime.counts("ps", 0)["requests"] - middle == 1
     assert middle - before == 3  # the failed release (one request), the counts, the initializer
     assert sess.run([step, *counts]) == [5, 1, 1]
 
@@ -489,9 +489,9 @@ def test_a_killed_workers_waiting_take_is_withdrawn(task, spawn) -> None:
     spec = cluster_of(ps=1, workers=2)
     server, m, sess = chief_of(task, spec)
     taker = spawn("take", module=ROLES, spec=spec, task=1, num_required=2)
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
     taker.kill()  # SIGKILL: no chance to withdraw it itself
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 0, timeout=PROCESS_START)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 0, timeout=PROCESS_START)
     sess.run(m.apply, {m.grad: [3, 1]})
     sess.run(m.apply, {m.grad: [4, 1]})
     # the dead process's take consumed nothing: the round is the chief's
@@ -575,7 +575,7 @@ def test_scatter_ops_on_a_ps_variable_change_it_for_every_session(task) -> None:
     with pytest.raises(errors.InvalidArgumentError, match=r"indices\[1\] = 4 is not in \[0, 4\)"):
         first.run(add, {indices: [0, 4], rows: [[1, 1], [1, 1]]})
     assert second.run(table).tolist() == [[9, 9], [4, 6], [0, 0], [4, 5]]  # nothing half-done
-    assert server.runtime.census("ps", 0)["variables"] == 1
+    assert server.runtime.counts("ps", 0)["variables"] == 1
 
 
 def test_a_lost_ps_task_is_recovered_as_tf1_did_with_a_new_session(task) -> None:
@@ -634,10 +634,10 @@ def test_cheap_ops_between_ops_of_one_ps_task_run_there_with_their_values_and_er
             here = doubled + 1.0
     server, sess = task(spec, 0, g)
     sess.run([v.initializer, dims.initializer])
-    before = server.runtime.census("ps", 0)["requests"]
+    before = server.runtime.counts("ps", 0)["requests"]
     sess.run(update)
     sess.run(enqueue)
-    assert server.runtime.census("ps", 0)["requests"] - before == 2  # one each
+    assert server.runtime.counts("ps", 0)["requests"] - before == 2  # one each
     assert sess.run(v) == 6.0
     assert sess.run(size) == 3
     assert sess.run(dequeue) == 6.0

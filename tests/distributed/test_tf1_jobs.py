@@ -114,7 +114,7 @@ def test_a_restarted_ps_task_starts_empty_and_runs_fail_until_it_is_back(spawn, 
     assert sess.run([m.step, m.count]) == [7, 1]
     _, taker = servers(spec, "worker", 1, m.graph)
     waiting = Background(taker.run, m.take, {m.num_required: 5}, options=RUN_BOUND)
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 1, timeout=PROCESS_START)
     ps.kill()
     # the waiting take fails with the task
     lost = waiting.error(PROCESS_START)
@@ -178,7 +178,7 @@ def test_a_second_live_process_for_a_task_is_refused_and_a_restarted_one_is_not(
     assert "python -m tf_accum.launch" in refused["message"]
     # worker 1 in another process, then in this one
     holder = spawn("hold", module=ROLES, spec=spec, task=1)
-    wait_until(lambda: ps.runtime.census("ps", 0)["requests"] >= 1, timeout=PROCESS_START)
+    wait_until(lambda: ps.runtime.counts("ps", 0)["requests"] >= 1, timeout=PROCESS_START)
     m = model(spec)
     _, sess = servers(spec, "worker", 1, m.graph)
     with pytest.raises(errors.UnknownError) as duplicate:
@@ -268,7 +268,7 @@ def test_another_workers_task_has_a_host_made_on_first_use_and_made_again_when_l
     server, sess = servers(spec, "worker", 1, g)
     sess.run(total.initializer)
     assert sess.run(add) == 3.0
-    assert server.runtime.census("worker", 0)["variables"] == 1
+    assert server.runtime.counts("worker", 0)["variables"] == 1
     lost = server.runtime.link("worker", 0).actor
     ray.kill(lost, no_restart=True)
     # ray.kill only asks: under load the host can still answer a run sent at once

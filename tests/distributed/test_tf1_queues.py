@@ -66,7 +66,7 @@ def test_a_queue_on_a_ps_task_is_one_queue_for_every_session(task: Any) -> None:
     _, second = task(spec, 1, graph)
     # a dequeue of one session waits for an enqueue of the other
     waiting = Background(second.run, dequeue, options=RUN_BOUND)
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 1, timeout=WAIT)
     assert not waiting.done()
     first.run(enqueue_many, {values: [7, 8, 9]})
     assert waiting.result(WAIT) == 7
@@ -92,7 +92,7 @@ def test_a_waiting_dequeue_is_withdrawn_when_its_session_closes(task: Any) -> No
     server, first = task(spec, 0, graph)
     _, second = task(spec, 1, graph)
     waiting = Background(second.run, dequeue, options=RUN_BOUND)
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 1, timeout=WAIT)
     second.close()
     assert isinstance(waiting.error(WAIT), errors.CancelledError)
     first.run(enqueue)
@@ -116,7 +116,7 @@ def test_an_enqueue_many_larger_than_a_bounded_ps_queue_adds_as_room_appears(
     _, second = task(spec, 1, graph)
     adding = Background(first.run, enqueue_many, options=RUN_BOUND)
     wait_until(lambda: second.run(size) == 2, timeout=WAIT)
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 1, timeout=WAIT)
     assert not adding.done()
     assert second.run(dequeue, options=RUN_BOUND) == 1
     adding.result(WAIT)
@@ -125,7 +125,7 @@ def test_an_enqueue_many_larger_than_a_bounded_ps_queue_adds_as_room_appears(
     with pytest.raises(errors.DeadlineExceededError):
         first.run(enqueue_many, options=tf.RunOptions(timeout_in_ms=300))
     assert second.run(size) == 2
-    assert server.runtime.census("ps", 0)["waiting"] == 0
+    assert server.runtime.counts("ps", 0)["waiting"] == 0
     assert second.run(dequeue_two, options=RUN_BOUND).tolist() == [1, 2]
 
 
@@ -142,7 +142,7 @@ def test_an_enqueue_many_waiting_for_room_on_a_ps_task_fails_when_the_queue_clos
     server, first = task(spec, 0, graph)
     _, second = task(spec, 1, graph)
     adding = Background(first.run, enqueue_many, options=RUN_BOUND)
-    wait_until(lambda: server.runtime.census("ps", 0)["waiting"] == 1, timeout=WAIT)
+    wait_until(lambda: server.runtime.counts("ps", 0)["waiting"] == 1, timeout=WAIT)
     second.run(cancel)
     assert isinstance(adding.error(WAIT), errors.CancelledError)
     assert second.run(dequeue_two, options=RUN_BOUND).tolist() == [1, 2]
@@ -338,9 +338,9 @@ def test_a_replicas_step_is_one_request_to_the_ps_task(task: Any) -> None:
     sess.run([m["opt"].chief_init_op, tokens])
     requests = []
     for _ in range(2):  # two initial tokens: no chief needed
-        before = server.runtime.census("ps", 0)["requests"]
+        before = server.runtime.counts("ps", 0)["requests"]
         sess.run(m["train_op"], {m["grad"]: [1.0, 1.0]}, options=RUN_BOUND)
-        requests.append(server.runtime.census("ps", 0)["requests"] - before)
+        requests.append(server.runtime.counts("ps", 0)["requests"] - before)
     # the gradient's apply and the token's dequeue travel together
     assert requests == [1, 1]
     assert sess.run(size) == 0
@@ -534,4 +534,4 @@ def test_a_chief_whose_queue_runner_waits_on_a_ps_task_exits_at_once(
     assert ended - outcome["left_at"] < 30  # Ray's own shutdown included
     # its waiting take was withdrawn when its process ended
     watcher = tf.train.Server(spec, job_name="worker", task_index=1)
-    wait_until(lambda: watcher.runtime.census("ps", 0)["waiting"] == 0, timeout=WAIT)
+    wait_until(lambda: watcher.runtime.counts("ps", 0)["waiting"] == 0, timeout=WAIT)

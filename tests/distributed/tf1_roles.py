@@ -168,7 +168,7 @@ def end_while_taking(spec: Any, task: int) -> dict[str, Any]:
         )
     )
     threads[0].start()
-    while server.runtime.census("ps", 0)["waiting"] < 1:
+    while server.runtime.counts("ps", 0)["waiting"] < 1:
         threading.Event().wait(0.05)
     setattr(ray, "init", refuse_attach)  # noqa: B010 - a stand-in of another signature
     return {"waiting": True}

@@ -98,7 +98,9 @@ class SealedRound:
         self.serial = round + 1
 
 
-def copy_error(error: errors.OpError) -> errors.OpError:
-    """A fresh exception per raiser: one instance raised in several threads shares a traceback."""
-    copy: errors.OpError = type(error)(error.node_def, error.op, error.message)  # type: ignore[call-arg]
+def copy_error(error: errors.OpError, more: str = "") -> errors.OpError:
+    """A fresh exception per raiser, its message followed by ``more``: one
+    instance raised in several threads shares a traceback."""
+    message = error.message + more
+    copy: errors.OpError = type(error)(error.node_def, error.op, message)  # type: ignore[call-arg]
     return copy

@@ -1,4 +1,4 @@
-"""bfloat16 running sums kept in float32 (see tf_accum/accumulators/narrow.py)."""
+"""bfloat16 running sums kept in float32 (see tf_accum/accumulators/float32_shadow.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators import half_kernel
-from tf_accum.accumulators.narrow import NarrowSum, round_bits
-from tf_accum.accumulators.quiet import quietly
+from tf_accum.accumulators.float32_shadow import Float32ShadowSum, round_bits
+from tf_accum.accumulators.float_errors import ignoring_float_errors
 
 Array = np.ndarray[Any, Any]
 
@@ -18,7 +18,7 @@ _BF16_KEEP = np.uint32(0xFFFF0000)
 _BF16_HALFWAY = np.uint32(0x7FFF)
 
 
-class BFloat16Sum(NarrowSum):
+class BFloat16Sum(Float32ShadowSum):
     """bfloat16. The image of a bfloat16 is its float32 value (its bits << 16),
     and float32 has the same exponent range, so overflow rounds to infinity on
     its own; only NaNs (whose payloads ml_dtypes makes canonical, and whose
@@ -75,7 +75,7 @@ class BFloat16Sum(NarrowSum):
     def _add_chunk(self, shadow: Array, gradient: Array, scratch: Array) -> Any:
         widened = scratch.view(np.float32)
         self._widen(gradient, widened)
-        quietly(np.add, shadow, widened, out=shadow)
+        ignoring_float_errors(np.add, shadow, widened, out=shadow)
         round_bits(shadow.view(np.uint32), scratch, 16, _BF16_KEEP, _BF16_HALFWAY)
         largest = np.maximum.reduce(shadow)  # NaN when one is there
         return largest != largest

@@ -15,6 +15,7 @@ from tf_accum import errors
 from tf_accum.accumulators import half_kernel, stripes
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import divide_in_place
+from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, runner_ignoring_float_errors
 from tf_accum.accumulators.pool import (
     PARALLEL_MIN_ELEMENTS,
     WORKERS,
@@ -22,7 +23,6 @@ from tf_accum.accumulators.pool import (
     split_add,
     splits_add,
 )
-from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, quiet_runner
 from tf_accum.accumulators.running_sum import (
     NARROW_MIN_ELEMENTS,
     RoundSum,
@@ -31,7 +31,7 @@ from tf_accum.accumulators.running_sum import (
     sum_adder,
     sum_result,
 )
-from tf_accum.accumulators.whole import run_whole
+from tf_accum.accumulators.uninterrupted import run_uninterrupted
 from tf_accum.shapes import is_compatible, kernel_text
 
 _Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10
@@ -162,7 +162,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if type(total) is np.ndarray and total.size < PARALLEL_MIN_ELEMENTS:
             out, addend = _in_place_operands(total, gradient)
             if CONTEXT_LOCAL_ERRORS:
-                run = quiet_runner()
+                run = runner_ignoring_float_errors()
                 # counted first, added by the very next call (see _count_and_add_locked)
                 self._count, self._given_back[serial] = self._count + count, True
                 run(np.add, out, addend, out)
@@ -177,7 +177,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             self._count, self._given_back[serial] = self._count + count, True
 
         # several calls: on a thread where no signal handler runs (this one holds the lock)
-        run_whole(merge)
+        run_uninterrupted(merge)
         return True
 
     def close(self) -> None:
@@ -268,7 +268,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             # the main thread, it goes on past this branch), and the interrupt
             # follows once it is done (or, if it escapes the wait, the apply
             # still completes, under its own lock).
-            run_whole(partial(self.apply, local_step, gradient, owned))
+            run_uninterrupted(partial(self.apply, local_step, gradient, owned))
             return
         flight: stripes.StripedAdd | None = None  # an add running outside the lock
         try:
@@ -378,12 +378,12 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _add_large_locked(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
         """Count ``gradient`` and add it into ``total`` (a narrow sum, or an
         array of PARALLEL_MIN_ELEMENTS or more) as one step: by one compiled
-        loop, counted just before it (see NarrowSum.one_call), by a pool.Split
+        loop, counted just before it (see Float32ShadowSum.one_call), by a pool.Split
         counted just before it, or else, in the main thread, on a thread where
         no signal handler's exception lands."""
         if isinstance(total, np.ndarray):
             if not splits_add(total, gradient):
-                run_whole(partial(self._add_then_count, total, gradient))
+                run_uninterrupted(partial(self._add_then_count, total, gradient))
                 return
             split, begun = split_add(total, gradient), False
             try:
@@ -400,7 +400,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             return
         call = total.one_call(gradient)
         if call is None:
-            run_whole(partial(self._add_then_count, total, gradient))
+            run_uninterrupted(partial(self._add_then_count, total, gradient))
             return
         narrow: Any = total
         loop, arguments = call
@@ -420,9 +420,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 return
         except BaseException:
             if begun:  # the loop has run: finish the add, then let the error out
-                run_whole(narrow.settle)
+                run_uninterrupted(narrow.settle)
             raise
-        run_whole(narrow.settle)  # infinities, NaNs or an overflow to check: rare
+        run_uninterrupted(narrow.settle)  # infinities, NaNs or an overflow to check: rare
 
     def _add_then_count(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
         self._add(total, gradient)
@@ -440,7 +440,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         allocates nothing to fail on.)"""
         out, addend = _in_place_operands(total, gradient)
         if CONTEXT_LOCAL_ERRORS:
-            run = quiet_runner()
+            run = runner_ignoring_float_errors()
             self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
             run(np.add, out, addend, out)
         else:

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators import half_kernel
+from tf_accum.accumulators.float_errors import ignoring_float_errors
 from tf_accum.accumulators.pool import split_elementwise
-from tf_accum.accumulators.quiet import quietly
 from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]
@@ -44,7 +44,7 @@ def count_in(dtype: np.dtype[Any], counts: Any) -> Array:
     """``counts`` (a MEAN take's, a scalar or per-row) converted to ``dtype``,
     which a MEAN divides by, as TensorFlow's kernels do; from 65520 on a
     float16 count is infinite, quietly."""
-    converted: Array = quietly(np.asarray(counts).astype, dtype)
+    converted: Array = ignoring_float_errors(np.asarray(counts).astype, dtype)
     return converted
 
 
@@ -63,7 +63,7 @@ def exact_reciprocal(divisor: Array) -> Array | None:
     value = float(divisor)
     if not 0.0 < value < math.inf or math.frexp(value)[0] != 0.5:
         return None
-    reciprocal: Array = quietly(np.divide, np.ones((), divisor.dtype), divisor)
+    reciprocal: Array = ignoring_float_errors(np.divide, np.ones((), divisor.dtype), divisor)
     # exact: both are powers of two in a double's range; an underflowed or
     # rounded reciprocal gives something else
     return reciprocal if float(reciprocal) * value == 1.0 else None
@@ -114,9 +114,9 @@ def divide_in_place(
     def divide(part: Array) -> None:
         # each thread has its own floating-point error state
         if reciprocal is None:
-            quietly(np.divide, part, divisor, out=part)
+            ignoring_float_errors(np.divide, part, divisor, out=part)
         else:
-            quietly(np.multiply, part, reciprocal, out=part)
+            ignoring_float_errors(np.multiply, part, reciprocal, out=part)
 
     if before_writing is not None:
         before_writing()

@@ -1,4 +1,4 @@
-"""float16 running sums kept in float32 (see tf_accum/accumulators/narrow.py)."""
+"""float16 running sums kept in float32 (see tf_accum/accumulators/float32_shadow.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators import half_kernel
-from tf_accum.accumulators.narrow import NarrowSum, round_bits
-from tf_accum.accumulators.quiet import add_quietly
+from tf_accum.accumulators.float32_shadow import Float32ShadowSum, round_bits
+from tf_accum.accumulators.float_errors import add_ignoring_float_errors
 
 Array = np.ndarray[Any, Any]
 
@@ -22,7 +22,7 @@ _HALF_INF = 0x0F800000
 _LARGEST_HALF = 65504.0  # the largest finite float16
 
 
-class HalfSum(NarrowSum):
+class HalfSum(Float32ShadowSum):
     """float16. The image of a half with bits ``h`` is the float32 with bits
     ``sign(h) << 31 | (h & 0x7fff) << 13``: the half's value times 2**-112, exact
     for every finite half (subnormals included), so float32 adds are exact
@@ -48,7 +48,7 @@ class HalfSum(NarrowSum):
         largest = self._largest_magnitude(flat_gradient)
         if largest > self._LARGEST_FINITE:
             self.exact = self._narrow()
-            add_quietly(self.exact, gradient)
+            add_ignoring_float_errors(self.exact, gradient)
             return
         self._add_all(flat_gradient, None)
         self._bound += self._value(largest)
@@ -76,7 +76,7 @@ class HalfSum(NarrowSum):
         if left:
             exact = self._narrow_in_place().reshape(-1)
             for lo, hi in left:
-                add_quietly(exact[lo:hi], gradient[lo:hi])
+                add_ignoring_float_errors(exact[lo:hi], gradient[lo:hi])
         elif self._past_largest():
             self._check_overflow()
 
@@ -111,7 +111,7 @@ class HalfSum(NarrowSum):
         self._bound += self._value(largest)
         if added < gradient.size:
             exact = self._narrow_in_place().reshape(-1)
-            add_quietly(exact[added:], gradient[added:])
+            add_ignoring_float_errors(exact[added:], gradient[added:])
         elif self._past_largest():
             self._check_overflow()
 

@@ -15,8 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, in_place_adder, quiet_runner
-from tf_accum.accumulators.whole import Helpers, Job, then_mark
+from tf_accum.accumulators.float_errors import (
+    CONTEXT_LOCAL_ERRORS,
+    in_place_adder,
+    runner_ignoring_float_errors,
+)
+from tf_accum.accumulators.uninterrupted import Helpers, Job, then_mark
 
 Array = np.ndarray[Any, Any]
 
@@ -42,9 +46,9 @@ class Split:
 
     :meth:`run` returns when every part is over: the first part runs in the
     calling thread, the others on the pool, each queued and marked queued in
-    one step (whole.Helpers.queue), and once queued run to its end there,
+    one step (uninterrupted.Helpers.queue), and once queued run to its end there,
     whatever happens to the calling thread. In a ``whole`` split the first
-    part is one C call, run and marked done in one step (whole.then_mark),
+    part is one C call, run and marked done in one step (uninterrupted.then_mark),
     so an exception raised into the caller (Ctrl-C) finds it done or not
     begun: :meth:`finish` then runs what was not and waits for the rest, and
     every part runs exactly once. (Of any other split, :meth:`finish` does
@@ -153,7 +157,7 @@ def split_add(total: Array, gradient: Array) -> Split:
     (lo, hi), *rest = bounds(total.shape[0], WORKERS)
     head = total[lo:hi]
     # one C call: the calling thread's quiet context running numpy's add
-    first = partial(quiet_runner(), np.add, head, gradient[lo:hi], head)
+    first = partial(runner_ignoring_float_errors(), np.add, head, gradient[lo:hi], head)
     return Split(
         [first, *(partial(adder, total[lo:hi], gradient[lo:hi]) for lo, hi in rest)],
         whole=True,

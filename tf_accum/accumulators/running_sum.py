@@ -1,11 +1,11 @@
 """A round's running sum, in the accumulator's own dtype, shared by dense and sparse.
 
 A sum is an ndarray of the dtype, or for large float16 and bfloat16 sums a
-:class:`~tf_accum.accumulators.narrow.NarrowSum` (a float32 sum rounded per
+:class:`~tf_accum.accumulators.float32_shadow.Float32ShadowSum` (a float32 sum rounded per
 add); :func:`start_sum`, :func:`sum_adder`, :func:`divided_sum` and
 :func:`sum_result` hide which. IEEE overflow and NaN are results, not errors,
 as in TensorFlow's kernels: floating-point warnings are silenced around every
-add (tf_accum/accumulators/quiet.py).
+add (tf_accum/accumulators/float_errors.py).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators import pool, quiet
+from tf_accum.accumulators import float_errors, pool
 from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
+from tf_accum.accumulators.float32_shadow import Float32ShadowSum
 from tf_accum.accumulators.half_sum import HalfSum
-from tf_accum.accumulators.narrow import NarrowSum
 from tf_accum.accumulators.pool import add_in_place, parallel_copy
 from tf_accum.dtypes import is_bfloat16
 
@@ -27,12 +27,12 @@ Array = np.ndarray[Any, Any]
 # Below this many elements numpy's own narrow loops cost less than the passes.
 NARROW_MIN_ELEMENTS = 4096
 
-RoundSum = Array | NarrowSum
+RoundSum = Array | Float32ShadowSum
 
 
 def start_sum(first: Array, dtype: np.dtype[Any], owned: bool = False) -> RoundSum:
     """A running sum of ``dtype`` whose first term is ``first`` (copied): an
-    ndarray, or for float16/bfloat16 a NarrowSum (a float32 sum rounded per add).
+    ndarray, or for float16/bfloat16 a Float32ShadowSum (a float32 sum rounded per add).
     An ``owned`` ``first`` (a new array no one else holds) that is already a
     C-ordered, writable array of ``dtype`` becomes the sum itself."""
     if first.size == 1:
@@ -95,7 +95,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
                 add_large(total, gradient)
 
         return add_integers
-    if not quiet.CONTEXT_LOCAL_ERRORS:  # numpy < 2
+    if not float_errors.CONTEXT_LOCAL_ERRORS:  # numpy < 2
 
         def add_floats(total: Any, gradient: Array) -> None:
             if type(total) is np.ndarray and total.size < limit:
@@ -105,7 +105,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
                 add_large(total, gradient)
 
         return add_floats
-    runner, add = quiet.quiet_runner, np.add
+    runner, add = float_errors.runner_ignoring_float_errors, np.add
 
     def add_floats_quietly(total: Any, gradient: Array) -> None:
         # _add_small written out: this is most of a 1-element apply's own time
@@ -124,10 +124,10 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
 def divided_sum(total: RoundSum, count: int) -> Array | None:
     """The running sum ``total`` divided by ``count`` in its dtype, in a new
     array, when one compiled pass can make it (a float16 or bfloat16 sum, see
-    NarrowSum.divided); else None, and the caller divides the result."""
-    return total.divided(count) if isinstance(total, NarrowSum) else None
+    Float32ShadowSum.divided); else None, and the caller divides the result."""
+    return total.divided(count) if isinstance(total, Float32ShadowSum) else None
 
 
 def sum_result(total: RoundSum) -> Array:
     """The running sum ``total`` as an array of its dtype (the buffer itself when it is one)."""
-    return total.result() if isinstance(total, NarrowSum) else total
+    return total.result() if isinstance(total, Float32ShadowSum) else total

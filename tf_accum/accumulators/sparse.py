@@ -29,13 +29,13 @@ from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import COPY_MAX_BYTES
-from tf_accum.accumulators.quiet import quiet_float_errors
+from tf_accum.accumulators.float_errors import float_errors_ignored
 from tf_accum.accumulators.sparse_index import SortedIndex
 from tf_accum.accumulators.sparse_keys import INDEX_LIMIT, KeyedIndex
 from tf_accum.accumulators.sparse_rows import (
     HeldRows,
-    Publish,
-    Spare,
+    KeptBuffers,
+    RoundWrites,
     SparseRound,
     divide_rows,
     gather,
@@ -47,7 +47,7 @@ Array = np.ndarray[Any, Any]
 __all__ = ["SparseAccumulator", "SparseTakeResult", "normalize"]
 
 # How often a merge's writes are begun again when interrupted themselves.
-_REPUBLISH_TRIES = 10
+_FINISH_WRITES_TRIES = 10
 
 
 class SparseTakeResult(NamedTuple):
@@ -92,7 +92,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         self._held = HeldRows(self.numpy_dtype)
         self._round = None
         # the last round's buffers, kept for the next round
-        self._spare: Spare | None = None
+        self._kept_buffers: KeptBuffers | None = None
         first = spec.shape[0] if spec.shape else None
         # row indices and slots packed into one int64 need a first dimension below 2**31
         self._index: SortedIndex | KeyedIndex = (
@@ -103,7 +103,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
     def _detach_round_locked(self) -> SparseRound | None:
         # a buffer waiting since before this round is dropped (and on destroy)
-        self._spare = None
+        self._kept_buffers = None
         return self._round
 
     def _attach_round_locked(self, state: SparseRound | None) -> None:
@@ -113,8 +113,8 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     def _restore_locked(self, state: SparseRound | None) -> None:
         """Make a served round as it was before its take began: its rows
         divided in place put back (again, if an exception cut this short)."""
-        # a round put back may be what the spare was made from: never both
-        self._spare = None
+        # a round put back may be what the kept buffers were made from: never both
+        self._kept_buffers = None
         if state is not None and state.undivided is not None:
             slots, saved = state.undivided
             self._held.held_items(state).put(slots, saved)
@@ -265,9 +265,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
                     accepted,
                 )
             else:
-                publish = self._index.merge(state, index, rows)  # changes nothing yet
+                writes = self._index.merge(state, index, rows)  # changes nothing yet
                 try:
-                    publish()
+                    writes()
                     self._count, self._n_accepted = count, accepted
                 except Exception:
                     # the writes themselves failed (no memory for the compiled loop's
@@ -276,19 +276,19 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
                     raise
                 except BaseException:
                     # Ctrl-C between two of its writes: they are finished first
-                    self._republish_locked(publish, count, accepted)
+                    self._finish_writes_locked(writes, count, accepted)
                     raise
             if self._waiting:
                 self._flush_locked()
 
-    def _republish_locked(self, publish: Publish, count: int, accepted: int) -> None:
+    def _finish_writes_locked(self, writes: RoundWrites, count: int, accepted: int) -> None:
         """Run the writes of a merge that an exception cut short again, to
         their end, and count the gradient; begun again if an exception (Ctrl-C
         pressed again) stops this too, then the last such exception is raised."""
         again: BaseException | None = None
-        for _ in range(_REPUBLISH_TRIES):
+        for _ in range(_FINISH_WRITES_TRIES):
             try:
-                publish()
+                writes()
                 self._count, self._n_accepted = count, accepted
                 break
             except Exception:
@@ -313,13 +313,13 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         self, index: Array, rows: Array, borrowed: bool, rows_owned: bool
     ) -> SparseRound:
         k = index.shape[0]
-        spare, self._spare = self._spare, None
+        kept_buffers, self._kept_buffers = self._kept_buffers, None
         if (
-            spare is not None
-            and spare.rows.shape[0] >= k
-            and spare.rows.shape[1:] == rows.shape[1:]
+            kept_buffers is not None
+            and kept_buffers.rows.shape[0] >= k
+            and kept_buffers.rows.shape[1:] == rows.shape[1:]
         ):
-            buffer, counts = spare.rows, spare.counts
+            buffer, counts = kept_buffers.rows, kept_buffers.counts
             np.copyto(buffer[:k], rows)
             counts[:k] = 1
         else:
@@ -328,7 +328,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             own = np.array if borrowed and not rows_owned else np.ascontiguousarray
             buffer = own(rows, self.numpy_dtype)
             counts = np.ones(k, np.int64)
-        return self._index.start(index, borrowed, buffer, counts, spare)
+        return self._index.start(index, borrowed, buffer, counts, kept_buffers)
 
     # --- take ------------------------------------------------------------------
 
@@ -344,7 +344,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         result = SparseTakeResult(index, values, self._dense_shape(values.shape))
         # the round's buffers go to the next round only once its take can no
         # longer fail for want of memory (a failed take puts the round back)
-        self._keep_spare(state, values[:0].copy() if handed_over else state.rows)
+        self._keep_buffers(state, values[:0].copy() if handed_over else state.rows)
         if mean and handed_over:
             counts = state.counts[: state.used]
             if values.nbytes < COPY_MAX_BYTES:
@@ -380,12 +380,14 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             divide_rows(values, counts if order is None else counts[order])
         return values
 
-    def _keep_spare(self, state: SparseRound, kept: Array) -> None:
+    def _keep_buffers(self, state: SparseRound, kept: Array) -> None:
         """Keep the round's buffers (``kept``: its rows, or an empty array when
         the buffer was handed over) for the next round; the slot map stays ours."""
         with self._lock:
-            if self._spare is None and not self._closed:
-                self._spare = Spare(kept, state.counts, state.places, state.base + state.used)
+            if self._kept_buffers is None and not self._closed:
+                self._kept_buffers = KeptBuffers(
+                    kept, state.counts, state.places, state.base + state.used
+                )
 
     def _dense_shape(self, values_shape: tuple[int, ...]) -> Array:
         declared = self.shape
@@ -427,7 +429,7 @@ def _merged_rounds(
     values[at_now] = now_rows
     values[at_old[~shared]] = old_rows[~shared]
     both = at_old[shared]
-    with quiet_float_errors():
+    with float_errors_ignored():
         values[both] = values[both] + old_rows[shared]
     counts[at_now] = now_counts
     counts[at_old] += old_counts

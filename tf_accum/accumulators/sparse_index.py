@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.sparse_rows import HeldRows, Publish, SparseRound
+from tf_accum.accumulators.sparse_rows import HeldRows, RoundWrites, SparseRound
 
 Array = np.ndarray[Any, Any]
 
@@ -23,7 +23,7 @@ class SortedIndex:
 
     @staticmethod
     def start(
-        index: Array, borrowed: bool, buffer: Array, counts: Array, spare: Any
+        index: Array, borrowed: bool, buffer: Array, counts: Array, kept_buffers: Any
     ) -> SparseRound:
         """A round of the gradient ``index`` (sorted, unique; the caller's own
         array when ``borrowed``) whose rows are ``buffer[:len(index)]``."""
@@ -41,14 +41,14 @@ class SortedIndex:
         assert state.index is not None and state.slot is not None
         return state.index, None if state.in_order else state.slot
 
-    def merge(self, state: SparseRound, index: Array, rows: Array) -> Publish:
+    def merge(self, state: SparseRound, index: Array, rows: Array) -> RoundWrites:
         """Prepare merging a gradient's rows into the round; returns the writes
-        that do it (a :data:`~tf_accum.accumulators.sparse_rows.Publish`).
+        that do it (a :data:`~tf_accum.accumulators.sparse_rows.RoundWrites`).
 
         Nothing the round shows changes before the writes: what allocates
         comes first (a MemoryError leaves the round as it was; a grown buffer
         holds the same rows), the gradient's new rows go to free slots, which
-        no one reads, and the writes add to the held rows and publish the new
+        no one reads, and the writes add to the held rows and store the new
         index.
         """
         assert state.index is not None and state.slot is not None
@@ -82,7 +82,7 @@ class SortedIndex:
         self._held.append_rows(state, rows, fresh_at)  # free slots
         held = self._held.add(state, slots, hit) if some_found else None
 
-        def publish() -> None:
+        def writes() -> None:
             if held is not None:
                 held()
             state.in_order, state.index, state.slot, state.used = (
@@ -92,4 +92,4 @@ class SortedIndex:
                 used + added,
             )
 
-        return publish
+        return writes

@@ -12,7 +12,7 @@ first dimension), holding ``base + slot + 1`` for touched rows, where ``base``
 is the round's, and ``base`` or less elsewhere, so finding a gradient's rows
 is one gather. It exists only while it takes no more memory than the row
 buffer (``MAP_MIN_FILL``); without it the keys are binary-searched. It is kept
-with the spare buffer, and the next round's ``base`` is the largest entry the
+with the kept buffers, and the next round's ``base`` is the largest entry the
 last round set, so the map is never cleared between rounds (a scatter over the
 last round's rows would cost more than the apply): only when entries could
 pass int32's range is it zeroed whole, and ``base`` goes back to 0.
@@ -28,7 +28,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
-from tf_accum.accumulators.sparse_rows import HeldRows, Publish, Spare, SparseRound
+from tf_accum.accumulators.sparse_rows import HeldRows, KeptBuffers, RoundWrites, SparseRound
 
 Array = np.ndarray[Any, Any]
 SLOT_BITS = sparse_kernel.SLOT_BITS  # keys: the row index above, its slot below
@@ -61,10 +61,15 @@ class KeyedIndex:
         return index, None if state.in_order else np.bitwise_and(keys, SLOT_MASK)
 
     def start(
-        self, index: Array, borrowed: bool, buffer: Array, counts: Array, spare: Spare | None
+        self,
+        index: Array,
+        borrowed: bool,
+        buffer: Array,
+        counts: Array,
+        kept_buffers: KeptBuffers | None,
     ) -> SparseRound:
         """A round of the gradient ``index`` (sorted, unique) whose rows are
-        ``buffer[:len(index)]``, taking over ``spare``'s slot map if it has one."""
+        ``buffer[:len(index)]``, taking over ``kept_buffers``' slot map if it has one."""
         k = index.shape[0]
         slot = np.arange(k, dtype=np.int64)
         keys = np.left_shift(index, SLOT_BITS, dtype=np.int64)
@@ -73,14 +78,14 @@ class KeyedIndex:
             index=None, slot=None, keys=keys, places=None,
             rows=buffer, counts=counts, used=k, in_order=True,
         )  # fmt: skip
-        if spare is not None and spare.places is not None:
+        if kept_buffers is not None and kept_buffers.places is not None:
             # entries up to the last round's largest are not this round's
-            state.base = spare.top
+            state.base = kept_buffers.top
             if state.base + self.first > MARK_LIMIT:
                 # this round's entries could pass int32's range: start again
-                spare.places.fill(0)
+                kept_buffers.places.fill(0)
                 state.base = 0
-            state.places = spare.places
+            state.places = kept_buffers.places
         if k:
             self.map_covering(state, int(index[-1]))
             if state.places is not None:
@@ -138,7 +143,7 @@ class KeyedIndex:
         near = np.take(keys, position, mode="clip")
         return np.bitwise_and(near, SLOT_MASK), np.right_shift(near, SLOT_BITS) != index
 
-    def merge(self, state: SparseRound, index: Array, rows: Array) -> Publish:
+    def merge(self, state: SparseRound, index: Array, rows: Array) -> RoundWrites:
         """Prepare merging a gradient's rows into the round; returns the
         writes that do it (see SortedIndex.merge)."""
         assert state.keys is not None
@@ -169,7 +174,7 @@ class KeyedIndex:
         # int32, the map's dtype: a put that had to convert them would allocate
         # after the rows are written
         marks = np.add(new_slots, state.base + 1, dtype=np.int32)
-        held: Publish | None = None
+        held: RoundWrites | None = None
         if added == k:
             self._held.append_rows(state, rows, fresh_at)
         elif added * MOSTLY_HELD <= k or self._held.loops_for(state, slots, rows) is not None:
@@ -186,18 +191,18 @@ class KeyedIndex:
             self._held.append_rows(state, rows, fresh_at)  # free slots
             held = self._held.add(state, hit_slots, hit)
 
-        def publish() -> None:
+        def writes() -> None:
             if held is not None:
                 held()
             if places is not None:
                 places.put(new_index, marks)
             state.keys, state.in_order, state.used = keys, in_order, used + added
 
-        return publish
+        return writes
 
     def _merge_claimed(
         self, state: SparseRound, index: Array, rows: Array, kernels: sparse_kernel.Kernels
-    ) -> Publish:
+    ) -> RoundWrites:
         """merge for a round with a slot map, by the compiled loops.
 
         One loop finds the gradient's rows in the map, gives the new ones their
@@ -242,11 +247,11 @@ class KeyedIndex:
             (buffer, state.counts, slots, hit, fresh, places, new_keys[:added], state.base + 1),
         )
 
-        def publish() -> None:
+        def writes() -> None:
             write()
             state.keys, state.in_order, state.used = round_keys, in_order, used + added
 
-        return publish
+        return writes
 
     def _claiming_loops(
         self, state: SparseRound, index: Array, rows: Array

@@ -5,7 +5,7 @@ growing by a quarter when full) and how many gradients touched each row
 (``counts``); how a row index finds its row is the business of the round's row
 index (tf_accum/accumulators/sparse_index.py and sparse_keys.py). Every apply
 makes what it needs aside first (a MemoryError changes nothing), and returns
-the writes that change the round (a :data:`Publish`): in-place array methods
+the writes that change the round (a :data:`RoundWrites`): in-place array methods
 storing values made aside, which a second run stores again unchanged, and at
 most one compiled loop, which runs once (:meth:`HeldRows.write_once`). An
 exception that cuts them short (Ctrl-C lands between any two calls) is
@@ -25,8 +25,8 @@ import numpy as np
 
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.division import divide_in_place
+from tf_accum.accumulators.float_errors import float_errors_ignored, in_place_adder
 from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
-from tf_accum.accumulators.quiet import in_place_adder, quiet_float_errors
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
@@ -36,15 +36,15 @@ _NO_KEYS = np.empty(0, np.int64)
 
 # The writes that apply a prepared gradient to a round: running them again
 # after an exception cut them short finishes them, and changes nothing more.
-Publish = Callable[[], Any]
+RoundWrites = Callable[[], Any]
 
 
 class Writes:
-    """Several :data:`Publish` writes, in order."""
+    """Several :data:`RoundWrites`, in order."""
 
     __slots__ = ("parts",)
 
-    def __init__(self, *parts: Publish) -> None:
+    def __init__(self, *parts: RoundWrites) -> None:
         self.parts = parts
 
     def __call__(self) -> None:
@@ -71,7 +71,7 @@ class SparseRound:
 
 
 @dataclass
-class Spare:
+class KeptBuffers:
     """The last round's buffers, kept for the next round."""
 
     rows: Array
@@ -134,7 +134,7 @@ def normalize(
         # int64/uint64; duplicates must wrap in the gradient's own dtype.
         # quietly, as every other sum of the accumulator: an overflow is an
         # infinity, not a warning
-        with quiet_float_errors():
+        with float_errors_ignored():
             rows = np.add.reduceat(rows, starts, axis=0, dtype=rows.dtype)
     return ordered[starts], rows, False
 
@@ -188,7 +188,7 @@ class HeldRows:
         self._stamp_read = self._stamp.data  # reads a Python int, unlike the array
         self._tickets = 0
 
-    def write_once(self, loop: Callable[..., Any], arguments: tuple[Any, ...]) -> Publish:
+    def write_once(self, loop: Callable[..., Any], arguments: tuple[Any, ...]) -> RoundWrites:
         """The write ``loop(*arguments, stamp, ticket)`` (a compiled row loop),
         run at most once however often the result is called: the loop's last
         store puts this write's ticket in the stamp, inside the one C call, so
@@ -255,9 +255,9 @@ class HeldRows:
         hit: Array,
         fresh_at: Array | None = None,
         fresh: Array | None = None,
-    ) -> Publish:
+    ) -> RoundWrites:
         """Prepare adding ``hit[i]`` to the row of ``slots[i]``; the slots are
-        distinct. Returns the writes that do it (see :data:`Publish`).
+        distinct. Returns the writes that do it (see :data:`RoundWrites`).
 
         The rows ``fresh_at`` (free slots; ``fresh`` marks them) are set to
         ``hit``'s rows instead. The new rows and counts are made aside and

@@ -31,8 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.quiet import CONTEXT_LOCAL_ERRORS, quiet_float_errors, quiet_runner
-from tf_accum.accumulators.whole import in_turn, then_mark
+from tf_accum.accumulators.float_errors import (
+    CONTEXT_LOCAL_ERRORS,
+    float_errors_ignored,
+    runner_ignoring_float_errors,
+)
+from tf_accum.accumulators.uninterrupted import in_turn, then_mark
 
 Array = np.ndarray[Any, Any]
 
@@ -183,9 +187,10 @@ class Stripes:
                 part = total[lo:hi]
                 calls[k] = partial(np.add, part, gradient[lo:hi], part)
         if CONTEXT_LOCAL_ERRORS:
-            quiet_runner()(deque, map(_CALL, calls), 0)  # cheaper than entering np.errstate
+            # cheaper than entering np.errstate
+            runner_ignoring_float_errors()(deque, map(_CALL, calls), 0)
         else:
-            with quiet_float_errors():
+            with float_errors_ignored():
                 deque(map(_CALL, calls), 0)
 
     def finish(self, job: StripedAdd) -> None:
@@ -195,7 +200,7 @@ class Stripes:
         fails before writing anything: ``job.complete`` then stays false."""
         try:
             self._settle(job)
-            with quiet_float_errors():
+            with float_errors_ignored():
                 self._run(job)
         finally:
             while job.held:

@@ -36,7 +36,7 @@ from tf_accum.accumulators.attempts import SERVED, TakeAttempt
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings
-from tf_accum.distributed.lives import CallerLives
+from tf_accum.distributed.caller_liveness import CallerLives
 from tf_accum.distributed.placement import Placement
 from tf_accum.distributed.wire import CANCELLED, MISSING, RESTARTED, TIMED_OUT, WITHDRAWN, Failure
 from tf_accum.resources.errors import shared_spec_conflict
@@ -135,7 +135,7 @@ class AccumulatorHost:
         # per caller, its latest delivered round that could still go back:
         # (attempt id, entry, attempt)
         self._delivered: dict[str, tuple[str, _Entry, TakeAttempt[Any]]] = {}
-        self._lives = CallerLives(self._caller_died)
+        self._caller_liveness = CallerLives(self._caller_died)
         self._mappings = HostMappings()
 
     async def placement(self) -> Placement | None:
@@ -164,7 +164,7 @@ class AccumulatorHost:
 
         return self._instance, os.getpid(), ray.get_runtime_context().get_node_id()
 
-    async def census(self) -> tuple[int, int]:
+    async def counts(self) -> tuple[int, int]:
         """(accumulators held, callers' buffers mapped): for tests and diagnostics."""
         return len(self._entries), self._mappings.count()
 
@@ -174,7 +174,7 @@ class AccumulatorHost:
         The caller owns this call's result; once the caller dies, awaiting the
         result raises OwnerDiedError, which is how the host learns of it.
         """
-        await self._lives.hold(caller)
+        await self._caller_liveness.hold(caller)
 
     def _caller_died(self, caller: str) -> None:
         """Withdraw the dead process's waiting takes; destroy its private accumulators."""
@@ -186,7 +186,7 @@ class AccumulatorHost:
                 self._destroy(entry_id)
         self._delivered.pop(caller, None)
         self._mappings.release_caller(caller)
-        self._lives.forget(caller)
+        self._caller_liveness.forget(caller)
 
     # --- operations -------------------------------------------------------------
 
@@ -208,7 +208,7 @@ class AccumulatorHost:
 
         Returns (instance, entry id).
         """
-        self._lives.watch(caller, life)
+        self._caller_liveness.watch(caller, life)
         if shared_name:
             found = self._shared.get(shared_name)
             if found is not None:
@@ -309,7 +309,7 @@ class AccumulatorHost:
         entry = self._entry(instance, entry_id)
         if isinstance(entry, Failure):
             return entry
-        self._lives.watch(caller, life)
+        self._caller_liveness.watch(caller, life)
         outcome = await self._round(entry, num_required, timeout, attempt, caller, cancelled)
         if bulk is not None and isinstance(outcome, np.ndarray):
             return self._mappings.give(outcome, bulk) or outcome

@@ -162,7 +162,7 @@ _NO_FAILURE_DUMP = (
 )
 
 
-def _prepare_environment(address: str) -> None:
+def prepare_ray_environment(address: str) -> None:
     """Settings Ray reads from the environment, set before it attaches.
 
     Processes Ray starts inherit them (so do the ones the caller starts). When
@@ -359,7 +359,7 @@ def _attach(address: str, init_options: dict[str, Any], timeout: float) -> None:
     with _attach_lock:
         if _ray_attached():
             return
-        _prepare_environment(address)
+        prepare_ray_environment(address)
         try:
             import ray
         except ImportError:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators.attempts import copy_error
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.delivery import joined
 from tf_accum.accumulators.interrupts import holding, interruptible
@@ -40,11 +41,6 @@ INTERRUPTED_TAKE_GRACE = 5.0  # seconds
 def _writable(array: Array) -> Array:
     # Ray hands results over as read-only views of its buffers.
     return array if array.flags.writeable else array.copy()
-
-
-def _copy_error(error: errors.OpError) -> errors.OpError:
-    copy: errors.OpError = type(error)(None, None, error.message)  # type: ignore[call-arg]
-    return copy
 
 
 def ray_error(exc: BaseException, what: str) -> errors.OpError:
@@ -292,7 +288,7 @@ class RemoteAccumulator:
         if type(outcome) is Failure:
             if outcome.kind == WITHDRAWN:
                 if cancellation is not None and cancellation.error is not None:
-                    raise _copy_error(cancellation.error)
+                    raise copy_error(cancellation.error)
                 raise errors.AbortedError(None, None, "The take was withdrawn by its host")
             raise self._error(outcome)
         return self._result(outcome, buffer)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
+from tf_accum.accumulators.attempts import copy_error
 
 if TYPE_CHECKING:
     from tf_accum.accumulators.cancellation import Cancellation
@@ -334,7 +335,7 @@ def find_host(
     try:
         while True:
             if cancellation is not None and cancellation.error is not None:
-                raise _copy(cancellation.error, f" (while waiting for task {label} to start)")
+                raise copy_error(cancellation.error, f" (while waiting for task {label} to start)")
             actor = _lookup(name)
             if actor is None and make is not None:
                 make()
@@ -381,8 +382,3 @@ def _lookup(name: str) -> Any:
         return ray.get_actor(name, namespace=NAMESPACE)
     except ValueError:
         return None
-
-
-def _copy(error: errors.OpError, more: str) -> errors.OpError:
-    copy: errors.OpError = type(error)(None, None, error.message + more)  # type: ignore[call-arg]
-    return copy

@@ -291,7 +291,7 @@ class ClusterRuntime:
             self._links[key] = link
         return link
 
-    def census(self, job: str, task: int) -> dict[str, int]:
+    def counts(self, job: str, task: int) -> dict[str, int]:
         """The host's counts (requests run, accumulators, variables): for tests."""
         import ray
 

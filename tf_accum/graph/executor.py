@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.interrupts import interruptible
-from tf_accum.accumulators.whole import start_thread
+from tf_accum.accumulators.uninterrupted import start_thread
 from tf_accum.raw_ops.take_attempts import StartedTake
 from tf_accum.resources import using_table
 

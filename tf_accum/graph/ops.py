@@ -47,7 +47,7 @@ def infer_array(value: Any, dtype: Any = None) -> Array:
         TypeError: values that do not convert to ``dtype`` without loss.
         ValueError: a ragged sequence.
     """
-    from tf_accum.raw_ops._convert import tensor_array
+    from tf_accum.raw_ops.arguments import tensor_array
     from tf_accum.tensor_conversion import convert_to_dtype
 
     if dtype is not None:

@@ -22,10 +22,9 @@ from tf_accum.graph.executor import RunContext
 from tf_accum.graph.graph import Graph, Tensor, is_symbolic
 from tf_accum.graph.ops import as_tensor, graph_input
 from tf_accum.graph.tensor_shape import TensorShape
-from tf_accum.raw_ops._convert import truncated_integers
-from tf_accum.raw_ops._keyword_only import NOT_BUILT, set_graph_builder, snake_case
-from tf_accum.raw_ops._timeout import check_timeout
+from tf_accum.raw_ops.arguments import truncated_integers
 from tf_accum.raw_ops.constructors import accumulator_dtype, string_attr
+from tf_accum.raw_ops.keyword_only import NOT_BUILT, set_graph_builder, snake_case
 from tf_accum.raw_ops.op_table import (
     COMPONENT_TYPES,
     COMPONENTS,
@@ -35,6 +34,7 @@ from tf_accum.raw_ops.op_table import (
     OpSignature,
 )
 from tf_accum.raw_ops.take_attempts import TAKE_OPS, StartedTake, start_take
+from tf_accum.raw_ops.timeout import check_timeout
 from tf_accum.raw_ops.training import TRAINING_OPS
 
 # Inputs whose kernel check is "must be a scalar": a known static rank other
@@ -222,7 +222,7 @@ def _integer_array(value: Any, arg: str, op_type: str, wanted: DType) -> np.ndar
 
 def _handle_constant(graph: Graph, value: Any, name: str) -> Tensor:
     """An integer handle made outside this graph, as a constant input."""
-    from tf_accum.raw_ops._convert import handle_of
+    from tf_accum.raw_ops.arguments import handle_of
 
     handle = handle_of(value)
     op = graph.create_op(

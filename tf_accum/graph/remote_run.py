@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
+from tf_accum.accumulators.attempts import copy_error
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.process_exit import (
     exiting,
@@ -430,7 +431,7 @@ class ClusterSession:
                     key = cancellation.register(_canceller(link, request))
                     if key is None:
                         assert cancellation.error is not None
-                        raise _copy(cancellation.error)
+                        raise copy_error(cancellation.error)
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 made, sent = self._request(plan, task, ops, values)
                 life = link.life_once()
@@ -883,8 +884,3 @@ def _blocking_last(ops: list[Operation], placed: _Placed) -> list[Operation]:
         if op.blocking or any(p in downstream for p in placed.producers[op]):
             downstream.add(op)
     return [op for op in ops if op not in downstream] + [op for op in ops if op in downstream]
-
-
-def _copy(error: errors.OpError) -> errors.OpError:
-    copy: errors.OpError = type(error)(None, None, error.message)  # type: ignore[call-arg]
-    return copy

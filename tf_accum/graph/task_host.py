@@ -39,7 +39,7 @@ from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
 from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
-from tf_accum.distributed.lives import CallerLives
+from tf_accum.distributed.caller_liveness import CallerLives
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.graph.host_steps import (

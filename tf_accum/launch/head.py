@@ -131,9 +131,9 @@ class RayHead:
 def prepare_environment() -> None:
     """Set, in this process's environment, what Ray reads for a private head on this
     machine (the tasks and the head inherit it)."""
-    from tf_accum.distributed.connect import _prepare_environment
+    from tf_accum.distributed.connect import prepare_ray_environment
 
-    _prepare_environment("local")
+    prepare_ray_environment("local")
 
 
 def start_head() -> RayHead:

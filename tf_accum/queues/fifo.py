@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators.attempts import copy_error
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import interruptible
 from tf_accum.dtypes import DType
@@ -324,7 +325,7 @@ class FIFOQueue:
                 # stopped by an exception (Ctrl-C): leave the line, consuming nothing
                 self._withdraw(attempt, _cancelled_error(attempt.kind))
         if attempt.error is not None:
-            raise _copy(attempt.error)
+            raise copy_error(attempt.error)
 
     def _report(self, attempt: _Attempt, waited: float) -> None:
         """Log what a long wait waits for (read under the lock, logged outside it)."""
@@ -376,8 +377,3 @@ def _cancelled_error(kind: str) -> errors.CancelledError:
 
 def _deadline_error() -> errors.DeadlineExceededError:
     return errors.DeadlineExceededError(None, None, "Timed out waiting for notification")
-
-
-def _copy(error: errors.OpError) -> errors.OpError:
-    copy: errors.OpError = type(error)(None, None, error.message)  # type: ignore[call-arg]
-    return copy

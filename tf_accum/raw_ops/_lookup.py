@@ -8,7 +8,7 @@ from tf_accum import errors
 from tf_accum.accumulators.protocol import Accumulator
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.dtypes import as_dtype
-from tf_accum.raw_ops._convert import handle_of
+from tf_accum.raw_ops.arguments import handle_of
 from tf_accum.resources import current_table
 
 # Handle type names as TensorFlow prints them in signature messages.

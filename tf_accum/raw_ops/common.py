@@ -13,9 +13,9 @@ from tf_accum.accumulators.attempts import TakeAttempt
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._convert import handle_of, positive_num_required, scalar_int
-from tf_accum.raw_ops._keyword_only import raw_op
-from tf_accum.raw_ops._timeout import check_timeout
+from tf_accum.raw_ops.arguments import handle_of, positive_num_required, scalar_int
+from tf_accum.raw_ops.keyword_only import raw_op
+from tf_accum.raw_ops.timeout import check_timeout
 from tf_accum.resources import current_table
 
 INT32_MAX = 2**31 - 1

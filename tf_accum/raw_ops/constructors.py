@@ -7,7 +7,7 @@ from typing import Any
 from tf_accum import errors
 from tf_accum.accumulators.spec import REDUCTION_TYPES, AccumulatorSpec
 from tf_accum.dtypes import ACCUMULATOR_DTYPES, DType, as_dtype
-from tf_accum.raw_ops._keyword_only import raw_op
+from tf_accum.raw_ops.keyword_only import raw_op
 from tf_accum.resources import current_table
 from tf_accum.shapes import DeclaredShape, kernel_text, parse_attr_shape
 

@@ -9,15 +9,15 @@ import numpy as np
 from tf_accum.accumulators.cancellation import current_cancellation
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._convert import (
+from tf_accum.raw_ops.arguments import (
     INT64_MAX,
     INT64_MIN,
     positive_num_required,
     scalar_int,
     tensor_array,
 )
-from tf_accum.raw_ops._keyword_only import raw_op, raw_take_op
-from tf_accum.raw_ops._timeout import check_timeout
+from tf_accum.raw_ops.keyword_only import raw_op, raw_take_op
+from tf_accum.raw_ops.timeout import check_timeout
 
 
 def apply_gradient(

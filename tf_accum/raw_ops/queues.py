@@ -18,10 +18,10 @@ from tf_accum import errors
 from tf_accum.accumulators.cancellation import current_cancellation
 from tf_accum.dtypes import DType, as_dtype, string
 from tf_accum.queues.fifo import Element, FIFOQueue, QueueSpec
-from tf_accum.raw_ops._convert import handle_of, scalar_int, tensor_array
-from tf_accum.raw_ops._keyword_only import raw_op
-from tf_accum.raw_ops._timeout import check_timeout
+from tf_accum.raw_ops.arguments import handle_of, scalar_int, tensor_array
 from tf_accum.raw_ops.constructors import string_attr
+from tf_accum.raw_ops.keyword_only import raw_op
+from tf_accum.raw_ops.timeout import check_timeout
 from tf_accum.resources import current_table
 from tf_accum.shapes import DeclaredShape, is_compatible, kernel_text, parse_attr_shape
 

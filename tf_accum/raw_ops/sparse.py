@@ -12,7 +12,7 @@ from tf_accum.accumulators.cancellation import current_cancellation
 from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._convert import (
+from tf_accum.raw_ops.arguments import (
     index_array,
     is_scipy_sparse,
     positive_num_required,
@@ -20,8 +20,8 @@ from tf_accum.raw_ops._convert import (
     scipy_rows,
     tensor_array,
 )
-from tf_accum.raw_ops._keyword_only import raw_op, raw_take_op
-from tf_accum.raw_ops._timeout import check_timeout
+from tf_accum.raw_ops.keyword_only import raw_op, raw_take_op
+from tf_accum.raw_ops.timeout import check_timeout
 
 _APPLY = "SparseAccumulatorApplyGradient"
 _TAKE = "SparseAccumulatorTakeGradient"

@@ -11,7 +11,7 @@ from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.rounds import Rounds
 from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.raw_ops import _lookup
-from tf_accum.raw_ops._convert import positive_num_required
+from tf_accum.raw_ops.arguments import positive_num_required
 
 # the take ops: their accumulator kind and outputs (as check_take_dtype spells them)
 TAKE_OPS = {

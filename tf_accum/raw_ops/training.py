@@ -27,7 +27,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.dtypes import DType, from_numpy, kernel_type_name
-from tf_accum.raw_ops._keyword_only import snake_case
+from tf_accum.raw_ops.keyword_only import snake_case
 from tf_accum.raw_ops.training_rules import RULES, Rule, Values
 from tf_accum.shapes import kernel_text
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tf_accum.raw_ops._keyword_only import raw_op
+from tf_accum.raw_ops.keyword_only import raw_op
 from tf_accum.raw_ops.training import run_eagerly
 
 

@@ -1,6 +1,6 @@
 """What the compat classes do with graph-mode Tensors among their arguments.
 
-Python values go through the eager conversions (``_convert``); a Tensor is
+Python values go through the eager conversions (``raw_ops.arguments``); a Tensor is
 checked as TensorFlow's op builder checks it (dtype, static shape) and cast
 with a graph op where the class casts, so nothing is evaluated at build time.
 """

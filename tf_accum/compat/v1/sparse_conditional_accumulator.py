@@ -14,7 +14,7 @@ from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.graph.graph import is_symbolic
 from tf_accum.graph.mode import executing_eagerly
 from tf_accum.indexed_slices import IndexedSlices
-from tf_accum.raw_ops._convert import is_scipy_sparse
+from tf_accum.raw_ops.arguments import is_scipy_sparse
 from tf_accum.raw_ops.sparse import apply_sparse_gradient, scipy_gradient
 from tf_accum.tensor_conversion import convert_to_dtype, convert_to_dtype_owned
 

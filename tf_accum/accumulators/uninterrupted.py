@@ -3,7 +3,7 @@
 CPython runs a signal's Python handler in the main thread only, between two
 bytecodes of whatever it is running, so an exception from it (Ctrl-C's
 KeyboardInterrupt) can land in the middle of several numpy calls that change
-an accumulator's round together. :func:`run_whole` runs such work, called
+an accumulator's round together. :func:`run_uninterrupted` runs such work, called
 from the main thread, on a helper thread instead, where no handler runs, and
 waits for it to end before it returns or raises: once queued, the work is
 done whole, and the interrupt is raised after it. Elsewhere the work runs in
@@ -139,10 +139,10 @@ def _serve(jobs: queue.SimpleQueue[Job]) -> None:
             del job
 
 
-_helper = Helpers(1, "tf_accum whole")
+_helper = Helpers(1, "tf_accum uninterrupted")
 
 
-def run_whole(work: Callable[[], None]) -> None:
+def run_uninterrupted(work: Callable[[], None]) -> None:
     """Run ``work()`` to its end, even if the calling thread is interrupted.
 
     In the main thread ``work`` runs on a helper thread while this one waits;

@@ -10,7 +10,7 @@ installed (the ``fast`` extra), large sums run the hot part of each add as one
 compiled loop instead (tf_accum/accumulators/half_kernel.py), and a MEAN take
 divides there too.
 
-This module holds what both types share (:class:`NarrowSum`: the float32
+This module holds what both types share (:class:`Float32ShadowSum`: the float32
 shadow, its chunks over the threads, the choice between the compiled loops and
 numpy's passes, an add as one call); each type's image and checks are in its
 own module (tf_accum/accumulators/half_sum.py, bfloat16_sum.py).
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators import division, half_kernel, pool, quiet
+from tf_accum.accumulators import division, float_errors, half_kernel, pool
+from tf_accum.accumulators.float_errors import add_ignoring_float_errors
 from tf_accum.accumulators.pool import bounds, run_split, split_elementwise
-from tf_accum.accumulators.quiet import add_quietly
 
 Array = np.ndarray[Any, Any]
 
@@ -48,7 +48,7 @@ def round_bits(bits: Array, scratch: Array, low_bits: int, keep: Any, halfway: A
     np.bitwise_and(bits, keep, out=bits)
 
 
-class NarrowSum:
+class Float32ShadowSum:
     """A running float16 or bfloat16 sum, kept in float32 and rounded per add.
 
     Until something other than a finite number turns up, the sum lives in a
@@ -199,9 +199,14 @@ class NarrowSum:
         and hands what it returned to :meth:`after_call` (or, if an exception
         took it, calls :meth:`settle` on a thread where none can land)."""
         if self.exact is not None:
-            if not quiet.CONTEXT_LOCAL_ERRORS:
+            if not float_errors.CONTEXT_LOCAL_ERRORS:
                 return None
-            return quiet.quiet_runner(), (np.add, self.exact, gradient, self.exact)
+            return float_errors.runner_ignoring_float_errors(), (
+                np.add,
+                self.exact,
+                gradient,
+                self.exact,
+            )
         if self._kernels is None or self._scratch.shape[0] != 1:
             return None  # numpy's passes, or one part per thread: several calls
         flat = _flat(gradient)
@@ -223,7 +228,7 @@ class NarrowSum:
     def settle(self) -> None:
         """Finish the add of ``pending`` whose compiled loop has run: what it
         returned is found again from the gradient. Several calls: run it where
-        no signal handler's exception lands (whole.run_whole)."""
+        no signal handler's exception lands (uninterrupted.run_uninterrupted)."""
         gradient = self.pending
         if gradient is not None:
             if self.exact is None:
@@ -249,7 +254,7 @@ class NarrowSum:
 
     def add(self, gradient: Array) -> None:
         if self.exact is not None:
-            add_quietly(self.exact, gradient)
+            add_ignoring_float_errors(self.exact, gradient)
             return
         flat_gradient = _flat(gradient)
         self._add_shadow(gradient, flat_gradient, self._kernels_for(flat_gradient))

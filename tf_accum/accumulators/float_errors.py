@@ -7,13 +7,13 @@ state as it was.
 
 Two ways, one per kind of caller:
 
-- :func:`quietly` runs one numpy call in a context of the calling thread's own
-  in which numpy ignores floating-point errors. Since numpy 2 the error state
+- :func:`ignoring_float_errors` runs one numpy call in a context of the
+  calling thread's own in which numpy ignores floating-point errors. Since numpy 2 the error state
   is a context variable (``np.seterr`` sets it in the running context only),
   so that context is made once per thread and entering it costs less than
   entering ``np.errstate``, which matters on a one-element apply. On older
   numpy it is ``np.errstate``.
-- :func:`quiet_float_errors` is ``np.errstate(all="ignore")``, for blocks of
+- :func:`float_errors_ignored` is ``np.errstate(all="ignore")``, for blocks of
   Python code around large work, where its cost does not show.
 """
 
@@ -35,34 +35,34 @@ CONTEXT_LOCAL_ERRORS = np.lib.NumpyVersion(np.__version__) >= "2.0.0"
 _threads = threading.local()
 
 
-def _quiet_context() -> contextvars.Context:
+def _context_ignoring_float_errors() -> contextvars.Context:
     """A new, empty context in which numpy ignores floating-point errors."""
     context = contextvars.Context()
     context.run(np.seterr, all="ignore")
     return context
 
 
-def quiet_runner() -> Callable[..., Any]:
+def runner_ignoring_float_errors() -> Callable[..., Any]:
     """``run(fn, *args, **kwargs)``: ``fn`` called with numpy's floating-point
     errors ignored, for the calling thread only (a context is entered by one
     thread at a time, and not again from inside ``fn``)."""
     try:
         run: Callable[..., Any] = _threads.run
     except AttributeError:
-        run = _threads.run = _quiet_context().run
+        run = _threads.run = _context_ignoring_float_errors().run
     return run
 
 
-def quietly(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+def ignoring_float_errors(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` (one numpy call, which must not call back into
     tf_accum) with numpy's floating-point errors ignored."""
     if not CONTEXT_LOCAL_ERRORS:
         with np.errstate(all="ignore"):
             return fn(*args, **kwargs)
-    return quiet_runner()(fn, *args, **kwargs)
+    return runner_ignoring_float_errors()(fn, *args, **kwargs)
 
 
-def quiet_float_errors() -> Any:
+def float_errors_ignored() -> Any:
     """A ``with`` block in which numpy ignores floating-point errors."""
     return np.errstate(all="ignore")
 
@@ -71,13 +71,13 @@ def _add(total: Array, gradient: Any) -> None:
     np.add(total, gradient, total)
 
 
-def add_quietly(total: Array, gradient: Any) -> None:
+def add_ignoring_float_errors(total: Array, gradient: Any) -> None:
     """``total += gradient`` in ``total``'s dtype, overflow and NaN without warnings."""
     if CONTEXT_LOCAL_ERRORS:
         try:
             run: Callable[..., Any] = _threads.run
         except AttributeError:
-            run = quiet_runner()
+            run = runner_ignoring_float_errors()
         run(np.add, total, gradient, total)
     else:
         with np.errstate(all="ignore"):
@@ -86,4 +86,4 @@ def add_quietly(total: Array, gradient: Any) -> None:
 
 def in_place_adder(dtype: np.dtype[Any]) -> Callable[[Array, Any], None]:
     """``total += gradient`` for ``dtype``; integer arrays wrap without warnings already."""
-    return _add if dtype.kind in "iu" else add_quietly
+    return _add if dtype.kind in "iu" else add_ignoring_float_errors
