@@ -16,8 +16,9 @@ indented statements, one per line::
 A statement is a call of a raw op (by TensorFlow's name), of ``compat.<Class>``
 or of a method of an object made earlier, an attribute read, or the name of a
 background call (to check it). ``=> expectation`` states what must come of it:
-a typed value (``f32([..])``, ``i32(0)``, ...), ``sparse(indices=..,
-values=.., shape=..)``, an error class with a substring of its message,
+a typed value (``f32([..])``, ``i32(0)``, ...), a list of typed values (a
+queue's dequeue: one per component), ``sparse(indices=.., values=..,
+shape=..)``, an error class with a substring of its message,
 ``BLOCKED``, ``OK``, or a plain literal. Without ``=>`` the statement must
 succeed. Everything is parsed with ``ast``; nothing is evaluated.
 """
@@ -88,7 +89,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Expect:
-    kind: str  # "value" | "sparse" | "error" | "blocked" | "ok" | "literal"
+    kind: str  # "value" | "components" | "sparse" | "error" | "blocked" | "ok" | "literal"
     value: Any = None
     error: str = ""
     message: str = ""
@@ -190,6 +191,8 @@ def _expect(text: str, where: str) -> Expect:
             kw = {k.arg: _literal(k.value, where) for k in node.keywords}
             return Expect("sparse", value=kw)
     value = _literal(node, where)
+    if isinstance(value, list) and value and all(isinstance(v, Typed) for v in value):
+        return Expect("components", value=value)  # a queue's dequeue: one value per component
     return Expect("value" if isinstance(value, Typed) else "literal", value=value)
 
 

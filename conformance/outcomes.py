@@ -1,6 +1,7 @@
 """What happened in a statement, as a JSON-able record, and how records compare.
 
 Records: ``{"ok": true}``, ``{"value": .., "dtype": .., "shape": ..}``,
+``{"components": [value records]}`` (a queue's dequeue),
 ``{"sparse": {"indices", "values", "dtype", "shape"}}``, ``{"error": class,
 "message": text}``, ``{"blocked": true}``, ``{"literal": .., "type": ..}``.
 """
@@ -55,6 +56,12 @@ def record_result(result: Any) -> Record:
         }
     if isinstance(result, (np.ndarray, np.generic)):
         return value_record(result)
+    if (
+        isinstance(result, list)
+        and result
+        and all(isinstance(r, (np.ndarray, np.generic)) for r in result)
+    ):
+        return {"components": [value_record(r) for r in result]}  # a queue's dequeue
     if isinstance(result, (str, bool, int, float)):
         return {"literal": result, "type": type(result).__name__}
     name = getattr(result, "name", None)
@@ -81,6 +88,15 @@ def _typed_record(typed: Typed) -> Record:
     return value_record(typed_array(typed))
 
 
+def _value_problem(record: Record, typed: Typed) -> str | None:
+    want = _typed_record(typed)
+    if "value" not in record or record["dtype"] != want["dtype"]:
+        return f"expected {want}, got {record}"
+    if record["shape"] != want["shape"] or not _same_values(record["value"], want["value"]):
+        return f"expected {want}, got {record}"
+    return None
+
+
 def meets(record: Record, expect: Expect | None) -> str | None:
     """None when ``record`` satisfies ``expect``, else what is wrong."""
     if expect is None or expect.kind == "ok":
@@ -99,12 +115,14 @@ def meets(record: Record, expect: Expect | None) -> str | None:
             return f"expected message containing {expect.message!r}, got {record['message']!r}"
         return None
     if expect.kind == "value":
-        want = _typed_record(expect.value)
-        if "value" not in record or record["dtype"] != want["dtype"]:
-            return f"expected {want}, got {record}"
-        if record["shape"] != want["shape"] or not _same_values(record["value"], want["value"]):
-            return f"expected {want}, got {record}"
-        return None
+        return _value_problem(record, expect.value)
+    if expect.kind == "components":
+        got = record.get("components")
+        if got is None or len(got) != len(expect.value):
+            return f"expected {len(expect.value)} components, got {record}"
+        each = [_value_problem(r, v) for r, v in zip(got, expect.value, strict=True)]
+        found = [f"component {i}: {p}" for i, p in enumerate(each) if p]
+        return "; ".join(found) or None
     if expect.kind == "sparse":
         got = record.get("sparse")
         if got is None:
@@ -155,6 +173,8 @@ def same_behaviour(ours: Record, theirs: Record) -> str | None:
 def _same_values_deep(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_values_deep(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list) and any(isinstance(x, dict) for x in a):
+        return len(a) == len(b) and all(_same_values_deep(x, y) for x, y in zip(a, b, strict=True))
     return _same_values(a, b)
 
 

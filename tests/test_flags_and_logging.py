@@ -221,6 +221,87 @@ def test_logging_prints_to_stderr_when_nothing_is_configured() -> None:
     ]
 
 
+def _run_child(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+    )
+
+
+def test_set_verbosity_covers_the_librarys_own_lines() -> None:
+    """One ``set_verbosity(INFO)`` shows the program's INFO lines and tf_accum's
+    (here SyncReplicasOptimizer's stale-gradient lines), as TensorFlow's one
+    logger does; the root logger is left as it was."""
+    done = _run_child(
+        """
+        import logging
+        import tf_accum.compat.v1 as tf
+        from tests.graph import sync_replicas_program as program
+        root = logging.getLogger()
+        before = (root.level, list(root.handlers))
+        logging.getLogger("tf_accum").info("not shown: below the default WARN")
+        tf.logging.set_verbosity(tf.logging.INFO)
+        tf.logging.info("program line")
+        logging.getLogger("tf_accum.graph.saver").info("module line")
+        found = program.run(tf, "backup", timeout=60)
+        assert found["stale_gradients"] == program.STEPS - 1, found["stale_gradients"]
+        print(found["stale_gradients"])
+        assert (root.level, list(root.handlers)) == before
+        tf.logging.set_verbosity(tf.logging.WARN)
+        logging.getLogger("tf_accum").info("not shown: WARN again")
+        tf.logging.info("not shown either")
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[:2] == [
+        "INFO:tf_accum.program:program line",
+        "INFO:tf_accum.graph.saver:module line",
+    ]
+    dropped = [line for line in lines if "stale gradient(s) dropped" in line]
+    assert len(dropped) == int(done.stdout) > 0  # a line per take that dropped one
+    assert all(line.startswith("INFO:tf_accum:SyncReplicasOptimizer: 1 stale") for line in dropped)
+    assert not [line for line in lines if "not shown" in line]
+
+
+def test_set_verbosity_adds_no_handler_to_a_configured_program() -> None:
+    """A program that configured ``logging`` first gets each line once, through its handler."""
+    done = _run_child(
+        """
+        import logging, sys
+        logging.basicConfig(stream=sys.stderr, format="mine %(name)s %(message)s")
+        import tf_accum.compat.v1 as tf
+        tf.logging.set_verbosity(tf.logging.INFO)
+        tf.logging.info("program")
+        logging.getLogger("tf_accum").info("library")
+        assert not logging.getLogger("tf_accum").handlers
+        assert not logging.getLogger("tf_accum.program").handlers
+        assert logging.getLogger().level == logging.WARNING
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["mine tf_accum.program program", "mine tf_accum library"]
+
+
+def test_set_verbosity_sets_the_package_logger_in_process() -> None:
+    package, program = logging.getLogger("tf_accum"), logging.getLogger("tf_accum.program")
+    saved = (package.level, program.level)
+    try:
+        tf.logging.set_verbosity(tf.logging.DEBUG)
+        assert logging.getLogger("tf_accum.graph.saver").isEnabledFor(logging.DEBUG)
+        assert tf.logging.get_verbosity() == logging.DEBUG
+        tf.logging.set_verbosity(tf.logging.ERROR)
+        assert not package.isEnabledFor(logging.WARNING)
+        assert tf.logging.get_verbosity() == logging.ERROR
+    finally:
+        package.setLevel(saved[0])
+        program.setLevel(saved[1])
+
+
 def test_v2_behavior_switches_and_old_initializer_names() -> None:
     assert tf.executing_eagerly()
     tf.disable_v2_behavior()

@@ -25,7 +25,8 @@ Errors are compared by their class's name (``InvalidArgumentError``,
 ``NotFoundError``, ...: TensorFlow's); values by dtype, shape and contents,
 read with ``numpy.asarray`` (anything with ``__array__`` will do); a sparse
 take may return a named tuple with ``indices``, ``values`` and ``shape`` or
-a plain ``(indices, values, shape)`` tuple.
+a plain ``(indices, values, shape)`` tuple; a queue's raw dequeue, a list or
+tuple of one array per component.
 """
 
 from __future__ import annotations
@@ -172,6 +173,8 @@ class PluginSession:
             return result, None
         if call.target.startswith("compat."):
             handle = getattr(result, "accumulator_ref", None)
+            if handle is None:
+                handle = getattr(result, "queue_ref", None)
             if handle is not None:
                 self._handles.append(handle)
             return result, None
@@ -196,6 +199,9 @@ class PluginSession:
         return message
 
 
+QUEUE_DEQUEUES = {"QueueDequeueV2", "QueueDequeueManyV2", "QueueDequeueUpToV2"}
+
+
 def _result(target: str, result: Any) -> Any:
     """A runtime's result in the forms conformance/outcomes.py records."""
     sparse_take = target.split(".")[-1] in SPARSE_TAKES | {"take_grad"}
@@ -203,6 +209,8 @@ def _result(target: str, result: Any) -> Any:
         return SparseTake(*(np.asarray(part) for part in result))
     if getattr(result, "_fields", None) is not None:
         return result
+    if target in QUEUE_DEQUEUES and isinstance(result, (list, tuple)):
+        return [np.asarray(part) for part in result]  # one array per component
     if isinstance(result, (np.ndarray, np.generic, str, bool, int, float)) or result is None:
         return result
     if hasattr(result, "__array__"):

@@ -68,6 +68,8 @@ class TfAccumSession:
             return result, None
         if call.target.startswith("compat."):
             handle = getattr(result, "accumulator_ref", None)  # a Variable has none
+            if handle is None:
+                handle = getattr(result, "queue_ref", None)  # so a shared name starts afresh
             if handle is not None:
                 self._handles.append(handle)
             return result, None

@@ -1,13 +1,18 @@
 """``tf.compat.v1.logging``: TensorFlow 1's logging functions, on Python's ``logging``.
 
 Messages go to the logger ``tf_accum.program`` (:data:`LOGGER_NAME`), a
-child of the package's own ``tf_accum`` logger: ``set_verbosity`` sets its
-level, and configuring ``logging`` as usual (handlers, levels) applies to it.
-As TensorFlow does for its ``tensorflow`` logger, the first use gives it a
-handler writing ``LEVEL:tf_accum.program:message`` lines to stderr when
-neither it nor the root logger has one, so that a program that only calls
-``tf.logging.set_verbosity(tf.logging.INFO)`` sees its INFO lines; a program
-that configures ``logging`` itself first gets no extra handler.
+child of the package's own ``tf_accum`` logger (:data:`PACKAGE_LOGGER_NAME`),
+where tf_accum's own lines go (SyncReplicasOptimizer's dropped stale
+gradients, waits, ...). TensorFlow has one logger for both a program's
+``tf.logging`` lines and its own, so ``set_verbosity`` sets the level of both
+of ours: one call shows or hides the program's lines and the library's alike.
+Configuring ``logging`` as usual (handlers, levels) applies to them.
+As TensorFlow does for its ``tensorflow`` logger, the first use gives the
+package logger a handler writing ``LEVEL:logger:message`` lines to stderr when
+no handler is there yet (on either logger or the root logger), so that a
+program that only calls ``tf.logging.set_verbosity(tf.logging.INFO)`` sees
+its INFO lines and tf_accum's; a program that configures ``logging`` itself
+first gets no extra handler. The root logger is never changed.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 from typing import Any
 
 LOGGER_NAME = "tf_accum.program"
+PACKAGE_LOGGER_NAME = "tf_accum"
 
 DEBUG = _logging.DEBUG
 INFO = _logging.INFO
@@ -40,10 +46,11 @@ def get_logger() -> _logging.Logger:
     with _lock:
         if _logger is None:
             logger = _logging.getLogger(LOGGER_NAME)
-            if not logger.handlers and not _logging.getLogger().handlers:
+            package = _logging.getLogger(PACKAGE_LOGGER_NAME)
+            if not (logger.handlers or package.handlers or _logging.getLogger().handlers):
                 handler = _logging.StreamHandler(sys.stderr)
                 handler.setFormatter(_logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
-                logger.addHandler(handler)
+                package.addHandler(handler)
             _logger = logger
     return _logger
 
@@ -115,13 +122,16 @@ def get_verbosity() -> int:
 
 
 def set_verbosity(v: int) -> None:
-    """Drop messages below level ``v`` (DEBUG, INFO, WARN, ERROR, FATAL or a number)."""
-    get_logger().setLevel(v)
+    """Drop messages below level ``v`` (DEBUG, INFO, WARN, ERROR, FATAL or a number),
+    the program's ``tf.logging`` lines and tf_accum's own alike."""
+    logger = get_logger()
+    _logging.getLogger(PACKAGE_LOGGER_NAME).setLevel(v)
+    logger.setLevel(v)
 
 
 def flush() -> None:
-    """Flush the logger's handlers."""
-    for handler in get_logger().handlers:
+    """Flush the handlers of the program's logger and of the package's."""
+    for handler in (*get_logger().handlers, *_logging.getLogger(PACKAGE_LOGGER_NAME).handlers):
         handler.flush()
 
 
