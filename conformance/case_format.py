@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 CASES_DIR = Path(__file__).parent / "cases"
+GRAPH_ONLY_AREAS = {"ref"}
 
 TYPED = {
     "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
@@ -121,6 +122,12 @@ class Case:
     statements: list[Statement] = field(default_factory=list)
     # False for generated sequences: their expectation is TensorFlow's recorded outcome
     require_success: bool = True
+
+    @property
+    def graph_only(self) -> bool:
+        """Ops that exist only in graph mode (the training ops' ref forms): the
+        eager backends do not run the case."""
+        return self.area in GRAPH_ONLY_AREAS
 
 
 class CaseSyntaxError(ValueError):
