@@ -14,7 +14,8 @@ indented statements, one per line::
         close()
 
 A statement is a call of a raw op (by TensorFlow's name), of ``compat.<Class>``
-or of a method of an object made earlier, an attribute read, or the name of a
+or of a method of an object made earlier (an argument may name an attribute of
+one: ``var=v.handle``), an attribute read, or the name of a
 background call (to check it). ``=> expectation`` states what must come of it:
 a typed value (``f32([..])``, ``i32(0)``, ...), a list of typed values (a
 queue's dequeue: one per component), ``sparse(indices=.., values=..,
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 CASES_DIR = Path(__file__).parent / "cases"
+GRAPH_ONLY_AREAS = {"ref"}
 
 TYPED = {
     "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
@@ -64,9 +66,14 @@ class DType:
 
 @dataclass(frozen=True)
 class Ref:
-    """A name bound by an earlier statement."""
+    """A name bound by an earlier statement, or an attribute of one (``v.handle``)."""
 
     name: str
+
+    def resolve(self, env: dict[str, Any]) -> Any:
+        name, _, attribute = self.name.partition(".")
+        found = env[name]
+        return getattr(found, attribute) if attribute else found
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,12 @@ class Case:
     # False for generated sequences: their expectation is TensorFlow's recorded outcome
     require_success: bool = True
 
+    @property
+    def graph_only(self) -> bool:
+        """Ops that exist only in graph mode (the training ops' ref forms): the
+        eager backends do not run the case."""
+        return self.area in GRAPH_ONLY_AREAS
+
 
 class CaseSyntaxError(ValueError):
     pass
@@ -144,6 +157,8 @@ def _literal(node: ast.expr, where: str) -> Any:
         if node.id == "None":
             return None
         return Ref(node.id)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return Ref(f"{node.value.id}.{node.attr}")  # ``v.handle``: an attribute of a result
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name = node.func.id
         if name in TYPED and len(node.args) == 1 and not node.keywords:

@@ -70,7 +70,7 @@ def convert_argument(
     if isinstance(value, DType):
         return dtype(value.name)
     if isinstance(value, Ref):
-        return env[value.name]
+        return value.resolve(env)
     if isinstance(value, Slices):
         return slices(
             values=convert_argument(value.values, env, dtype, slices),

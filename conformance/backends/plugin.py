@@ -97,7 +97,10 @@ class PluginBackend:
         self.runtime = load_runtime(spec) if runtime is None else runtime
 
     def supports(self, case: Case) -> bool:
-        """False when the case needs the compat classes and the runtime has none."""
+        """False when the case needs graph mode, or the compat classes and the
+        runtime has none."""
+        if case.graph_only:
+            return False
         if getattr(self.runtime, "compat", None) is not None:
             return True
         return not any(

@@ -56,7 +56,7 @@ class TensorFlowSession:
         if isinstance(value, DType):
             return tf.as_dtype(value.name)
         if isinstance(value, Ref):
-            return env[value.name]
+            return value.resolve(env)
         if isinstance(value, Slices):
             with self.graph.as_default():
                 return tf.IndexedSlices(
