@@ -25,13 +25,7 @@ def ps_backend(ray_cluster) -> Iterator[TfAccumPsBackend]:
     yield TfAccumPsBackend()
 
 
-# Queue cases not yet run on a ps task: Q19 (the raw queue ops' errors) does not
-# end there; the others after it have not been tried.
-NOT_ON_PS = {"Q19", "Q20", "Q21", "SR06", "SR07"}
-ON_PS = [case for case in CASES if case.id not in NOT_ON_PS]
-
-
-@pytest.mark.parametrize("case", ON_PS, ids=_ids(ON_PS))
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
 def test_on_a_ps_task(case: Case, ps_backend: TfAccumPsBackend, caplog) -> None:
     caplog.set_level(logging.ERROR, "tf_accum")  # cases lower steps on purpose
     served = ps_backend.server.runtime.counts("ps", 0)["requests"]

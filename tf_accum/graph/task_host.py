@@ -56,6 +56,7 @@ from tf_accum.graph.host_steps import (
 from tf_accum.graph.variable_store import VariableStore
 from tf_accum.queues.fifo import FIFOQueue
 from tf_accum.raw_ops.common import take_attempt
+from tf_accum.raw_ops.queues import refused_before_waiting
 from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
 
@@ -602,6 +603,10 @@ class _Host:
         op_type = step.queue_op
         if op_type == "QueueCloseV2" and step.attrs.get("cancel_pending_enqueues"):
             return True  # it fails the enqueues waiting for room rather than wait behind them
+        arguments = step.arguments(inputs)
+        arguments.update(step.attrs)
+        if refused_before_waiting(op_type, queue, arguments):
+            return True  # fails at once, as in one process
         line = self._queues.get(_line_of(step, handle))
         if line and line[0] is not me:
             return False

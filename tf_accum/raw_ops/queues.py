@@ -377,3 +377,21 @@ def QueueCloseV2(
 def QueueIsClosedV2(*, handle: Any, name: str | None = None) -> np.bool_:
     """Whether the queue is closed (bool scalar)."""
     return np.bool_(queue_of(handle, "QueueIsClosedV2").is_closed())
+
+
+def refused_before_waiting(op_type: str, queue: FIFOQueue, arguments: dict[str, Any]) -> bool:
+    """Whether queue op ``op_type`` would refuse ``arguments`` (dtypes, number of
+    components, shapes) before it waits for elements or room: a host that holds
+    such an op back must run it at once, so that it fails as it does in one process."""
+    try:
+        if op_type == "QueueDequeueV2":
+            _check_dequeue_types(queue, arguments.get("component_types"), many=False)
+        elif op_type in ("QueueDequeueManyV2", "QueueDequeueUpToV2"):
+            _check_dequeue_types(queue, arguments.get("component_types"), many=True)
+        elif op_type == "QueueEnqueueV2":
+            _check_element(queue, _components(queue, arguments.get("components")))
+        elif op_type == "QueueEnqueueManyV2":
+            _split_batch(queue, _components(queue, arguments.get("components")))
+    except (errors.OpError, TypeError, ValueError):
+        return True
+    return False
