@@ -180,6 +180,7 @@ def run_job(
                     + "\n".join(task.kept[-20:])
                     + f"\n--- {task.name} stderr:\n{err[-3000:]}"
                 )
+            report.append(report[0])  # at the end too: a reader of the tail sees why
             raise JobFailed("\n".join(report)) from error
         finally:
             for task in tasks:
@@ -190,9 +191,20 @@ def run_job(
                     task.popen.stdout.close()
 
 
+def run_on_tensorflow(name: str) -> list[dict[str, Any]]:
+    """``name``'s outcomes on TensorFlow's gRPC runtime; a job that fails is run once
+    more, on new ports (a port picked free can be taken by another process before
+    TensorFlow's server binds it), after saying on stderr why the first failed."""
+    try:
+        return run_job(name, "tensorflow")
+    except JobFailed as error:
+        print(f"{name}: the first run failed, running it once more:\n{error}", file=sys.stderr)
+        return run_job(name, "tensorflow")
+
+
 def main() -> None:
     names = sys.argv[1:] or list(PROGRAMS)
-    print(json.dumps({name: run_job(name, "tensorflow") for name in names}))
+    print(json.dumps({name: run_on_tensorflow(name) for name in names}))
 
 
 if __name__ == "__main__":
