@@ -173,11 +173,27 @@ LOOPBACK = {
 }
 
 
+def _cluster_processes() -> set[int]:
+    """The processes of the cluster this process started (Ray's, and what they
+    started), without the test session's background jobs: a live TensorFlow job's
+    gRPC servers listen on every interface, as TensorFlow's do."""
+    found = set()
+    for pid in descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if any(b"ray" in word for word in words[:2]):
+            found |= {pid} | descendants(pid)
+    return found
+
+
 def test_everything_the_cluster_starts_listens_on_loopback_only(ray_table) -> None:
     shared(unique("listen"))  # make sure a host actor runs
     listening = _listening_inodes()
     seen = {}
-    for pid in descendants(os.getpid()):
+    for pid in _cluster_processes():
         try:
             links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
         except OSError:
