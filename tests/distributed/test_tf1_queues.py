@@ -441,6 +441,11 @@ def test_stale_gradients_dropped_on_a_ps_task_are_counted_and_logged_by_the_chie
         # the next update: the chief's take then sees the stale one
         sessions[0].run(chief["train_op"], {chief["grad"]: [2.0, 2.0]}, options=RUN_BOUND)
         wait_until(lambda: chief["hook"].steps_aggregated >= 2, timeout=WAIT)
+        # the take's answer is counted, then logged, on the thread that received it
+        wait_until(
+            lambda: any("stale gradient(s)" in r.getMessage() for r in caplog.records),
+            timeout=WAIT,
+        )
     assert chief["hook"].stale_gradients == 1 == chief["opt"].stale_gradients
     assert backup["hook"].stale_gradients == 0  # counted where the chief takes
     dropped = [r.getMessage() for r in caplog.records if "stale gradient(s)" in r.getMessage()]
