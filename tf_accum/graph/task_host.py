@@ -603,9 +603,10 @@ class _Host:
         op_type = step.queue_op
         if op_type == "QueueCloseV2" and step.attrs.get("cancel_pending_enqueues"):
             return True  # it fails the enqueues waiting for room rather than wait behind them
-        arguments = step.arguments(inputs)
-        arguments.update(step.attrs)
-        if refused_before_waiting(op_type, queue, arguments):
+        # checked on arrival (``me`` None): a waiter passed it, and its arguments stay
+        if me is None and refused_before_waiting(
+            op_type, queue, {**step.arguments(inputs), **step.attrs}
+        ):
             return True  # fails at once, as in one process
         line = self._queues.get(_line_of(step, handle))
         if line and line[0] is not me:
