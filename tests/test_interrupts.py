@@ -161,9 +161,15 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
             def running() -> int:
                 return sum(t.name.startswith("tf_accum run") for t in threading.enumerate())
 
-            wait_until(lambda: running() == 2)
-            found = threading.enumerate()
-            own = {t.name: t.native_id for t in found if t.name.startswith("tf_accum")}
+            def own_threads() -> dict[str, int | None]:
+                found = threading.enumerate()
+                return {t.name: t.native_id for t in found if t.name.startswith("tf_accum")}
+
+            # a thread just started is listed before it has a native id
+            wait_until(
+                lambda: running() == 2 and None not in own_threads().values()
+            )
+            own = own_threads()
             blocked = {name: _blocked_signals(native or 0) for name, native in own.items()}
             sess.run([first.enqueue(1.0), second.enqueue(2.0)])
             taking.result()

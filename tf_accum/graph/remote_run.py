@@ -738,6 +738,8 @@ def _move_to_hosts(plan: Plan, remote: dict[Operation, Task]) -> None:
     fetched. Their kernels travel in the request's steps (see host_steps). An
     op's control inputs do not decide where it runs (it has no effect to order:
     it runs once they are done, wherever it runs)."""
+    if not remote:  # a run of this process's own task alone: nothing travels (nor needs Ray)
+        return
     from ray import cloudpickle
 
     # a chain of cheap ops (a read's Identity, then a Mul) moves as a whole: each is a
