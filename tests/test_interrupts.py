@@ -30,7 +30,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import dense, float_errors, pool, rounds, uninterrupted
+from tf_accum.accumulators import delivery, dense, float_errors, pool, rounds, uninterrupted
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
@@ -166,9 +166,7 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
                 return {t.name: t.native_id for t in found if t.name.startswith("tf_accum")}
 
             # a thread just started is listed before it has a native id
-            wait_until(
-                lambda: running() == 2 and None not in own_threads().values()
-            )
+            wait_until(lambda: running() == 2 and None not in own_threads().values())
             own = own_threads()
             blocked = {name: _blocked_signals(native or 0) for name, native in own.items()}
             sess.run([first.enqueue(1.0), second.enqueue(2.0)])
@@ -1133,4 +1131,25 @@ def test_a_deferred_block_still_interrupts_a_waiting_take_at_once() -> None:
     sender.result()
     stats = _stats(h)
     assert stats["waiting"] == 0 and stats["takes_interrupted"] == 1
+    raw.DestroyResourceOp(resource=h)
+
+
+def test_a_delivery_given_back_on_an_ordinary_error_counts_its_takes_as_cancelled() -> None:
+    """A public call that took a round and then fails with an ordinary error
+    (not Ctrl-C) gives the round back, counted as cancelled, not interrupted."""
+    h = _sum_acc()
+    _apply(h, 2.0)
+    taken = None
+    with pytest.raises(_Boom):
+        try:
+            taken = delivery.open_delivery()
+            _take(h, 1)
+            raise _Boom
+        except BaseException:
+            delivery.give_back(taken)
+            raise
+    stats = _stats(h)
+    assert stats["takes_cancelled"] == 1 and stats["takes_interrupted"] == 0
+    assert stats["num_accumulated"] == 1 and stats["global_step"] == 0
+    np.testing.assert_array_equal(_take(h, 1), np.full(4, 2.0, np.float32))
     raw.DestroyResourceOp(resource=h)

@@ -17,6 +17,7 @@ a host's takes) a take is the caller's once it has returned.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -43,14 +44,16 @@ def close_delivery(taken: list[tuple[Any, Any]]) -> None:
 
 
 def give_back(taken: list[tuple[Any, Any]] | None) -> None:
-    """The call that opened ``taken`` fails: give up its takes (counted as
-    interrupted) and close it. None, or NESTED, does nothing (the outermost
-    call gives back)."""
+    """The call that opened ``taken`` fails: give up its takes and close it.
+    Called in the call's ``except``: the takes count as interrupted when the
+    exception being handled is a KeyboardInterrupt, as cancelled otherwise.
+    None, or NESTED, does nothing (the outermost call gives back)."""
     if taken is None or taken is NESTED:
         return
+    reason = "interrupted" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "cancelled"
     try:
         for rounds, attempt in taken:
-            rounds.cancel(attempt, "interrupted")
+            rounds.cancel(attempt, reason)
     finally:
         if getattr(_local, "open", None) is taken:
             _local.open = None

@@ -149,7 +149,8 @@ def accumulator_stats(handle: Any) -> dict[str, int | None]:
         - ``takes_served``: takes completed (each consumed one round);
         - ``takes_timed_out``: takes withdrawn when their ``timeout`` expired;
         - ``takes_cancelled``: takes cancelled from outside (a session closing,
-          a run's deadline) or by destroying the accumulator;
+          a run's deadline), by destroying the accumulator, or given back by
+          a take call that failed with another error after it was served;
         - ``takes_interrupted``: takes withdrawn by an interrupt (Ctrl-C);
         - ``waiting``: takes waiting now;
         - ``head_num_required``: the num_required of the take at the front of
