@@ -265,6 +265,10 @@ def test_set_verbosity_covers_the_librarys_own_lines() -> None:
     dropped = [line for line in lines if "stale gradient(s) dropped" in line]
     assert len(dropped) == int(done.stdout) > 0  # a line per take that dropped one
     assert all(line.startswith("INFO:tf_accum:SyncReplicasOptimizer: 1 stale") for line in dropped)
+    # the constructor's line, in TensorFlow's words: one per worker's optimizer
+    assert [line for line in lines if line.startswith("INFO:tf_accum:SyncReplicasV2: ")] == 3 * [
+        "INFO:tf_accum:SyncReplicasV2: replicas_to_aggregate=2; total_num_replicas=3"
+    ]
     assert not [line for line in lines if "not shown" in line]
 
 

@@ -89,8 +89,8 @@ class SyncReplicasOptimizer(Optimizer):
         if total_num_replicas is None:
             total_num_replicas = replicas_to_aggregate
         super().__init__(use_locking, name)
-        _log.info(
-            "SyncReplicasOptimizer: replicas_to_aggregate=%s; total_num_replicas=%s",
+        _log.info(  # TensorFlow's words, for logs that are searched for them
+            "SyncReplicasV2: replicas_to_aggregate=%s; total_num_replicas=%s",
             replicas_to_aggregate,
             total_num_replicas,
         )
