@@ -219,7 +219,7 @@ def _floor_role(args: dict[str, Any]) -> dict[str, Any]:
         "get_if_exists": True,
         "num_cpus": 0,
     }
-    sinks = [
+    sinks: list[Any] = [
         ray.remote(PsFloor).options(name=f"{tag}/ps{k}", **options).remote(by_host[k], work)
         for k in range(ps_tasks)
     ]
