@@ -1,7 +1,7 @@
-"""Rounds lost to a single Ctrl-C, in four loops.
+"""Rounds lost to a single Ctrl-C, in five loops.
 
 Run: ``python -m benchmarks.bench_interrupts [--runs N] [--via signal|interrupt_main]
-[--no-ray] [--json PATH]``.
+[--no-ray] [--only-tf1-chief] [--json PATH]``.
 
 Each run makes a fresh accumulator, starts its loop, and delivers one
 KeyboardInterrupt to the main thread after a random 0-20 ms (``os.kill`` of
@@ -19,6 +19,11 @@ the loop never stored it; a round is half-applied when its mean is not 1.0
   1M, 4M), two applies per take.
 - ``take over Ray``: the take loop, with the accumulator in a Ray host
   (``tfa.distributed.connect("local")``).
+- ``TF1 cluster chief``: a TF1 program's chief (worker 0) whose SUM
+  accumulator lives on its ps task (a process of its own, on a local Ray
+  cluster): a thread runs ``sess.run(apply)`` while the main thread runs
+  ``results.append(sess.run(take))``. A gradient is lost when it was applied
+  but is in no round the loop stored, nor left in the accumulator.
 
 The figures depend on timing only, never on the seed: compare two trees
 (``PYTHONPATH``) with the same ``--runs``.
@@ -33,6 +38,8 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -104,6 +111,93 @@ def one_run(
     return _tally(tfa, acc, results, gradient)
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+PS_TASK = """
+import json, sys
+import tf_accum.compat.v1 as tf
+server = tf.train.Server(json.loads(sys.argv[1]), job_name="ps", task_index=0)
+print("ready", flush=True)
+server.join()
+"""
+
+
+def tf1_chief(runs: int, via: str, rng: random.Random) -> tuple[str, int, int, int]:
+    """The TF1 cluster chief's row: gradients lost and rounds half-applied over ``runs``."""
+    import tf_accum.compat.v1 as tf
+    from tf_accum.examples import processes
+
+    spec = {"ps": [f"localhost:{_free_port()}"], "worker": [f"localhost:{_free_port()}"]}
+    ones = np.ones(4, np.float32)
+    lost = bad = 0
+    with processes.cluster("local", quiet=True) as address:
+        ps = subprocess.Popen(
+            [sys.executable, "-c", PS_TASK, json.dumps(spec)],
+            env=dict(os.environ, TF_ACCUM_RAY_ADDRESS=address),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert ps.stdout is not None and ps.stdout.readline().strip() == "ready"
+            server = tf.train.Server(spec, job_name="worker", task_index=0)
+            with tf.Graph().as_default():
+                with tf.device("/job:ps/task:0"):
+                    acc = tf.ConditionalAccumulator(
+                        tf.float32, shape=[4], reduction_type="SUM", shared_name="chief"
+                    )
+                apply = acc.apply_grad(ones, local_step=FRESH)
+                take = acc.take_grad(1)
+                left = acc.num_accumulated()
+                with tf.Session(server.target) as sess:
+                    for _ in range(runs):
+                        run_lost, run_bad = _chief_run(sess, apply, take, left, acc, via, rng)
+                        lost, bad = lost + run_lost, bad + run_bad
+        finally:
+            ps.kill()
+            ps.wait(timeout=30)
+    return ("TF1 cluster chief (gradients)", runs, lost, bad)
+
+
+def _chief_run(
+    sess: Any, apply: Any, take: Any, left: Any, acc: Any, via: str, rng: random.Random
+) -> tuple[int, int]:
+    stop = threading.Event()
+    applied = [0]
+    results: list[Any] = []
+
+    def apply_forever() -> None:
+        while not stop.is_set():
+            sess.run(apply)
+            applied[0] += 1
+
+    thread = threading.Thread(target=apply_forever, daemon=True)
+    thread.start()
+    killer = _interrupter(via, rng.uniform(0.0, 0.02))
+    try:
+        killer.start()
+        while True:
+            results.append(sess.run(take))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        killer.join()
+        _settle()
+        thread.join()
+    remaining = int(sess.run(left))
+    if remaining:
+        results.append(sess.run(acc.take_grad(remaining)))
+    bad = sum(len(set(np.asarray(r).tolist())) != 1 for r in results)
+    return applied[0] - int(sum(np.asarray(r)[0] for r in results)), bad
+
+
 def measure(runs: int, via: str, ray: bool) -> list[tuple[str, int, int, int]]:
     import tf_accum as tfa
 
@@ -160,6 +254,9 @@ def measure(runs: int, via: str, ray: bool) -> list[tuple[str, int, int, int]]:
             print(f"take over Ray: {lost} of {count} runs lost a round, {bad} half-applied")
         finally:
             ray_module.shutdown()
+        row = tf1_chief(max(runs // 4, 1), via, rng)
+        rows.append(row)
+        print(f"{row[0]}: {row[2]} lost in {row[1]} runs, {row[3]} half-applied", flush=True)
     return rows
 
 
@@ -169,8 +266,15 @@ def main() -> None:
     parser.add_argument("--via", choices=("signal", "interrupt_main"), default="signal")
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument(
+        "--only-tf1-chief", action="store_true", help="only the TF1 cluster chief, --runs runs"
+    )
     args = parser.parse_args()
-    rows = measure(args.runs, args.via, not args.no_ray)
+    if args.only_tf1_chief:
+        row = tf1_chief(args.runs, args.via, random.Random(38))
+        rows = [row]
+    else:
+        rows = measure(args.runs, args.via, not args.no_ray)
     print()
     print("| loop | runs | rounds lost | half-applied rounds |")
     print("|---|---|---|---|")

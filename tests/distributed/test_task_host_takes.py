@@ -148,3 +148,60 @@ def test_a_request_cancelled_before_it_arrives_takes_only_a_round_ready_at_once(
         assert stats["waiting"] == 0 and stats["num_accumulated"] == 0
 
     asyncio.run(scenario())
+
+
+def test_a_request_given_back_after_its_answer_puts_its_round_back() -> None:
+    """A caller whose run failed after its take's answer came (Ctrl-C as the
+    answer arrived) gives the request back: the round goes back into the
+    accumulator, counted as interrupted, and the next take gets it whole."""
+
+    async def scenario() -> None:
+        host = _Host("/job:ps/task:0")
+        requests = Requests(host)
+        handle = await requests.make()
+        await requests.apply(handle, [2, 3])
+        outcome = await asyncio.wait_for(requests.take(handle, 1), WAIT)
+        assert outcome[0] == "ok" and outcome[1][0][0].tolist() == [2, 3]
+        await host.give_back(requests.last)
+        stats = await requests.stats(handle)
+        assert stats["num_accumulated"] == 1 and stats["takes_served"] == 0
+        assert stats["takes_interrupted"] == 1
+        again = await asyncio.wait_for(requests.take(handle, 1), WAIT)
+        assert again[0] == "ok" and again[1][0][0].tolist() == [2, 3]
+        # given back twice, a request gives its round back once
+        await host.give_back(requests.last)
+        await host.give_back(requests.last)
+        stats = await requests.stats(handle)
+        assert stats["num_accumulated"] == 1 and stats["takes_interrupted"] == 2
+        # a caller's later request that takes nothing leaves its latest take kept
+        await asyncio.wait_for(requests.take(handle, 1), WAIT)
+        taken = requests.last
+        await requests.apply(handle, [1, 1])  # stale (step 1 > 0), still a request
+        await host.give_back(taken)
+        stats = await requests.stats(handle)
+        assert stats["num_accumulated"] == 1 and stats["takes_interrupted"] == 3
+
+    asyncio.run(scenario())
+
+
+def test_a_request_given_back_while_it_waits_or_before_it_comes_consumes_nothing() -> None:
+    async def scenario() -> None:
+        host = _Host("/job:ps/task:0")
+        requests = Requests(host)
+        handle = await requests.make()
+        # waiting: cancelled, consumes nothing
+        waiting = requests.take(handle, 1)
+        await until(lambda: host._takes_waiting == 1)
+        await host.give_back(requests.last)
+        assert await asyncio.wait_for(waiting, WAIT) == ("failed", 0, CANCELLED)
+        # given back before it came: a round ready at once is served, then goes back
+        await requests.apply(handle, [4, 5])
+        await host.give_back(f"caller/{requests.count + 1}")
+        outcome = await asyncio.wait_for(requests.take(handle, 1), WAIT)
+        assert outcome[0] == "ok"
+        stats = await requests.stats(handle)
+        assert stats["num_accumulated"] == 1 and stats["takes_served"] == 0
+        assert stats["takes_interrupted"] == 1 and stats["waiting"] == 0
+        assert not host._abandoned and not host._early_give_backs
+
+    asyncio.run(scenario())

@@ -646,3 +646,32 @@ def test_cheap_ops_between_ops_of_one_ps_task_run_there_with_their_values_and_er
         sess.run(bad)  # as in one process
     assert raised.value.op is not None and raised.value.op.type == "Fill"
     assert sess.run(size) == 2  # nothing enqueued
+
+
+def test_a_fetched_take_goes_back_when_its_run_fails_after_the_answer(task, monkeypatch) -> None:
+    """Ctrl-C landing as a take's answer arrives, before Session.run returns it:
+    the round goes back on the ps task (as a take in one process does), and the
+    next take gets it whole. A take whose value an op on the ps task used (the
+    variable's update) is not given back: the update happened."""
+    from tf_accum.graph.remote_run import ClusterSession
+
+    spec = cluster_of(ps=1, workers=1)
+    _server, m, sess = chief_of(task, spec)
+    absorb = ClusterSession._absorb
+
+    def interrupted(self: Any, *args: Any) -> Any:
+        absorb(self, *args)
+        raise KeyboardInterrupt
+
+    for fetches, goes_back in ((m.take, True), ([m.take, m.update], False)):
+        sess.run(m.apply, {m.grad: [5, 1]})
+        monkeypatch.setattr(ClusterSession, "_absorb", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            sess.run(fetches, {m.num_required: 1}, options=RUN_BOUND)
+        monkeypatch.setattr(ClusterSession, "_absorb", absorb)
+        if goes_back:
+            wait_until(lambda: sess.run(m.count) == 1)  # the give-back is a message on its way
+            assert sess.run(m.take, {m.num_required: 1}).tolist() == [5, 1]
+        else:
+            assert sess.run(m.total).tolist() == [5, 1]
+        assert sess.run(m.count) == 0

@@ -134,6 +134,9 @@ class _Request:
     # the pieces to ask its answer in (learnt from the last answer: a run's answers
     # are the same size from run to run)
     answer_pieces: list[int]
+    # it takes from accumulators, and the run only fetches what they take: if the run
+    # fails, the rounds go back (see TaskHost.give_back)
+    gives_back: bool
 
 
 # A request waiting for its answer: (task, ops, request id, link, cancellation key, request).
@@ -247,23 +250,31 @@ class ClusterSession:
                         values[op.outputs[0]] = handle
                         done.add(op)
             generation = self._generation
-        with using_table(session.table), cancelled_by(cancellation):
-            if route is not None:
-                self._replay(route, plan, placed, values, done, run, fed)
-                return values
-            start = tuple((op, op.outputs[0]) for op in plan.ops if op in done)
-            actions: list[_Action] = []
-            while len(done) < len(plan.ops):
-                ran = self._run_local(plan, placed, values, done, run, fed, False, actions)
-                batches = self._collect(plan, placed, done)
-                batches = _deferred(plan, placed, done, _ahead_of_waits(plan, placed, batches))
-                if batches:
-                    actions.append(("send", batches))
-                    self._send(batches, plan, placed, values, done, deadline, cancellation)
-                elif not ran and not self._run_local(
-                    plan, placed, values, done, run, fed, True, actions
-                ):
-                    raise errors.InternalError(None, None, "A run could not make progress")
+        # requests sent whose takes go back if the run fails
+        answered: list[tuple[TaskLink, str]] = []
+        try:
+            with using_table(session.table), cancelled_by(cancellation):
+                if route is not None:
+                    self._replay(route, plan, placed, values, done, run, fed, answered)
+                    return values
+                start = tuple((op, op.outputs[0]) for op in plan.ops if op in done)
+                actions: list[_Action] = []
+                while len(done) < len(plan.ops):
+                    ran = self._run_local(plan, placed, values, done, run, fed, False, actions)
+                    batches = self._collect(plan, placed, done)
+                    batches = _deferred(plan, placed, done, _ahead_of_waits(plan, placed, batches))
+                    if batches:
+                        actions.append(("send", batches))
+                        self._send(
+                            batches, plan, placed, values, done, deadline, cancellation, answered
+                        )
+                    elif not ran and not self._run_local(
+                        plan, placed, values, done, run, fed, True, actions
+                    ):
+                        raise errors.InternalError(None, None, "A run could not make progress")
+        except BaseException:
+            _give_back(answered)
+            raise
         actions = self._without_inline_constants(plan, placed, actions)
         with self._lock:
             if len(self._routes) > 256:
@@ -312,11 +323,14 @@ class ClusterSession:
         done: set[Operation],
         run: RunContext,
         fed: dict[Tensor, Any],
+        answered: list[tuple[TaskLink, str]],
     ) -> None:
         """Take ``route``'s actions again (see ``_Route``)."""
         for kind, what in route.actions:
             if kind == "send":
-                self._send(what, plan, placed, values, done, run.deadline, run.cancellation)
+                self._send(
+                    what, plan, placed, values, done, run.deadline, run.cancellation, answered
+                )
                 continue
             for op in what:
                 _run_here(op, values, done, run, fed)
@@ -385,7 +399,9 @@ class ClusterSession:
                 (op, op.outputs, op.type in NODE_SPECS and NODE_SPECS[op.type].constructor)
                 for op in ops
             )
-            found = _Request(plan, blob, tuple(slots), outputs, [1])
+            takes = [op for op in ops if op.type.endswith("AccumulatorTakeGradient")]
+            gives_back = bool(takes) and not any(plan.consumers[op] for op in takes)
+            found = _Request(plan, blob, tuple(slots), outputs, [1], gives_back)
             with self._lock:
                 if len(self._requests) > 256:
                     self._requests.clear()
@@ -413,6 +429,7 @@ class ClusterSession:
         done: set[Operation],
         deadline: float | None,
         cancellation: Cancellation,
+        answered: list[tuple[TaskLink, str]],
     ) -> None:
         import ray
 
@@ -434,6 +451,10 @@ class ClusterSession:
                         raise copy_error(cancellation.error)
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 made, sent = self._request(plan, task, ops, values)
+                if made.gives_back:
+                    # before it is sent: Ctrl-C may land inside Ray's submit, or as the
+                    # answer arrives, before the run has stored it
+                    answered.append((link, request))
                 life = link.life_once()
                 with self._lock:
                     known = self._known.setdefault(task, link.instance)
@@ -503,10 +524,12 @@ class ClusterSession:
 
     @staticmethod
     def _cancel_all(pending: dict[Any, _Pending]) -> None:
+        """Cancel the blocking requests still waiting for their answers; those that
+        give back are left to the run's ``_give_back`` (every path here fails the run)."""
         if exiting():
             return  # the hosts withdraw an ended process's takes themselves
-        for _task, ops, request, link, _key, _made in pending.values():
-            if any(op.blocking for op in ops):
+        for _task, ops, request, link, _key, made in pending.values():
+            if not made.gives_back and any(op.blocking for op in ops):
                 with contextlib.suppress(Exception):
                     link.actor.cancel.remote(request)
 
@@ -730,6 +753,16 @@ def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]
             link.actor.cancel.remote(request)
 
     return cancel
+
+
+def _give_back(answered: list[tuple[TaskLink, str]]) -> None:
+    """A run failed (Ctrl-C, say) after sending these requests: their takes' rounds,
+    which only the run fetched, go back (see ``TaskHost.give_back``)."""
+    if exiting():
+        return  # the hosts withdraw an ended process's takes themselves
+    for link, request in answered:
+        with contextlib.suppress(Exception):
+            link.actor.give_back.remote(request)
 
 
 def _move_to_hosts(plan: Plan, remote: dict[Operation, Task]) -> None:

@@ -66,6 +66,10 @@ REMEMBERED_CANCELS = 10_000
 # Decoded requests kept (by their pickled steps): a session sends the same few each run.
 DECODED_REQUESTS = 1024
 
+# A request's served takes are kept for a give-back (see TaskHost.cancel) when their
+# outputs are no larger than this: a kept round holds its buffers until it is replaced.
+GIVE_BACK_MAX_BYTES = 1 << 20
+
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
 ENQUEUE_CANCELLED = Failure("CancelledError", "Enqueue operation was cancelled")
 
@@ -98,14 +102,19 @@ class _Waiter:
 
 class _Take:
     """A request's take waiting as an attempt in its accumulator's queue: the
-    future the attempt's callback completes."""
+    future the attempt's callback completes, and the request's list of served takes."""
 
-    __slots__ = ("accumulator", "attempt", "future")
+    __slots__ = ("accumulator", "attempt", "future", "served")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, served: list[_Served] | None) -> None:
         self.future: asyncio.Future[None] = loop.create_future()
         self.accumulator: AccumulatorBase[Any] | None = None
         self.attempt: TakeAttempt[Any] | None = None
+        self.served = served
+
+
+# A take a request was served: its accumulator, its attempt, the bytes of its outputs.
+_Served = tuple[AccumulatorBase[Any], TakeAttempt[Any], int]
 
 
 class _Host:
@@ -149,6 +158,15 @@ class _Host:
         # per accumulator handle, the local step each replica (the task label of the
         # session that applied) last applied a gradient with: what a wait report says
         self._contributions: dict[int, dict[str, int]] = collections.defaultdict(dict)
+        # per request running, the takes it was served so far
+        self._served: dict[Cancellation, list[_Served]] = {}
+        # per caller, its latest answered request whose takes could still go back:
+        # (request, its served takes)
+        self._delivered: dict[str, tuple[str, list[_Served]]] = {}
+        # requests running whose callers gave them up, and those given up before they
+        # came (calls are not ordered): their takes go back once they have run
+        self._abandoned: set[str] = set()
+        self._early_give_backs: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.requests = 0
 
     async def ping(self) -> tuple[str, int, str]:
@@ -246,6 +264,7 @@ class _Host:
         for task, holder in list(self._holders.items()):
             if holder[0] == caller:
                 del self._holders[task]
+        self._delivered.pop(caller, None)
         self._lives.forget(caller)
 
     # --- requests -------------------------------------------------------------------
@@ -285,20 +304,47 @@ class _Host:
         if request in self._early_cancels:
             del self._early_cancels[request]
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
+        if request in self._early_give_backs:
+            del self._early_give_backs[request]
+            self._abandoned.add(request)
+            cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
-        outcome = self._execute(session, steps, values, deadline, cancellation)
-        self._wake()  # what it enqueued or dequeued may let waiting queue ops go on
-        if outcome[0] != "pending":
-            return outcome
-        self._running[request] = cancellation
-        self._callers[request] = caller
+        served: list[_Served] = []
+        self._served[cancellation] = served
         try:
-            return await self._wait_and_go_on(
-                session, steps, values, deadline, cancellation, outcome[1], outcome[2]
-            )
+            outcome = self._execute(session, steps, values, deadline, cancellation)
+            self._wake()  # what it enqueued or dequeued may let waiting queue ops go on
+            if outcome[0] == "pending":
+                self._running[request] = cancellation
+                self._callers[request] = caller
+                try:
+                    outcome = await self._wait_and_go_on(
+                        session, steps, values, deadline, cancellation, outcome[1], outcome[2]
+                    )
+                finally:
+                    self._running.pop(request, None)
+                    self._callers.pop(request, None)
         finally:
-            self._running.pop(request, None)
-            self._callers.pop(request, None)
+            del self._served[cancellation]
+            if request in self._abandoned:
+                self._abandoned.discard(request)
+                for accumulator, attempt, _ in served:
+                    accumulator.cancel(attempt, INTERRUPTED)
+                served.clear()
+        if served:
+            self._keep_for_give_back(caller, request, served)
+        return outcome
+
+    def _keep_for_give_back(self, caller: str, request: str, served: list[_Served]) -> None:
+        """Keep ``request``'s served takes as ``caller``'s latest (replacing the one
+        before), if they are small and every round could still go back: a failed
+        request's too (the caller's run fails, and gives them back)."""
+        if sum(size for _, _, size in served) > GIVE_BACK_MAX_BYTES or not all(
+            accumulator.can_give_back(attempt) for accumulator, attempt, _ in served
+        ):
+            self._delivered.pop(caller, None)
+            return
+        self._delivered[caller] = (request, served)
 
     def _steps(self, blob: bytes) -> list[Any]:
         """A request's steps, decoded (their SLOT sources read the request's values)."""
@@ -420,9 +466,12 @@ class _Host:
         try:
             # served, or cancelled (the request was, its caller died, or the accumulator
             # was destroyed): collecting raises the error it was cancelled with
-            outputs.append(_take_outputs(step, accumulator, accumulator.collect(attempt)))
+            found = _take_outputs(step, accumulator, accumulator.collect(attempt))
         except errors.OpError as error:
             return ("failed", index, Failure.of(error))
+        outputs.append(found)
+        if take.served is not None:
+            take.served.append((accumulator, attempt, _nbytes(found)))
         return None
 
     def _wake(self) -> None:
@@ -461,6 +510,27 @@ class _Host:
         if len(self._early_cancels) > REMEMBERED_CANCELS:
             self._early_cancels.popitem(last=False)
 
+    async def give_back(self, request: str) -> None:
+        """The caller's run failed (Ctrl-C, say) and will not read ``request``'s
+        answer, whose takes only it fetched: their rounds go back (see
+        ``Rounds.cancel``), counted as interrupted. A request still waiting is
+        cancelled, and what it was served goes back once it stops; one answered
+        goes back if it is its caller's latest kept (see _keep_for_give_back); one
+        not come yet is cancelled when it comes, and gives back what it is served."""
+        if request in self._running:
+            self._abandoned.add(request)
+            self._cancel_now(request)
+            return
+        for caller, (answered, served) in list(self._delivered.items()):
+            if answered == request:
+                del self._delivered[caller]
+                for accumulator, attempt, _ in served:
+                    accumulator.cancel(attempt, INTERRUPTED)
+                return
+        self._early_give_backs[request] = None
+        if len(self._early_give_backs) > REMEMBERED_CANCELS:
+            self._early_give_backs.popitem(last=False)
+
     def _cancel_now(self, request: str) -> None:
         found = self._running.get(request)
         if found is not None:
@@ -474,6 +544,7 @@ class _Host:
             self._made.clear()
             self._private.clear()
         self._contributions.clear()
+        self._delivered.clear()
         for handle in self._table.live_handles():
             self._table.destroy(handle, ignore_lookup_error=True)
         self._variables.clear()
@@ -558,7 +629,8 @@ class _Host:
         inputs = inputs_of(step.sources, outputs, slots)
         arguments = step.arguments(inputs)
         arguments.update(step.attrs)
-        take = _Take(asyncio.get_running_loop())
+        served = self._served.get(cancellation)
+        take = _Take(asyncio.get_running_loop(), served)
         cancelled = cancellation.cancelled
         accumulator, attempt = take_attempt(
             step.op_type,
@@ -567,7 +639,10 @@ class _Host:
             **arguments,
         )
         if attempt.done:
-            return _take_outputs(step, accumulator, accumulator.collect(attempt))
+            found = _take_outputs(step, accumulator, accumulator.collect(attempt))
+            if served is not None:
+                served.append((accumulator, attempt, _nbytes(found)))
+            return found
         if cancelled:
             accumulator.cancel(attempt, CANCELLED_REASON)
             assert cancellation.error is not None
@@ -739,6 +814,10 @@ def _take_outputs(step: RawStep, accumulator: AccumulatorBase[Any], result: Any)
     return (*found, int(stats["stale"] or 0), int(stats["global_step"] or 0))
 
 
+def _nbytes(outputs: tuple[Any, ...]) -> int:
+    return sum(int(getattr(value, "nbytes", 0)) for value in outputs)
+
+
 def _wake_future(future: asyncio.Future[None]) -> None:
     """A take attempt's callback (under its accumulator's lock, maybe on another
     thread): complete ``future`` on its event loop."""
@@ -815,6 +894,10 @@ class TaskHost:
     async def cancel(self, request: str) -> None:
         """Cancel a request's waiting takes (CancelledError; they consume nothing)."""
         await self._host.cancel(request)
+
+    async def give_back(self, request: str) -> None:
+        """See ``_Host.give_back``."""
+        await self._host.give_back(request)
 
     async def reset(self) -> None:
         """Drop everything: waiting takes are cancelled, accumulators destroyed, variables gone."""
