@@ -121,11 +121,14 @@ def test_a_delivery_keeps_what_its_call_returned_and_nested_calls_join_the_outer
     acc = tfa.compat.v1.ConditionalAccumulator(F32, shape=[4], reduction_type="SUM")
     acc.apply_grad(np.ones(4, np.float32), local_step=FRESH)
     taken = delivery.open_delivery()
-    try:
-        np.testing.assert_array_equal(acc.take_grad(1), np.ones(4, np.float32))
-        assert len(taken) == 1  # the compat call and its raw op joined this one
-    finally:
-        delivery.give_back(taken)  # as when the outer call fails after the take
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            np.testing.assert_array_equal(acc.take_grad(1), np.ones(4, np.float32))
+            assert len(taken) == 1  # the compat call and its raw op joined this one
+            raise KeyboardInterrupt  # the outer call is interrupted after the take
+        except BaseException:
+            delivery.give_back(taken)
+            raise
     assert int(acc.num_accumulated()) == 1
     stats = tfa.accumulator_stats(acc.accumulator_ref)
     assert (stats["takes_served"], stats["takes_interrupted"]) == (0, 1)
