@@ -1,4 +1,4 @@
-"""Rounds lost to a single Ctrl-C, in five loops.
+"""Rounds lost to a single Ctrl-C, in six loops.
 
 Run: ``python -m benchmarks.bench_interrupts [--runs N] [--via signal|interrupt_main]
 [--no-ray] [--only-tf1-chief] [--json PATH]``.
@@ -19,6 +19,9 @@ the loop never stored it; a round is half-applied when its mean is not 1.0
   1M, 4M), two applies per take.
 - ``take over Ray``: the take loop, with the accumulator in a Ray host
   (``tfa.distributed.connect("local")``).
+- ``Session.run take loop``: in one process, a thread runs
+  ``sess.run(apply)`` while the main thread runs
+  ``results.append(sess.run(take))`` (SUM; counted in gradients, as below).
 - ``TF1 cluster chief``: a TF1 program's chief (worker 0) whose SUM
   accumulator lives on its ps task (a process of its own, on a local Ray
   cluster): a thread runs ``sess.run(apply)`` while the main thread runs
@@ -127,6 +130,22 @@ server = tf.train.Server(json.loads(sys.argv[1]), job_name="ps", task_index=0)
 print("ready", flush=True)
 server.join()
 """
+
+
+def session_chief(runs: int, via: str, rng: random.Random) -> tuple[str, int, int, int]:
+    """The one-process Session.run row: gradients lost and rounds half-applied."""
+    import tf_accum.compat.v1 as tf
+
+    lost = bad = 0
+    with tf.Graph().as_default():
+        acc = tf.ConditionalAccumulator(tf.float32, shape=[4], reduction_type="SUM")
+        apply = acc.apply_grad(np.ones(4, np.float32), local_step=FRESH)
+        take, left = acc.take_grad(1), acc.num_accumulated()
+        with tf.Session() as sess:
+            for _ in range(runs):
+                run_lost, run_bad = _chief_run(sess, apply, take, left, acc, via, rng)
+                lost, bad = lost + run_lost, bad + run_bad
+    return ("Session.run take loop (gradients)", runs, lost, bad)
 
 
 def tf1_chief(runs: int, via: str, rng: random.Random) -> tuple[str, int, int, int]:
@@ -238,6 +257,9 @@ def measure(runs: int, via: str, ray: bool) -> list[tuple[str, int, int, int]]:
             lost, bad = lost + run_lost, bad + run_bad
         rows.append((label, count, lost, bad))
         print(f"{label}: {lost} of {count} runs lost a round, {bad} half-applied", flush=True)
+    row = session_chief(max(runs // 2, 1), via, rng)
+    rows.append(row)
+    print(f"{row[0]}: {row[2]} lost in {row[1]} runs, {row[3]} half-applied", flush=True)
     if ray:
         tfa.distributed.connect("local", object_store_memory=1 << 28, log_to_driver=False)
         import ray as ray_module

@@ -139,3 +139,78 @@ def test_a_delivery_keeps_what_its_call_returned_and_nested_calls_join_the_outer
     assert int(acc.num_accumulated()) == 0
     assert tfa.accumulator_stats(acc.accumulator_ref)["takes_served"] == 1
     assert getattr(delivery._local, "open", None) is None  # nothing is left open
+
+
+@pytest.mark.parametrize("takes", [1, 2], ids=["sequential", "scheduled"])
+def test_an_exception_at_any_line_of_a_session_run_fetching_takes_gives_the_rounds_back(
+    takes: int,
+) -> None:
+    """A ``Session.run`` that only fetches what its takes take (one take: run in
+    order; two: by the dataflow scheduler): raise at every line of tf_accum it
+    runs, in turn: it returns the rounds, or they stay for the next run."""
+    tf = tfa.compat.v1
+    with tf.Graph().as_default() as graph:
+        accs = [
+            tf.ConditionalAccumulator(F32, shape=[4], reduction_type="SUM") for _ in range(takes)
+        ]
+        applies = [acc.apply_grad(tf.ones([4]), local_step=FRESH) for acc in accs]
+        fetch = [acc.take_grad(1) for acc in accs]
+        counts = [acc.num_accumulated() for acc in accs]
+    with tf.Session(graph=graph) as sess:
+        sess.run(counts)  # the accumulators exist before the walk
+        states: list[Any] = [sess.table.lookup(h) for h in sess.table.live_handles()]
+        lines = 0
+        for k in range(1, 2000):
+            sess.run(applies)
+            where: list[str] = []
+            sys.settrace(_inject_anywhere(k, where))
+            try:
+                taken: Any = sess.run(fetch)
+            except _Injected:
+                taken = None
+            finally:
+                sys.settrace(None)
+            left = sess.run(counts)
+            if taken is not None:
+                assert [t.tolist() for t in taken] == [[1.0] * 4] * takes and left == [0] * takes
+                lines = k
+                break
+            lost = [n for n in left if n != 1]
+            assert not lost or where[0] in _HAND_OVER, f"line {k}: lost in {where}"
+            assert all(_lock_is_free(state) and state.num_waiting() == 0 for state in states)
+            for acc, n in zip(accs, left, strict=True):
+                if n:
+                    sess.run(acc.take_grad(1))
+        assert lines > 20  # it really walked through the code
+
+
+def test_a_session_run_whose_take_feeds_another_op_does_not_give_the_round_back() -> None:
+    """The take's value went into the variable: failing after that, the run keeps
+    the round taken (giving it back would count the gradient twice)."""
+    tf = tfa.compat.v1
+    with tf.Graph().as_default() as graph:
+        acc = tf.ConditionalAccumulator(F32, shape=[4], reduction_type="SUM")
+        total = tf.Variable(tf.zeros([4]))
+        apply = acc.apply_grad(tf.ones([4]), local_step=FRESH)
+        update = total.assign_add(acc.take_grad(1))
+        count = acc.num_accumulated()
+    with tf.Session(graph=graph) as sess:
+        sess.run(total.initializer)
+        sess.run(apply)
+        from tf_accum.graph import session as session_module
+
+        real = session_module._result
+        calls: list[int] = []
+
+        def failing(*args: Any) -> Any:
+            calls.append(1)
+            raise KeyboardInterrupt
+
+        session_module._result = failing  # type: ignore[assignment]
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                sess.run(update)
+        finally:
+            session_module._result = real
+        assert calls and sess.run(count) == 0
+        assert sess.run(total).tolist() == [1.0] * 4

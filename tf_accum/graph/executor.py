@@ -14,7 +14,9 @@ run's thread, which collects the round and goes on with the take's consumers.
 The run's thread also withdraws a take whose own ``timeout`` has passed, and,
 when the run stops (its deadline, a failed op, a closing session, Ctrl-C),
 every attempt it has not collected, in ``finally``: a round served to it
-goes back.
+goes back. One it collected goes back too when the run fails before
+Session.run returns, if the run only fetches what its takes take
+(``Plan.takes_go_back``; see Session.run).
 
 Other blocking ops (queue ops, a take on an accumulator in another process)
 hold a thread while they wait, so those threads are bounded: they share at
@@ -41,9 +43,10 @@ from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.accumulators.delivery import joined
 from tf_accum.accumulators.interrupts import interruptible
 from tf_accum.accumulators.uninterrupted import start_thread
-from tf_accum.raw_ops.take_attempts import StartedTake
+from tf_accum.raw_ops.take_attempts import TAKE_OPS, StartedTake
 from tf_accum.resources import using_table
 
 if TYPE_CHECKING:
@@ -104,6 +107,9 @@ class Plan:
     calls: tuple[tuple[Operation, tuple[Tensor, ...], tuple[Tensor, ...]], ...] | None = None
     # whether an op to call also has a fed output (which the run must not overwrite)
     feeds_outputs: bool = True
+    # it takes from accumulators and only fetches what they take: if the run fails,
+    # their rounds can go back (see Session.run)
+    takes_go_back: bool = False
 
 
 def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> Plan:
@@ -154,7 +160,13 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
         FixedValues(fixed),
         calls,
         any(t in fed for _, _, outputs in calls for t in outputs),
+        _takes_go_back(order, consumers),
     )
+
+
+def _takes_go_back(order: list[Operation], consumers: dict[Operation, list[Operation]]) -> bool:
+    takes = [op for op in order if op.type in TAKE_OPS]
+    return bool(takes) and not any(consumers[op] for op in takes)
 
 
 # source ops whose kernels return one fixed value, whatever the run
@@ -455,13 +467,16 @@ class _Scheduler:
         if error is not None:
             raise error
         if outputs is None:  # a take attempt's callback: served or cancelled
+            started = self.attempts[op]
             try:
-                outputs = self.attempts[op].collect()
+                outputs = started.collect()
             except errors.OpError as failure:
                 if failure.op is None:
                     failure._op = op
                 raise
             self._complete(op, outputs)
+            # the run's delivery gives it back from here, if it has one (see Session.run)
+            joined(started.accumulator, started.attempt)
             del self.attempts[op]  # last: until here a failed run gives the round back
             return
         self._complete(op, outputs)
