@@ -90,7 +90,7 @@ def test_takes_wait_counted_by_their_accumulator_and_withdrawn_ones_consume_noth
         await until(lambda: host._takes_waiting == 1)
         stats = await requests.stats(handle)
         assert stats["waiting"] == 1 and stats["head_num_required"] == 2
-        assert (await host.census())["waiting"] == 1
+        assert (await host.counts())["waiting"] == 1
         # out of time behind the first: withdrawn, counted as timed out
         late = await requests.take(handle, 1, remaining=0.05)
         assert late == ("failed", 0, TIMED_OUT)
@@ -125,7 +125,7 @@ def test_a_take_waiting_when_its_accumulator_is_destroyed_fails_and_the_host_for
         await until(lambda: host._takes_waiting == 1)
         await host.reset()
         assert await asyncio.wait_for(waiting, WAIT) == ("failed", 0, CANCELLED)
-        assert (await host.census())["waiting"] == 0
+        assert (await host.counts())["waiting"] == 0
 
     asyncio.run(scenario())
 

@@ -295,7 +295,7 @@ class ClusterRuntime:
         """The host's counts (requests run, accumulators, variables): for tests."""
         import ray
 
-        found: dict[str, int] = ray.get(self.host(job, task).actor.census.remote())
+        found: dict[str, int] = ray.get(self.host(job, task).actor.counts.remote())
         return found
 
     def reset(self) -> None:

@@ -175,7 +175,7 @@ class _Host:
 
         return self._instance, os.getpid(), ray.get_runtime_context().get_node_id()
 
-    async def census(self) -> dict[str, int]:
+    async def counts(self) -> dict[str, int]:
         """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
         handles = self._table.live_handles()
         waiting = self._takes_waiting + sum(len(queue) for queue in self._queues.values())
@@ -861,9 +861,9 @@ class TaskHost:
         """(instance, process id, node id)."""
         return await self._host.ping()
 
-    async def census(self) -> dict[str, int]:
+    async def counts(self) -> dict[str, int]:
         """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
-        return await self._host.census()
+        return await self._host.counts()
 
     async def hold(self, caller: str) -> None:
         """Never returns while ``caller`` lives (its result is the caller's life token)."""
