@@ -36,7 +36,7 @@ from tf_accum.accumulators.attempts import SERVED, TakeAttempt
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings
-from tf_accum.distributed.caller_liveness import CallerLives
+from tf_accum.distributed.caller_liveness import CallerLiveness
 from tf_accum.distributed.placement import Placement
 from tf_accum.distributed.wire import CANCELLED, MISSING, RESTARTED, TIMED_OUT, WITHDRAWN, Failure
 from tf_accum.resources.errors import shared_spec_conflict
@@ -135,7 +135,7 @@ class AccumulatorHost:
         # per caller, its latest delivered round that could still go back:
         # (attempt id, entry, attempt)
         self._delivered: dict[str, tuple[str, _Entry, TakeAttempt[Any]]] = {}
-        self._caller_liveness = CallerLives(self._caller_died)
+        self._caller_liveness = CallerLiveness(self._caller_died)
         self._mappings = HostMappings()
 
     async def placement(self) -> Placement | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-class CallerLives:
+class CallerLiveness:
     """The life tokens a host actor holds and watches, by caller id."""
 
     def __init__(self, on_death: Callable[[str], None]) -> None:

@@ -39,7 +39,7 @@ from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
 from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
-from tf_accum.distributed.caller_liveness import CallerLives
+from tf_accum.distributed.caller_liveness import CallerLiveness
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
 from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
 from tf_accum.graph.host_steps import (
@@ -145,7 +145,7 @@ class _Host:
         self._running: dict[str, Cancellation] = {}
         self._callers: dict[str, str] = {}  # request -> caller
         self._early_cancels: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._lives = CallerLives(self._caller_died)
+        self._lives = CallerLiveness(self._caller_died)
         # requests waiting, in arrival order, per line (see _line_of): a queue's
         # dequeues, a queue's enqueues and closes (takes wait in their accumulators)
         self._queues: dict[int, collections.deque[_Waiter]] = {}
