@@ -3,8 +3,8 @@
 The simple paths: a float16/bfloat16 sum is ``np.add(total, gradient,
 out=total)`` in the narrow dtype after a copy of the first gradient; large
 adds, divisions and copies are one numpy call each. The thresholds and chunk
-sizes are lowered here so that small arrays cross them (several chunks, several
-threads, sizes on either side of each threshold).
+sizes are lowered here so that small arrays cross them (several chunks, sizes
+on either side of each threshold).
 """
 
 from __future__ import annotations
@@ -49,8 +49,6 @@ def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6)
     with (
         mock.patch.object(float32_shadow, "CHUNK", chunk),
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", narrow_min),
-        mock.patch.object(float32_shadow, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
-        mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(division, "RECIPROCAL_MIN_ELEMENTS", 1),
         mock.patch.object(pool, "WORKERS", max(pool.WORKERS, 2)),
@@ -150,35 +148,6 @@ def test_half_overflow_found_by_the_bound_check() -> None:
     expected = simple_sum([values[0], values[0], values[1]])
     assert np.isinf(taken[0]) and np.isneginf(taken[3])
     np.testing.assert_array_equal(taken.view(np.uint16), expected.view(np.uint16))
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    dtype=st.sampled_from(
-        [np.float32, np.float64, np.int8, np.uint16, np.complex64, np.float16, ml_dtypes.bfloat16]
-    ),  # fmt: skip
-    shape=st.sampled_from([(5,), (6,), (7,), (13,), (2, 3), (1, 9), (4, 3)]),
-    seed=st.integers(0, 2**32 - 1),
-    strided=st.booleans(),
-)
-def test_threaded_add_divide_and_copy_match_one_call(dtype, shape, seed, strided) -> None:
-    rng = np.random.default_rng(seed)
-    big = rng.standard_normal((*shape[:-1], shape[-1] * 2)) * 100
-    source = (big[..., ::2] if strided else big[..., : shape[-1]]).astype(dtype)
-    gradient = rng.standard_normal(shape).astype(dtype)
-    expected = np.array(source, copy=True)
-    with np.errstate(all="ignore"):
-        np.add(expected, gradient, out=expected)
-        divided = np.divide(expected, np.asarray(3).astype(expected.dtype))
-    with small_thresholds(parallel_min=2):
-        copied = pool.parallel_copy(source, np.dtype(dtype))
-        pool.add_in_place(copied, gradient)
-        summed = copied.copy()
-        if np.dtype(dtype).kind not in "iu":
-            division.divide_in_place(copied, 3)
-            np.testing.assert_array_equal(copied.view(np.uint8), divided.view(np.uint8))
-    assert copied.flags.c_contiguous and copied.dtype == dtype
-    np.testing.assert_array_equal(summed.view(np.uint8), expected.view(np.uint8))
 
 
 FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
@@ -342,13 +311,16 @@ def test_no_private_numpy_names() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_gets_a_working_pool() -> None:
+    def add_one(part: np.ndarray[Any, Any]) -> None:
+        part += 1
+
     with small_thresholds(parallel_min=2):
         total = np.zeros(64, np.float32)
-        pool.add_in_place(total, np.ones(64, np.float32))  # the parent's pool exists
+        pool.split_elementwise(add_one, (total,), 2)  # the parent's pool exists
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             try:
-                pool.add_in_place(total, np.ones(64, np.float32))
+                pool.split_elementwise(add_one, (total,), 2)
                 os._exit(0 if bool(np.all(total == 2)) else 1)
             finally:
                 os._exit(2)

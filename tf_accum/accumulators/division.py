@@ -22,7 +22,6 @@ import numpy as np
 
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.float_errors import ignoring_float_errors
-from tf_accum.accumulators.pool import split_elementwise
 from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]
@@ -35,9 +34,6 @@ RECIPROCAL_MIN_ELEMENTS = 1 << 16
 # (Ctrl-C) before; a larger one is divided where it is (a copy into fresh
 # memory costs more than the division), and is the take's from then on.
 COPY_MAX_BYTES = 1 << 20
-# From this many elements the compiled float16/bfloat16 division runs on the
-# thread pool (benchmarks/bench_half_kernel.py).
-NARROW_DIVIDE_PARALLEL = 1_000_000
 
 
 def count_in(dtype: np.dtype[Any], counts: Any) -> Array:
@@ -111,21 +107,14 @@ def divide_in_place(
     small = total.size < RECIPROCAL_MIN_ELEMENTS
     reciprocal = None if compiled is not None or small else exact_reciprocal(divisor)
 
-    def divide(part: Array) -> None:
-        # each thread has its own floating-point error state
-        if reciprocal is None:
-            ignoring_float_errors(np.divide, part, divisor, out=part)
-        else:
-            ignoring_float_errors(np.multiply, part, reciprocal, out=part)
-
     if before_writing is not None:
         before_writing()
     if compiled is not None:
-        split_elementwise(compiled, (total.reshape(-1).view(np.uint16),), NARROW_DIVIDE_PARALLEL)
-    elif divisor.ndim == 0:
-        split_elementwise(divide, (total,))
+        compiled(total.reshape(-1).view(np.uint16))
+    elif reciprocal is None:
+        ignoring_float_errors(np.divide, total, divisor, out=total)
     else:
-        divide(total)
+        ignoring_float_errors(np.multiply, total, reciprocal, out=total)
     return total
 
 
