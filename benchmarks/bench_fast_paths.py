@@ -8,13 +8,11 @@ same row when it is installed; figures are medians. A path is kept where it
 buys at least 1.3x on its row (docs/performance.md):
 
 - the float32 image of a float16/bfloat16 sum, with the compiled loops (the
-  ``fast`` extra; a MEAN take narrowing and dividing it in one pass, or one
-  after the other), with numpy's passes instead (no numba), and without both
-  (numpy's and ml_dtypes' own narrow adds and divisions);
+  ``fast`` extra), with numpy's passes instead (no numba), and without both
+  (numpy's and ml_dtypes' own narrow adds; a MEAN's division compiled or not);
 - the helper thread that runs an add of several calls applied from the main
-  thread (numpy's passes), against running it where it is;
-- a round's first gradient copied into the buffer of a dropped result;
-- a MEAN of a power of two multiplying by its exact reciprocal.
+  thread (numpy's passes), against running it where it is (it buys no speed:
+  it keeps such an add whole when Ctrl-C lands, see docs/interrupts.md).
 """
 
 from __future__ import annotations
@@ -29,14 +27,7 @@ from typing import Any
 import tf_accum as tfa
 from benchmarks import bench_table as table
 from benchmarks.harness import command_line, fmt_time, load_tensorflow, print_table
-from tf_accum.accumulators import (
-    dense,
-    division,
-    float32_shadow,
-    half_kernel,
-    running_sum,
-    uninterrupted,
-)
+from tf_accum.accumulators import dense, half_kernel, running_sum, uninterrupted
 
 NEVER = 2**62
 NO_NUMBA = ((half_kernel.LOADER, "kernels", None), (half_kernel.LOADER, "tried", True))
@@ -44,10 +35,6 @@ NO_IMAGE = ((running_sum, "NARROW_MIN_ELEMENTS", NEVER),)
 _ELSEWHERE = types.SimpleNamespace(**vars(threading))
 _ELSEWHERE.main_thread = lambda: None  # every caller looks like another thread
 NO_HELPER = ((dense, "threading", _ELSEWHERE), (uninterrupted, "threading", _ELSEWHERE))
-# a MEAN take of the float32 image narrows it, then divides (not in one pass)
-NO_FUSED_DIVISION = ((float32_shadow.Float32ShadowSum, "divided", lambda self, count: None),)
-NO_RECYCLING = ((dense, "RECYCLING", False),)
-NO_RECIPROCAL = ((division, "RECIPROCAL_MIN_ELEMENTS", NEVER),)
 
 Change = tuple[Any, str, Any]
 
@@ -137,8 +124,6 @@ def narrow_rows(tf: Any, repeat: int) -> list[list[str]]:
         four = table.repeat_calls(acc.apply, 4)
         cases = [
             Case("float32 image, compiled loops", table.Timed(acc.take, setup=four)),
-            Case("float32 image, compiled loops, narrowed then divided",
-                 table.Timed(acc.take, setup=four), NO_FUSED_DIVISION),
             Case("float32 image, numpy's passes", table.Timed(acc.take, setup=four), NO_NUMBA),
             Case("the dtype's own adds, compiled division",
                  table.Timed(acc.take, setup=four), NO_IMAGE),
@@ -150,33 +135,11 @@ def narrow_rows(tf: Any, repeat: int) -> list[list[str]]:
     return rows
 
 
-def dense_rows(tf: Any, repeat: int) -> list[list[str]]:
-    take, cycle = table.dense_take_rows(tf)
-    rows = measure("dense cycle (4 applies + take), 1e7", [
-        Case("dropped result reused", cycle.ours),
-        Case("new memory each round", table.Timed(cycle.ours.run), NO_RECYCLING),
-        *[Case(f"TensorFlow {mode}", t) for mode, t in (("eager", cycle.eager),
-                                                         ("graph", cycle.graph)) if t],
-    ], repeat)  # fmt: skip
-    rows += measure("dense take, 1e7 float32 (after 4 applies)", [
-        Case("multiplied by 1/4", take.ours),
-        Case("divided by 4", table.Timed(take.ours.run, setup=take.ours.setup), NO_RECIPROCAL),
-        *[Case(f"TensorFlow {mode}", t) for mode, t in (("eager", take.eager),
-                                                         ("graph", take.graph)) if t],
-    ], repeat)  # fmt: skip
-    return rows
-
-
-GROUPS = {"narrow": narrow_rows, "dense": dense_rows}
-
-
 def main() -> None:
     parser = command_line(__doc__, repeat=15)
-    parser.add_argument("--only", choices=sorted(GROUPS), help="run one group of rows")
     args = parser.parse_args()
     tf = None if args.no_tensorflow else load_tensorflow()
-    rows = [row for name, group in GROUPS.items() if args.only in (None, name)
-            for row in group(tf, args.repeat)]  # fmt: skip
+    rows = narrow_rows(tf, args.repeat)
     print_table(
         f"Fast paths on their rows (medians of {args.repeat} alternating trials; "
         "relative: over the row's first line)",

@@ -10,7 +10,6 @@ on either side of each threshold).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 import time
@@ -50,7 +49,6 @@ def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6)
         mock.patch.object(float32_shadow, "CHUNK", chunk),
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", narrow_min),
         mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
-        mock.patch.object(division, "RECIPROCAL_MIN_ELEMENTS", 1),
         mock.patch.object(pool, "WORKERS", max(pool.WORKERS, 2)),
     ):
         yield
@@ -159,27 +157,18 @@ FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
     size=st.sampled_from([1, 5, 6, 7, 13]),  # around the lowered parallel threshold
     count=st.one_of(
         st.integers(1, 70_000),
-        st.integers(0, 62).map(lambda k: 2**k),  # powers of two: the multiplying path
+        st.integers(0, 62).map(lambda k: 2**k),  # powers of two
     ),
     seed=st.integers(0, 2**32 - 1),
     strided=st.booleans(),
 )
-def test_a_division_by_a_power_of_two_multiplies_with_the_bits_of_a_division(
-    dtype, size, count, seed, strided
-) -> None:
+def test_a_means_division_gives_numpys_bits(dtype, size, count, seed, strided) -> None:
     # any bits: NaNs with payloads, infinities, subnormals, zeros of both signs
     every = np.frombuffer(np.random.default_rng(seed).bytes(size * 16), dtype).copy()
     total = every[: 2 * size : 2] if strided else every[:size]
     with np.errstate(all="ignore"):
         divisor = np.asarray(count).astype(dtype)
         expected = np.divide(total, divisor)
-    reciprocal = division.exact_reciprocal(divisor)
-    if reciprocal is not None:
-        assert reciprocal.dtype == dtype and float(reciprocal) == 1 / float(divisor)
-    if count & (count - 1) == 0 and count <= 2**14:  # every dtype holds 1 / count
-        assert reciprocal is not None
-    if math.frexp(float(divisor))[0] != 0.5:  # not a power of two (or infinite)
-        assert reciprocal is None
     with small_thresholds(parallel_min=2):
         divided = division.divide_in_place(total, count)
     assert divided is total and divided.dtype == dtype
@@ -188,12 +177,6 @@ def test_a_division_by_a_power_of_two_multiplies_with_the_bits_of_a_division(
 
 def _bytes(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.ascontiguousarray(array).view(np.uint8)
-
-
-def test_no_exact_reciprocal_for_complex_or_per_row_divisors() -> None:
-    assert division.exact_reciprocal(np.asarray(4).astype(np.complex64)) is None
-    assert division.exact_reciprocal(np.array([4.0, 4.0], np.float32)) is None
-    assert division.exact_reciprocal(np.asarray(np.inf, np.float16)) is None  # 2**16 as float16
 
 
 def test_a_failing_part_waits_for_the_others_then_raises() -> None:
