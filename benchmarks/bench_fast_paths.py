@@ -8,7 +8,8 @@ same row when it is installed; figures are medians. A path is kept where it
 buys at least 1.3x on its row (docs/performance.md):
 
 - the float32 image of a float16/bfloat16 sum, with the compiled loops (the
-  ``fast`` extra), with numpy's passes instead (no numba), and without both
+  ``fast`` extra; a MEAN take narrowing and dividing it in one pass, or one
+  after the other), with numpy's passes instead (no numba), and without both
   (numpy's and ml_dtypes' own narrow adds; a MEAN's division compiled or not);
 - the helper thread that runs an add of several calls applied from the main
   thread (numpy's passes), against running it where it is (it buys no speed:
@@ -27,13 +28,15 @@ from typing import Any
 import tf_accum as tfa
 from benchmarks import bench_table as table
 from benchmarks.harness import command_line, fmt_time, load_tensorflow, print_table
-from tf_accum.accumulators import dense, half_kernel, running_sum, uninterrupted
+from tf_accum.accumulators import dense, float32_shadow, half_kernel, running_sum, uninterrupted
 
 NEVER = 2**62
 NO_NUMBA = ((half_kernel.LOADER, "kernels", None), (half_kernel.LOADER, "tried", True))
 NO_IMAGE = ((running_sum, "NARROW_MIN_ELEMENTS", NEVER),)
 _ELSEWHERE = types.SimpleNamespace(**vars(threading))
 _ELSEWHERE.main_thread = lambda: None  # every caller looks like another thread
+# a MEAN take of the float32 image narrows it, then divides (not in one pass)
+NO_FUSED_DIVISION = ((float32_shadow.Float32ShadowSum, "divided", lambda self, count: None),)
 NO_HELPER = ((dense, "threading", _ELSEWHERE), (uninterrupted, "threading", _ELSEWHERE))
 
 Change = tuple[Any, str, Any]
@@ -124,6 +127,8 @@ def narrow_rows(tf: Any, repeat: int) -> list[list[str]]:
         four = table.repeat_calls(acc.apply, 4)
         cases = [
             Case("float32 image, compiled loops", table.Timed(acc.take, setup=four)),
+            Case("float32 image, compiled loops, narrowed then divided",
+                 table.Timed(acc.take, setup=four), NO_FUSED_DIVISION),
             Case("float32 image, numpy's passes", table.Timed(acc.take, setup=four), NO_NUMBA),
             Case("the dtype's own adds, compiled division",
                  table.Timed(acc.take, setup=four), NO_IMAGE),

@@ -1,9 +1,9 @@
-"""The dense accumulator's buffers: one-element sums and results handed to takers.
+"""The dense accumulator's buffers: one-element sums and buffers reused across rounds.
 
 A one-element sum lives in a two-element buffer (numpy copies before adding in
-place into a one-element output); a take hands its round's buffer to the
-taker. Neither may change a single bit of any result, and no later round may
-touch an array a taker holds nor a gradient the caller owns.
+place into a one-element output); a round's buffer from RECYCLE_MIN_BYTES up is
+the buffer of an earlier round whose taker let it go. Neither may change a
+single bit of any result, nor touch an array a taker still holds.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -26,7 +27,7 @@ from tf_accum.dtypes import ACCUMULATOR_DTYPES
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
-SIZE = 64
+SIZE = 64  # elements of the recycled buffers below (the threshold is lowered)
 
 
 def _bits(dtype: np.dtype[Any], count: int, seed: int) -> list[np.ndarray[Any, Any]]:
@@ -70,6 +71,12 @@ def test_one_element_sums_keep_every_bit(dtype, shape, count, seed, reduction) -
     )
 
 
+@pytest.fixture
+def small_recycling() -> Iterator[None]:
+    with mock.patch.object(dense, "RECYCLE_MIN_BYTES", 16):
+        yield
+
+
 def _accumulator(shape: list[int | None] | None = None, reduction: str = "MEAN") -> int:
     handle: int = raw.ResourceConditionalAccumulator(
         dtype=tfa.float32, shape=[SIZE] if shape is None else shape, reduction_type=reduction
@@ -92,8 +99,21 @@ def _address(array: np.ndarray[Any, Any]) -> int:
     return address
 
 
+def test_a_dropped_result_becomes_the_next_rounds_buffer(small_recycling: None) -> None:
+    h = _accumulator()
+    first = _round(h, [1.0, 3.0])
+    np.testing.assert_array_equal(first, np.full(SIZE, 2.0, np.float32))
+    address = _address(first)
+    del first
+    second = _round(h, [5.0, 7.0, 9.0])
+    assert _address(second) == address  # warm memory, no new buffer
+    np.testing.assert_array_equal(second, np.full(SIZE, 7.0, np.float32))
+    assert second.flags.owndata and second.flags.writeable and second.dtype == np.float32
+    raw.DestroyResourceOp(resource=h)
+
+
 @pytest.mark.parametrize("keep", ["array", "view", "weakref", "read-only", "reshaped"])
-def test_a_result_still_held_is_never_written(keep: str) -> None:
+def test_a_result_still_held_is_never_written(small_recycling: None, keep: str) -> None:
     h = _accumulator([None])
     first = _round(h, [2.0])
     held: Any
@@ -121,7 +141,7 @@ def test_a_result_still_held_is_never_written(keep: str) -> None:
     raw.DestroyResourceOp(resource=h)
 
 
-def test_rounds_of_other_shapes_get_their_own_buffers() -> None:
+def test_rounds_of_other_shapes_get_their_own_buffers(small_recycling: None) -> None:
     h = _accumulator([None])
     for size, value in [(SIZE, 1.0), (SIZE + 8, 2.0), (SIZE, 3.0), (8, 4.0), (SIZE + 8, 5.0)]:
         taken = _round(h, [value, value + 2], size)
@@ -129,9 +149,9 @@ def test_rounds_of_other_shapes_get_their_own_buffers() -> None:
     raw.DestroyResourceOp(resource=h)
 
 
-def test_a_failed_take_puts_its_round_back() -> None:
+def test_a_failed_take_puts_the_recycled_buffer_back(small_recycling: None) -> None:
     h = _accumulator()
-    _round(h, [1.0])
+    _round(h, [1.0])  # dropped: recycled by the next round
     gradient = np.full(SIZE, 3.0, np.float32)
     raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=gradient)
     with (
@@ -149,7 +169,26 @@ def test_a_failed_take_puts_its_round_back() -> None:
     raw.DestroyResourceOp(resource=h)
 
 
-def test_threads_never_see_a_held_result_change() -> None:
+def test_memory_kept_between_rounds_is_at_most_one_dropped_buffer(small_recycling: None) -> None:
+    h = _accumulator()
+    acc = current_table().lookup(h)
+    results = [_round(h, [1.0]) for _ in range(4)]  # all held: nothing to reuse
+    assert [id(a) for a in acc._watched] == [id(a) for a in results[-2:]]  # type: ignore[attr-defined]
+    address = _address(results[-2])
+    results.clear()  # the taker drops them all: two idle buffers until the next round
+    raw.ResourceAccumulatorApplyGradient(
+        handle=h, local_step=2**40, gradient=np.ones(SIZE, np.float32)
+    )
+    # the round took the older one and let the other go
+    assert acc._watched == []  # type: ignore[attr-defined]
+    taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=1, dtype=tfa.float32)
+    assert _address(taken) == address
+    assert len(acc._watched) == 1  # type: ignore[attr-defined]
+    raw.DestroyResourceOp(resource=h)
+    assert acc._watched == []  # type: ignore[attr-defined]
+
+
+def test_threads_never_see_a_held_result_change(small_recycling: None) -> None:
     """Appliers add ones while a taker takes MEAN rounds, holding every third
     result and dropping the rest: every held result stays all ones."""
     h = _accumulator()
@@ -191,7 +230,9 @@ def test_threads_never_see_a_held_result_change() -> None:
 
 
 @pytest.mark.parametrize("kind", ["array.array", "memoryview"])
-def test_a_gradient_in_the_callers_own_buffer_is_never_written(kind: str) -> None:
+def test_a_gradient_in_the_callers_own_buffer_is_never_written(
+    small_recycling: None, kind: str
+) -> None:
     """The compat class reads buffer objects without a copy: they stay the
     caller's, in the round that added them and in every later round."""
     import array
@@ -226,6 +267,36 @@ def test_a_gradient_in_the_callers_own_buffer_is_never_written(kind: str) -> Non
     sparse.close()
 
 
+def test_dropped_results_are_let_go_when_the_next_round_cannot_use_them(
+    small_recycling: None,
+) -> None:
+    """Rounds that start without a copy into a dropped buffer (a small
+    gradient; a converted one, which is kept as it is) keep no earlier round's
+    buffer alive."""
+    import tf_accum.compat.v1 as tf
+
+    h = _accumulator([None])
+    acc = current_table().lookup(h)
+    results = [_round(h, [1.0]) for _ in range(2)]
+    results.clear()  # both dropped: idle until the next round starts
+    assert len(acc._watched) == 2  # type: ignore[attr-defined]
+    small = np.ones(2, np.float32)
+    raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=small)
+    assert acc._watched == []  # type: ignore[attr-defined]
+    raw.DestroyResourceOp(resource=h)
+
+    compat = tf.ConditionalAccumulator(tf.float32, shape=[SIZE])
+    kept = current_table().lookup(compat.accumulator_ref)
+    for step in range(2):
+        compat.apply_grad(np.ones(SIZE, np.float32), local_step=step)  # copied: recyclable
+        results.append(compat.take_grad(1))
+    results.clear()
+    assert len(kept._watched) == 2  # type: ignore[attr-defined]
+    compat.apply_grad(np.ones(SIZE), local_step=2)  # float64: converted, kept as it is
+    assert kept._watched == []  # type: ignore[attr-defined]
+    compat.close()
+
+
 def test_a_one_element_result_is_an_array_of_its_own() -> None:
     h = _accumulator([1])
     taken = _round(h, [2.0, 4.0], size=1)
@@ -233,3 +304,23 @@ def test_a_one_element_result_is_an_array_of_its_own() -> None:
     taken.resize((3,), refcheck=False)  # as for any array of its own
     np.testing.assert_array_equal(taken, [3.0, 0.0, 0.0])
     raw.DestroyResourceOp(resource=h)
+
+
+def test_without_reliable_reference_counts_a_result_is_never_reused(
+    small_recycling: None,
+) -> None:
+    """Where reference counts cannot tell that a taker dropped its result
+    (free-threaded CPython, PyPy), a taken buffer stays the taker's: the
+    accumulator keeps no reference to it, and every round gets its own."""
+    h = _accumulator()
+    acc: Any = current_table().lookup(h)
+    with mock.patch.object(dense, "RECYCLING", False):
+        first = _round(h, [1.0])
+        watcher = weakref.ref(first)
+        assert acc._watched == []
+        del first
+        gc.collect()
+        assert watcher() is None  # the accumulator held no reference to it
+        second = _round(h, [2.0, 4.0])
+        assert acc._watched == []
+        assert second.flags.owndata and np.all(second == 3.0)

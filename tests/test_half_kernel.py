@@ -452,6 +452,34 @@ def test_the_division_loops_uncompiled_give_the_same_bits(kind: str) -> None:
 
 
 @needs_numba
+@pytest.mark.parametrize("clamp", [False, True])
+def test_narrowing_and_dividing_gives_the_narrowing_then_numpys_division(clamp: bool) -> None:
+    """A MEAN take's one pass over a float16 shadow: every finite half's image
+    (and, when clamping, sums past the largest half), narrowed and divided."""
+    kernels = compiled()
+    bits = images_to_narrow(clamp)
+    narrowed = narrowed_into_new_memory(bits, clamp)
+    for count in (1, 3, 4, 7, 8193, 65520):
+        out = np.empty(bits.size, np.uint16)
+        kernels.narrow_half_dividing(bits, out, clamp, divisor_of(np.float16, count))
+        np.testing.assert_array_equal(out, numpy_quotients(narrowed, np.float16, count))
+
+
+@needs_numba
+def test_bfloat16_dividing_from_the_shadow_gives_ml_dtypes_division() -> None:
+    """Every bfloat16 but NaNs (which never stay in a shadow) as float32 bits."""
+    kernels = compiled()
+    every = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    not_nan = every[(every & 0x7FFF) <= 0x7F80]
+    shadow = not_nan.astype(np.uint32) << 16
+    for count in (1, 3, 4, 7, 8193, 2**20):
+        out = np.empty(shadow.size, np.uint16)
+        kernels.narrow_bfloat16_dividing(shadow, out, divisor_of(ml_dtypes.bfloat16, count))
+        expected = numpy_quotients(not_nan, ml_dtypes.bfloat16, count)
+        np.testing.assert_array_equal(out, expected)
+
+
+@needs_numba
 @settings(max_examples=100, deadline=None)
 @given(
     kind=st.sampled_from(sorted(NARROW)),
@@ -460,17 +488,32 @@ def test_the_division_loops_uncompiled_give_the_same_bits(kind: str) -> None:
     seed=st.integers(0, 2**32 - 1),
 )
 def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) -> None:
-    """A MEAN take of a round in the shadow, or of one that went on in
-    numpy's narrow arithmetic (a NaN or infinity came), divides in the loops:
-    numpy's bits, in the take's shape, whatever the gradients' layouts."""
+    """A MEAN take of a round in the shadow divides in the loops' one pass;
+    one that went on in numpy's
+    narrow arithmetic (a NaN or infinity came) divides there: numpy's bits,
+    in the take's shape, whatever the gradients' layouts."""
     compiled()
     dtype, np_dtype = NARROW[kind]
     gradients = gradients_of(kind, shape, terms, seed)
-    with kernels_from(1):
+    passes: list[tuple[bool, bool]] = []  # (in the shadow, divided in one pass)
+    divided = float32_shadow.Float32ShadowSum.divided
+
+    def spy(self: Any, count: int) -> Any:
+        in_shadow = self.exact is None
+        result = divided(self, count)
+        passes.append((in_shadow, result is not None))
+        return result
+
+    with (
+        kernels_from(1),
+        mock.patch.object(float32_shadow.Float32ShadowSum, "divided", spy),
+    ):
         taken = mean_take(dtype, shape, gradients)
     expected = numpy_quotients(simple_sum(gradients).view(np.uint16), np_dtype, len(gradients))
     assert taken.dtype == np_dtype and taken.shape == shape
     np.testing.assert_array_equal(taken.view(np.uint16), expected)
+    if passes:  # a round of one gradient, or one kept in numpy's arithmetic, is no narrow sum
+        assert len(passes) == 1 and passes[0][0] == passes[0][1]
 
 
 def mean_take(dtype: Any, shape: tuple[int, ...], gradients: list[Array]) -> Array:
@@ -501,13 +544,13 @@ def test_a_mean_take_with_the_loops_divides_by_the_count_in_the_dtype(
     later = np.array([[1, 2, 3, 4], [-1, 0.5, 0.125, 3], [-2, -1, 0, 1]], np_dtype)
     gradients = [first] + [later] * (count - 1)
     seen: list[bool] = []  # whether the round was in its float32 sum at the take
-    result = float32_shadow.Float32ShadowSum.result
+    divided = float32_shadow.Float32ShadowSum.divided
     with (
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", 8),  # 12 elements: a narrow sum
         mock.patch.object(
             float32_shadow.Float32ShadowSum,
-            "result",
-            lambda self: (seen.append(self.exact is None), result(self))[1],
+            "divided",
+            lambda self, n: (seen.append(self.exact is None), divided(self, n))[1],
         ),
     ):
         taken = mean_take(dtype, (3, 4), gradients)

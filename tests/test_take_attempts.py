@@ -153,7 +153,7 @@ def test_an_interrupt_right_after_a_mean_take_divided_its_result(
         raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
     monkeypatch.undo()
     stats = tfa.accumulator_stats(h)
-    if size * 4 < division.COPY_MAX_BYTES:
+    if size * 4 < dense.RECYCLE_MIN_BYTES:
         assert (stats["takes_served"], stats["num_accumulated"]) == (0, 2)
         assert stats["takes_interrupted"] == 0  # collected already: not counted
         taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)

@@ -30,6 +30,10 @@ class BFloat16Sum(Float32ShadowSum):
     def _value(self, magnitude: int) -> float:
         return 0.0  # no bound needed
 
+    def _narrow_dividing(self, kernels: half_kernel.Kernels) -> Callable[[Array, Array, Any], None]:
+        loop: Callable[[Array, Array, Any], None] = kernels.narrow_bfloat16_dividing
+        return loop  # the shadow holds no NaN: one turns the round to ml_dtypes'
+
     def _add_shadow(
         self, gradient: Array, flat_gradient: Array, kernels: half_kernel.Kernels | None
     ) -> None:

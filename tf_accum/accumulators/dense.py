@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar, Optional
@@ -12,12 +14,13 @@ import numpy as np
 from tf_accum import errors
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
-from tf_accum.accumulators.division import COPY_MAX_BYTES, divide_in_place
+from tf_accum.accumulators.division import divide_in_place
 from tf_accum.accumulators.float32_shadow import Float32ShadowSum
 from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, runner_ignoring_float_errors
 from tf_accum.accumulators.running_sum import (
     NARROW_MIN_ELEMENTS,
     RoundSum,
+    divided_sum,
     start_sum,
     sum_adder,
     sum_result,
@@ -26,6 +29,50 @@ from tf_accum.accumulators.uninterrupted import run_uninterrupted
 from tf_accum.shapes import is_compatible, kernel_text
 
 _Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10
+
+# From this size a round's first gradient is copied into the buffer of an
+# earlier round when its taker has dropped it, instead of into new memory:
+# faulting in fresh pages costs more than the copy (a copy into new memory
+# takes a few times a copy into warm memory), and above glibc's mmap
+# threshold (32 MB at most) every new buffer is fresh memory.
+RECYCLE_MIN_BYTES = 1 << 20
+# Handed-over buffers watched for their takers to drop them: two, so that a
+# round starting while the last take still divides its result finds the one before.
+_WATCHED = 2
+
+
+# A handed-over buffer is known to be dropped when its reference count is that
+# of an array only the accumulator's list holds. That holds on CPython with its
+# GIL; free-threaded CPython (biased and deferred counts) and PyPy (no counts)
+# give no such answer, so there a handed-over buffer is never reused: the
+# taker owns it for good. (Lending the buffer through a memoryview instead
+# would tell by a weak reference, but the taker's array would no longer own
+# its data, which callers can see.)
+def _counts_references() -> bool:
+    if sys.implementation.name != "cpython":
+        return False
+    if sys.platform != "win32":
+        return "t" not in sys.abiflags  # "t": a free-threaded build (PEP 703)
+    import sysconfig  # abiflags are POSIX's; sysconfig is slow to import
+
+    return not sysconfig.get_config_var("Py_GIL_DISABLED")
+
+
+RECYCLING = _counts_references()
+
+
+def _references(array: object) -> int:
+    return sys.getrefcount(array)
+
+
+def _lone_references() -> int:
+    # What _references says of an array held by one local variable only, in
+    # this interpreter (its conventions for arguments differ between versions).
+    probe = np.empty(1)
+    return _references(probe)
+
+
+_LONE = _lone_references()
 
 
 def _in_place_operands(
@@ -51,7 +98,9 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     The first gradient of a round is copied (and fixes the round's shape); each
     later one is added in place, so applying allocates nothing after the first.
     A completed take hands the sum buffer itself to the taker, which divides it
-    outside the lock. (float16 and
+    outside the lock; once the taker has let go of it (no array, view or weak
+    reference left), a later round of its shape copies its first gradient into
+    it rather than into new memory (see RECYCLE_MIN_BYTES). (float16 and
     bfloat16 sums are kept in float32 and rounded per add: see
     running_sum.start_sum.)
     """
@@ -59,17 +108,33 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     kind: ClassVar[str] = "dense"
 
     _round: _Sum = None
+    # handed-over round buffers, oldest first (see RECYCLE_MIN_BYTES)
+    _watched: list[np.ndarray[Any, Any]]
 
     def _detach_round_locked(self) -> _Sum:
-        return self._round
+        total = self._round
+        if (
+            RECYCLING
+            and type(total) is np.ndarray
+            and total.nbytes >= RECYCLE_MIN_BYTES
+            and total.flags.owndata  # not a view of memory somebody else owns
+        ):
+            # the taker owns it; once it lets go, a later round may reuse it
+            watched = self._watched
+            watched.append(total)
+            if len(watched) > _WATCHED:
+                del watched[0]
+        return total
 
     def _attach_round_locked(self, state: _Sum) -> None:
+        self._watched = [a for a in self._watched if a is not state]
         self._round = state
 
     def _merge_round_locked(self, state: _Sum, count: int, serial: int) -> bool:
         total = self._round
         if total is None or state is None:
             # an empty round takes the served one as it is
+            self._watched = [a for a in self._watched if a is not state and a is not total]
             # one statement: merged exactly when counted and marked given back
             self._round, self._count, self._given_back[serial] = (
                 state if total is None else total,
@@ -101,8 +166,51 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         run_uninterrupted(merge)
         return True
 
+    def close(self) -> None:
+        super().close()
+        with self._lock:
+            self._watched = []
+
+    def _dropped_buffer_locked(
+        self,
+        gradient: Optional[np.ndarray[Any, Any]],  # noqa: UP045 - as _Sum
+    ) -> Optional[np.ndarray[Any, Any]]:  # noqa: UP045 - as _Sum
+        """A watched buffer no one else references any more, shaped for
+        ``gradient`` (None: wanted for none), or None. Forgets the other dropped
+        ones: once a round has started, the accumulator keeps no idle buffer
+        besides the round's own."""
+        watched, self._watched = self._watched, []
+        found = None
+        while watched:
+            spare = watched.pop(0)  # oldest first: the order is kept
+            if _references(spare) != _LONE:
+                self._watched.append(spare)  # still in use: the taker's, not ours
+            elif weakref.getweakrefcount(spare):
+                pass  # writing into it would show through the weak reference: let it go
+            elif (
+                found is None
+                and gradient is not None
+                and spare.shape == gradient.shape
+                and spare.dtype == self.numpy_dtype
+                # memory of its own: not a view of somebody's buffer
+                and spare.flags.owndata
+                and spare.flags.writeable
+            ):
+                found = spare
+        return found
+
+    def _start_round_locked(self, gradient: np.ndarray[Any, Any], owned: bool) -> _Sum:
+        if self._watched:
+            wanted = not owned and gradient.nbytes >= RECYCLE_MIN_BYTES
+            spare = self._dropped_buffer_locked(gradient if wanted else None)
+            if spare is not None:
+                np.copyto(spare, gradient, casting="unsafe")
+                return spare
+        return start_sum(gradient, self.numpy_dtype, owned)
+
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
+        self._watched = []
         self._add: Callable[[Any, np.ndarray[Any, Any]], None] = sum_adder(self.numpy_dtype)
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
@@ -174,7 +282,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             # one statement after the call: the round starts exactly when its
             # first gradient is counted
             self._round, self._count, self._n_accepted = (
-                start_sum(gradient, self.numpy_dtype, owned),
+                self._start_round_locked(gradient, owned),
                 self._count + 1,
                 self._n_accepted + 1,
             )
@@ -251,16 +359,19 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _finish_round(self, state: _Sum, count: int, serial: int) -> np.ndarray[Any, Any]:
         assert state is not None
         mean = self.reduction_type == "MEAN"
+        divided = divided_sum(state, count) if mean else None
+        if divided is not None:
+            return divided
         total = sum_result(state)
-        # the round's own buffer (a float16/bfloat16 sum's result is a new array
-        # unless the round went on in the dtype's own arithmetic)
-        own = total is state or (isinstance(state, Float32ShadowSum) and total is state.exact)
-        if own and (total.size == 1 or (mean and total.nbytes < COPY_MAX_BYTES)):
+        if total.size == 1 or (mean and total.nbytes < RECYCLE_MIN_BYTES):
             # a one-element sum is a view of a scratch pair (see running_sum.start_sum):
             # the caller gets an array of its own, as for every other size; a
-            # small MEAN is divided in a copy, so that its round stays as it
-            # was until the take returns (see division.COPY_MAX_BYTES)
-            total, own = np.array(total), False
+            # MEAN whose buffer would not be reused is divided in a copy, so that
+            # its round stays as it was until the take returns (see division.COPY_MAX_BYTES)
+            total = np.array(total)
+            if mean:
+                divide_in_place(total, count)
+            return total
         if mean:
-            divide_in_place(total, count, (lambda: self._keep_for_taker(serial)) if own else None)
+            divide_in_place(total, count, lambda: self._keep_for_taker(serial))
         return total

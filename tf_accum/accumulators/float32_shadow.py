@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators import float_errors, half_kernel
+from tf_accum.accumulators import division, float_errors, half_kernel
 from tf_accum.accumulators.float_errors import add_ignoring_float_errors
 
 Array = np.ndarray[Any, Any]
@@ -154,6 +154,22 @@ class Float32ShadowSum:
             return self.exact
         return self._narrow()
 
+    def divided(self, count: int) -> Array | None:
+        """The sum divided by ``count`` as its dtype divides (a MEAN take's
+        result, the bits of :meth:`result` then :func:`divide_in_place`), in one
+        compiled pass over the shadow into a new array; None when the loops are
+        not loaded or the round went on in numpy's narrow arithmetic."""
+        kernels = self._kernels
+        if kernels is None or self.exact is not None:
+            return None
+        divisor = np.float32(division.count_in(self.dtype, count))  # exact: a narrow value
+        loop = self._narrow_dividing(kernels)
+        out = np.empty(self.shadow.shape, np.uint16)
+        bits = self.shadow.reshape(-1).view(np.uint32)
+        loop(bits, out.reshape(-1), divisor)
+        divided: Array = out.view(self.dtype)
+        return divided
+
     # --- an add as one call (see one_call) ---
 
     def one_call(self, gradient: Array) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
@@ -212,6 +228,11 @@ class Float32ShadowSum:
         raise NotImplementedError
 
     # --- subclass hooks ---
+    def _narrow_dividing(self, kernels: half_kernel.Kernels) -> Callable[[Array, Array, Any], None]:
+        """The compiled loop writing the shadow's values divided by a float32
+        into narrow bit patterns: ``loop(shadow_bits, out_bits, divisor)``."""
+        raise NotImplementedError
+
     def add(self, gradient: Array) -> None:
         if self.exact is not None:
             add_ignoring_float_errors(self.exact, gradient)

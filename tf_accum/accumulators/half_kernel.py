@@ -15,9 +15,10 @@ The loops do exactly the integer and float32 operations the numpy path does,
 element by element, so the bits are the same (tests/test_half_kernel.py runs
 both side by side). They cover only the hot part of an apply: the scan of the
 gradient and the add with rounding, and the narrowing of a float16 round that
-goes on in float16 arithmetic; and a MEAN take's division (numpy's float16
-division and ml_dtypes' bfloat16 division are scalar code, the loops vector
-code; their tests run every pattern against them). Everything rarer (the first gradient's
+goes on in float16 arithmetic; and a MEAN take's division, read straight from
+a round's float32 sum when it is still there (numpy's float16 division and
+ml_dtypes' bfloat16 division are scalar code, the loops vector code; their
+tests run every pattern against them). Everything rarer (the first gradient's
 widening, the overflow check, the result's narrowing, and the adds of a round
 that met an infinity or a NaN) stays on the numpy path, which shares the same
 state. When a float16 gradient holds an infinity or a NaN, the loop stops
@@ -224,9 +225,10 @@ def bfloat16_quotient(value: Any, divisor: Any) -> Any:
     return np.uint16((q + _BF16_HALFWAY + ((q >> _SHIFT16) & _ONE)) >> _SHIFT16)
 
 
-def _dividers(half: Any, bfloat16: Any) -> tuple[Any, ...]:
+def _dividers(half: Any, bfloat16: Any, inline: Any = lambda fn: fn) -> tuple[Any, ...]:
     """The division loops over the given per-element quotients (compiled by
-    :func:`_compile`; plain Python over the plain ones)."""
+    :func:`_compile`, which passes its ``inline``; plain Python over the plain
+    ones)."""
 
     def divide_half(bits: Array, divisor: Any) -> None:
         """Divide the float16 patterns ``bits`` by the float32 ``divisor`` in place."""
@@ -239,10 +241,35 @@ def _dividers(half: Any, bfloat16: Any) -> tuple[Any, ...]:
             widened = np.uint32(np.uint32(bits[i]) << _SHIFT16)
             bits[i] = bfloat16(widened.view(np.float32), divisor)
 
-    return divide_half, divide_bfloat16
+    narrow_part, divide_part = inline(narrow_half_into), inline(divide_half)
+
+    def narrow_half_dividing(shadow: Array, out: Array, clamp: bool, divisor: Any) -> None:
+        """The halves whose images ``shadow`` holds (see :func:`narrow_half_into`,
+        whose bits they are first), divided by the float32 ``divisor``, into
+        the float16 patterns ``out``: a MEAN take's result. A block at a time,
+        narrowed then divided while in the cache: two simple loops, which the
+        compiler vectorises wider than one fused loop."""
+        size = shadow.size
+        lo = 0
+        while lo < size:
+            hi = min(lo + BLOCK, size)
+            narrow_part(shadow[lo:hi], out[lo:hi], clamp)
+            divide_part(out[lo:hi], divisor)
+            lo = hi
+
+    def narrow_bfloat16_dividing(shadow: Array, out: Array, divisor: Any) -> None:
+        """The float32 values ``shadow`` (bits; of bfloat16s, none a NaN)
+        divided by the float32 ``divisor``, into the bfloat16 patterns ``out``."""
+        values = shadow.view(np.float32)
+        for i in range(shadow.size):
+            out[i] = bfloat16(values[i], divisor)
+
+    return divide_half, divide_bfloat16, narrow_half_dividing, narrow_bfloat16_dividing
 
 
-divide_half, divide_bfloat16 = _dividers(half_quotient, bfloat16_quotient)
+divide_half, divide_bfloat16, narrow_half_dividing, narrow_bfloat16_dividing = _dividers(
+    half_quotient, bfloat16_quotient
+)
 
 
 class Kernels(NamedTuple):
@@ -255,6 +282,8 @@ class Kernels(NamedTuple):
     add_bfloat16: Any
     divide_half: Any
     divide_bfloat16: Any
+    narrow_half_dividing: Any
+    narrow_bfloat16_dividing: Any
 
 
 def _compile() -> Kernels:
@@ -278,7 +307,9 @@ def _compile() -> Kernels:
 
     checked = _checked_half_adder(inlined(largest_magnitude), inlined(add_half))
     halves = bits(types.uint16)
-    divide, divide_bf16 = _dividers(inlined(half_quotient), inlined(bfloat16_quotient))
+    divide, divide_bf16, narrow_dividing, narrow_bf16_dividing = _dividers(
+        inlined(half_quotient), inlined(bfloat16_quotient), inlined
+    )
     progress = types.UniTuple(types.int64, 2)  # type: ignore[no-untyped-call]
     return Kernels(
         largest_magnitude=jit(largest_magnitude, [types.int64(gradient)]),
@@ -287,6 +318,12 @@ def _compile() -> Kernels:
         add_bfloat16=jit(add_bfloat16, [types.boolean(shadow, gradient)]),
         divide_half=jit(divide, [types.void(halves, types.float32)]),
         divide_bfloat16=jit(divide_bf16, [types.void(halves, types.float32)]),
+        narrow_half_dividing=jit(
+            narrow_dividing, [types.void(shadow, halves, types.boolean, types.float32)]
+        ),
+        narrow_bfloat16_dividing=jit(
+            narrow_bf16_dividing, [types.void(shadow, halves, types.float32)]
+        ),
     )
 
 

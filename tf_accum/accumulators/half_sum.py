@@ -140,6 +140,10 @@ class HalfSum(Float32ShadowSum):
     def _value(self, magnitude: int) -> float:
         return float(np.uint16(magnitude).view(np.float16))
 
+    def _narrow_dividing(self, kernels: half_kernel.Kernels) -> Callable[[Array, Array, Any], None]:
+        loop, clamp = kernels.narrow_half_dividing, self._past_largest()
+        return lambda bits, out, divisor: loop(bits, out, clamp, divisor)
+
     def _check_overflow(self) -> None:
         bits = self.shadow.reshape(-1).view(np.uint32)
 

@@ -2,7 +2,8 @@
 
 A sum is an ndarray of the dtype, or for large float16 and bfloat16 sums a
 :class:`~tf_accum.accumulators.float32_shadow.Float32ShadowSum` (a float32 sum rounded per
-add); :func:`start_sum`, :func:`sum_adder` and :func:`sum_result` hide which. IEEE overflow and NaN are results, not errors,
+add); :func:`start_sum`, :func:`sum_adder`, :func:`divided_sum` and
+:func:`sum_result` hide which. IEEE overflow and NaN are results, not errors,
 as in TensorFlow's kernels: floating-point warnings are silenced around every
 add (tf_accum/accumulators/float_errors.py).
 """
@@ -110,6 +111,13 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
             total.add(gradient)
 
     return add_floats_quietly
+
+
+def divided_sum(total: RoundSum, count: int) -> Array | None:
+    """The running sum ``total`` divided by ``count`` in its dtype, in a new
+    array, when one compiled pass can make it (a float16 or bfloat16 sum, see
+    Float32ShadowSum.divided); else None, and the caller divides the result."""
+    return total.divided(count) if isinstance(total, Float32ShadowSum) else None
 
 
 def sum_result(total: RoundSum) -> Array:
