@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import tf_accum as tfa
 from tests.helpers import WAIT
-from tf_accum.accumulators import dense, division, pool
+from tf_accum.accumulators import dense, division
 from tf_accum.dtypes import ACCUMULATOR_DTYPES
 from tf_accum.resources import current_table
 
@@ -109,23 +109,6 @@ def test_a_dropped_result_becomes_the_next_rounds_buffer(small_recycling: None) 
     assert _address(second) == address  # warm memory, no new buffer
     np.testing.assert_array_equal(second, np.full(SIZE, 7.0, np.float32))
     assert second.flags.owndata and second.flags.writeable and second.dtype == np.float32
-    raw.DestroyResourceOp(resource=h)
-
-
-def test_a_dropped_result_split_over_the_pool_becomes_the_next_rounds_buffer() -> None:
-    """A sum large enough for its adds and its division to run on the pool's
-    threads: once its taker drops it, nothing of the pool still holds it, and
-    the next round reuses it (a pool thread keeping its last part's views
-    made every such round fault in new memory)."""
-    size = pool.PARALLEL_MIN_ELEMENTS
-    h = _accumulator(shape=[size])
-    first = _round(h, [1.0, 3.0, 5.0], size)
-    np.testing.assert_array_equal(first, np.full(size, 3.0, np.float32))
-    address = _address(first)
-    del first
-    second = _round(h, [2.0, 4.0], size)
-    assert _address(second) == address
-    np.testing.assert_array_equal(second, np.full(size, 3.0, np.float32))
     raw.DestroyResourceOp(resource=h)
 
 

@@ -3,14 +3,13 @@
 The simple paths: a float16/bfloat16 sum is ``np.add(total, gradient,
 out=total)`` in the narrow dtype after a copy of the first gradient; large
 adds, divisions and copies are one numpy call each. The thresholds and chunk
-sizes are lowered here so that small arrays cross them (several chunks, several
-threads, sizes on either side of each threshold).
+sizes are lowered here so that small arrays cross them (several chunks, sizes
+on either side of each threshold).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 import time
@@ -49,10 +48,7 @@ def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6)
     with (
         mock.patch.object(float32_shadow, "CHUNK", chunk),
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", narrow_min),
-        mock.patch.object(float32_shadow, "NARROW_PARALLEL_MIN_ELEMENTS", parallel_min),
-        mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", parallel_min),
         mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
-        mock.patch.object(division, "RECIPROCAL_MIN_ELEMENTS", 1),
         mock.patch.object(pool, "WORKERS", max(pool.WORKERS, 2)),
     ):
         yield
@@ -152,35 +148,6 @@ def test_half_overflow_found_by_the_bound_check() -> None:
     np.testing.assert_array_equal(taken.view(np.uint16), expected.view(np.uint16))
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    dtype=st.sampled_from(
-        [np.float32, np.float64, np.int8, np.uint16, np.complex64, np.float16, ml_dtypes.bfloat16]
-    ),  # fmt: skip
-    shape=st.sampled_from([(5,), (6,), (7,), (13,), (2, 3), (1, 9), (4, 3)]),
-    seed=st.integers(0, 2**32 - 1),
-    strided=st.booleans(),
-)
-def test_threaded_add_divide_and_copy_match_one_call(dtype, shape, seed, strided) -> None:
-    rng = np.random.default_rng(seed)
-    big = rng.standard_normal((*shape[:-1], shape[-1] * 2)) * 100
-    source = (big[..., ::2] if strided else big[..., : shape[-1]]).astype(dtype)
-    gradient = rng.standard_normal(shape).astype(dtype)
-    expected = np.array(source, copy=True)
-    with np.errstate(all="ignore"):
-        np.add(expected, gradient, out=expected)
-        divided = np.divide(expected, np.asarray(3).astype(expected.dtype))
-    with small_thresholds(parallel_min=2):
-        copied = pool.parallel_copy(source, np.dtype(dtype))
-        pool.add_in_place(copied, gradient)
-        summed = copied.copy()
-        if np.dtype(dtype).kind not in "iu":
-            division.divide_in_place(copied, 3)
-            np.testing.assert_array_equal(copied.view(np.uint8), divided.view(np.uint8))
-    assert copied.flags.c_contiguous and copied.dtype == dtype
-    np.testing.assert_array_equal(summed.view(np.uint8), expected.view(np.uint8))
-
-
 FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 
 
@@ -190,27 +157,18 @@ FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
     size=st.sampled_from([1, 5, 6, 7, 13]),  # around the lowered parallel threshold
     count=st.one_of(
         st.integers(1, 70_000),
-        st.integers(0, 62).map(lambda k: 2**k),  # powers of two: the multiplying path
+        st.integers(0, 62).map(lambda k: 2**k),  # powers of two
     ),
     seed=st.integers(0, 2**32 - 1),
     strided=st.booleans(),
 )
-def test_a_division_by_a_power_of_two_multiplies_with_the_bits_of_a_division(
-    dtype, size, count, seed, strided
-) -> None:
+def test_a_means_division_gives_numpys_bits(dtype, size, count, seed, strided) -> None:
     # any bits: NaNs with payloads, infinities, subnormals, zeros of both signs
     every = np.frombuffer(np.random.default_rng(seed).bytes(size * 16), dtype).copy()
     total = every[: 2 * size : 2] if strided else every[:size]
     with np.errstate(all="ignore"):
         divisor = np.asarray(count).astype(dtype)
         expected = np.divide(total, divisor)
-    reciprocal = division.exact_reciprocal(divisor)
-    if reciprocal is not None:
-        assert reciprocal.dtype == dtype and float(reciprocal) == 1 / float(divisor)
-    if count & (count - 1) == 0 and count <= 2**14:  # every dtype holds 1 / count
-        assert reciprocal is not None
-    if math.frexp(float(divisor))[0] != 0.5:  # not a power of two (or infinite)
-        assert reciprocal is None
     with small_thresholds(parallel_min=2):
         divided = division.divide_in_place(total, count)
     assert divided is total and divided.dtype == dtype
@@ -219,12 +177,6 @@ def test_a_division_by_a_power_of_two_multiplies_with_the_bits_of_a_division(
 
 def _bytes(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.ascontiguousarray(array).view(np.uint8)
-
-
-def test_no_exact_reciprocal_for_complex_or_per_row_divisors() -> None:
-    assert division.exact_reciprocal(np.asarray(4).astype(np.complex64)) is None
-    assert division.exact_reciprocal(np.array([4.0, 4.0], np.float32)) is None
-    assert division.exact_reciprocal(np.asarray(np.inf, np.float16)) is None  # 2**16 as float16
 
 
 def test_a_failing_part_waits_for_the_others_then_raises() -> None:
@@ -342,13 +294,16 @@ def test_no_private_numpy_names() -> None:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_forked_child_gets_a_working_pool() -> None:
+    def add_one(part: np.ndarray[Any, Any]) -> None:
+        part += 1
+
     with small_thresholds(parallel_min=2):
         total = np.zeros(64, np.float32)
-        pool.add_in_place(total, np.ones(64, np.float32))  # the parent's pool exists
+        pool.split_elementwise(add_one, (total,), 2)  # the parent's pool exists
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             try:
-                pool.add_in_place(total, np.ones(64, np.float32))
+                pool.split_elementwise(add_one, (total,), 2)
                 os._exit(0 if bool(np.all(total == 2)) else 1)
             finally:
                 os._exit(2)

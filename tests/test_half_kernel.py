@@ -38,7 +38,7 @@ from tests.helpers import (
     loaded_on_a_thread,
 )
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
-from tf_accum.accumulators import division, float32_shadow, half_kernel, running_sum
+from tf_accum.accumulators import float32_shadow, half_kernel, running_sum
 from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
 from tf_accum.accumulators.half_sum import HalfSum
 
@@ -168,13 +168,11 @@ def test_a_float16_gradient_stopped_midway_by_an_infinity_adds_as_numpy_does(
 ) -> None:
     """The compiled loop scans and adds a block at a time and stops before a
     block holding an infinity or NaN; numpy adds the rest. An infinity or NaN
-    just before, at, and just after each block edge of either thread's part,
-    in a round whose sums are near the largest half (the bound counts the
+    just before, at, and just after each block edge, in a round whose sums are near the largest half (the bound counts the
     blocks the loop added), gives the bits of the numpy path."""
     compiled()
-    size = 4 * block + 5  # two parts (small_thresholds: two threads), several blocks each
-    half_point = -(-size // 2)
-    edges = {0, 1, block - 1, block, block + 1, half_point - 1, half_point, half_point + block}
+    size = 4 * block + 5  # several blocks
+    edges = {0, 1, block - 1, block, block + 1, 2 * block, size - 1}
     rng = np.random.default_rng(block)
     for position in sorted(p for p in edges if 0 <= p < size):
         gradients = []
@@ -229,8 +227,8 @@ def test_which_gradients_take_the_loops(kind: str, layout: str, compiled_add: bo
         got = running_sum.sum_result(total)
     add = "add_half_checked" if kind == "float16" else "add_bfloat16"
     assert (add in spy.calls) == compiled_add
-    # the two threads of small_thresholds: one call per thread, not per chunk
-    assert spy.calls.count(add) in ((2,) if compiled_add else (0,))
+    # one call for the whole gradient, not one per chunk
+    assert spy.calls.count(add) == (1 if compiled_add else 0)
     assert (
         got.view(np.uint16).reshape(-1).tolist()
         == (bits.reshape((8, 5)).T.reshape(-1) if layout == "transposed" else bits).tolist()
@@ -353,7 +351,7 @@ def test_numpy_narrowing_in_place_gives_the_narrowing_into_new_memory(
     assert total._kernels is None
     total.shadow = bits.view(np.float32)
     total._bound = 65504.0 if clamp else 0.0
-    total._scratch = np.empty((1, width), np.uint32)
+    total._scratch = np.empty(width, np.uint32)
     exact = total._narrow_in_place()
     assert np.shares_memory(exact, bits)
     np.testing.assert_array_equal(exact.view(np.uint16), want)
@@ -490,8 +488,8 @@ def test_bfloat16_dividing_from_the_shadow_gives_ml_dtypes_division() -> None:
     seed=st.integers(0, 2**32 - 1),
 )
 def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) -> None:
-    """A MEAN take of a round in the shadow divides in the loops' one pass (on
-    two threads past the lowered threshold); one that went on in numpy's
+    """A MEAN take of a round in the shadow divides in the loops' one pass;
+    one that went on in numpy's
     narrow arithmetic (a NaN or infinity came) divides there: numpy's bits,
     in the take's shape, whatever the gradients' layouts."""
     compiled()
@@ -508,7 +506,6 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) 
 
     with (
         kernels_from(1),
-        mock.patch.object(division, "NARROW_DIVIDE_PARALLEL", 9),
         mock.patch.object(float32_shadow.Float32ShadowSum, "divided", spy),
     ):
         taken = mean_take(dtype, shape, gradients)
@@ -550,7 +547,6 @@ def test_a_mean_take_with_the_loops_divides_by_the_count_in_the_dtype(
     divided = float32_shadow.Float32ShadowSum.divided
     with (
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", 8),  # 12 elements: a narrow sum
-        mock.patch.object(division, "NARROW_DIVIDE_PARALLEL", 2),  # on two threads
         mock.patch.object(
             float32_shadow.Float32ShadowSum,
             "divided",

@@ -30,7 +30,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import delivery, dense, float_errors, pool, rounds, uninterrupted
+from tf_accum.accumulators import delivery, pool, rounds, uninterrupted
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
@@ -147,10 +147,8 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
     thread's wait; the faults a thread causes itself stay its own, and the
     main thread's mask is untouched."""
     main_blocked = _blocked_signals(threading.main_thread().native_id or 0)
-    h = raw.ResourceConditionalAccumulator(dtype=F32, shape=[pool.PARALLEL_MIN_ELEMENTS])
-    ones = np.ones(pool.PARALLEL_MIN_ELEMENTS, np.float32)
-    for _ in range(2):  # the second is split over the pool
-        raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=ones)
+    with mock.patch.object(pool, "WORKERS", max(pool.WORKERS, 2)):
+        pool.run_split([lambda: None, lambda: None])  # the pool's threads
     uninterrupted.run_uninterrupted(lambda: None)  # the helper
     with tf.Graph().as_default():
         first, second = tf.FIFOQueue(1, tf.float32), tf.FIFOQueue(1, tf.float32)
@@ -179,7 +177,6 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
         assert not {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE} & signals, name
     assert _blocked_signals(threading.main_thread().native_id or 0) == main_blocked
     assert signal.SIGINT not in main_blocked
-    raw.DestroyResourceOp(resource=h)
 
 
 _OWN_HANDLER_CHILD = """
@@ -424,38 +421,15 @@ def _storm(seconds: float, taker: Callable[[], float | None]) -> tuple[int, list
     return seen + swallowed[0], taken
 
 
-# The applies a storm exercises: a small dense sum (the count stored just
-# before the add), a sum added through the stripes, a sum large enough for its
-# adds to be split over the pool (counted first, its first part one call, the
-# others queued whole), a float16 sum kept in float32 (one compiled loop, or
+# The applies a storm exercises: a dense sum (the count stored just before
+# the add), a float16 sum kept in float32 (one compiled loop, or
 # numpy's passes on a helper thread), and sparse rows (prepared aside, then
 # written).
 _APPLY_KINDS = {
     "dense": (tfa.float32, [4]),
-    "striped": (tfa.float32, [1 << 19]),
-    "split": (tfa.float32, [1 << 17]),  # with _SPLIT_MIN as the pool's threshold
     "float16": (tfa.float16, [4096]),
     "sparse": (tfa.float32, [10, 2]),
 }
-
-
-# The pool's threshold in the "split" tests: a real sum of 4e6 elements makes
-# each apply last longer than a storm's gap on a loaded machine, and no round
-# would be taken between interrupts; the path is the same.
-_SPLIT_MIN = 1 << 16
-
-
-@contextlib.contextmanager
-def _thresholds_for(kind: str) -> Iterator[None]:
-    """For the "split" kind, a pool threshold its sums reach; else nothing."""
-    if kind != "split":
-        yield
-        return
-    with (
-        mock.patch.object(dense, "PARALLEL_MIN_ELEMENTS", _SPLIT_MIN),
-        mock.patch.object(pool, "PARALLEL_MIN_ELEMENTS", _SPLIT_MIN),
-    ):
-        yield
 
 
 def _mean_of_ones(kind: str) -> tuple[Callable[[], None], Callable[[int, float], float], Any]:
@@ -576,10 +550,7 @@ def test_a_sigint_storm_on_applies_leaves_no_half_applied_gradient(
     and without cProfile) while a thread applies and takes too: every round
     taken, and the one left, holds exactly as many gradients as it counted
     (its mean of ones is 1), whatever the interrupt landed on."""
-    with _thresholds_for(kind):
-        _storm_beside_workers(
-            kind, profiled, seconds=1.0, workers=1, worker_takes=2, main_applies=True
-        )
+    _storm_beside_workers(kind, profiled, seconds=1.0, workers=1, worker_takes=2, main_applies=True)
 
 
 @pytest.mark.parametrize("reduction", ["SUM", "MEAN"])
@@ -834,7 +805,7 @@ def _recording_injection(k: int, where: list[str]) -> Any:
 
 # Where an exception may still lose a round whole: the few lines that hand it
 # over (as for any take served, with or without adds running)
-_HAND_OVER = {"_complete_round_locked", "_detach_round_locked", "_seal_locked"}
+_HAND_OVER = {"_complete_round_locked", "_detach_round_locked"}
 
 
 def _lock_is_free(acc: Any) -> bool:
@@ -912,40 +883,6 @@ def test_an_exception_injected_at_any_line_keeps_the_lock_discipline() -> None:
     ]
     assert min(lines) > 3  # it really walked through the code
     raw.DestroyResourceOp(resource=h)
-
-
-@pytest.mark.parametrize("kind", ["striped", "split"])
-def test_an_exception_at_any_line_of_a_large_apply_counts_it_exactly_when_added(
-    kind: str,
-) -> None:
-    """Raise at every line, in turn, of a main-thread apply into a large round
-    (added outside the lock through the stripes, or split over the pool under
-    it): whatever line it lands on, the gradient is in the sum exactly when it
-    is counted (the round's mean of ones is 1), and the lock is free."""
-    with _thresholds_for(kind):
-        _walk_large_applies(kind)
-
-
-def _walk_large_applies(kind: str) -> None:
-    apply, take, acc = _mean_of_ones(kind)
-    apply()  # a round to add into
-    counts: list[int] = []
-
-    def check_and_start_again() -> None:
-        counts.append(acc.num_accumulated())
-        assert take(counts[-1], WAIT) == 1.0
-        apply()
-
-    lines = _walk_injections(apply, acc, check_and_start_again)
-    assert lines > 3  # it really walked through the code
-    assert counts[0] == 1 and counts[-1] == 2  # refused at first, added at last
-    if kind == "split":
-        # the path walked; numpy 1 keeps the helper thread (no one-call first part)
-        assert (
-            pool.splits_add(acc._round, np.ones_like(acc._round))
-            is float_errors.CONTEXT_LOCAL_ERRORS
-        )
-    acc.close()
 
 
 @pytest.mark.parametrize("reduction", ["SUM", "MEAN"])

@@ -2,8 +2,7 @@
 deque of attempts, completed at once or later.
 
 An attempt moves through one :class:`Stage` at a time, always under its
-accumulator's lock: queued, then served (sealed first when adds into its round
-still run outside the lock), then delivered to its owner; or withdrawn by its
+accumulator's lock: queued, then served, then delivered to its owner; or withdrawn by its
 owner (out of time, interrupted, given up), cancelled (destroyed, cancelled
 from outside), or, once served, returned (its round went back if it could).
 
@@ -27,7 +26,6 @@ class Stage(enum.Enum):
     """Where a take attempt stands; it changes only under the accumulator's lock."""
 
     QUEUED = "queued"  # made, or waiting in the queue
-    SEALED = "sealed"  # committed to a round that adds outside the lock still land in
     SERVED = "served"  # its round is set aside for it; its owner has not collected it
     DELIVERED = "delivered"  # its owner collected its round: from here it is the take's
     WITHDRAWN = "withdrawn"  # left unserved by its owner (out of time, interrupted)
@@ -35,7 +33,7 @@ class Stage(enum.Enum):
     RETURNED = "returned"  # served, then given up: its round went back if it could
 
 
-QUEUED, SEALED, SERVED, DELIVERED, WITHDRAWN, CANCELLED, RETURNED = Stage
+QUEUED, SERVED, DELIVERED, WITHDRAWN, CANCELLED, RETURNED = Stage
 
 
 class TakeAttempt(Generic[Round]):
@@ -69,33 +67,13 @@ class TakeAttempt(Generic[Round]):
     @property
     def done(self) -> bool:
         """Whether it is served or over (no longer waits for a round)."""
-        return self.stage is not QUEUED and self.stage is not SEALED
+        return self.stage is not QUEUED
 
     def _complete(self, stage: Stage) -> None:
         self.stage = stage
         callback = self.callback
         if callback is not None:
             callback()
-
-
-class SealedRound:
-    """A round handed to its take while adds into it still run outside the lock.
-
-    The take was ready on the gradients already counted, so it is committed
-    at once (the global step goes up, the next round starts, and applies go on
-    into it); it is served once ``in_flight`` reaches 0, with every gradient
-    that landed (``count``). ``round`` tells its adds from the next round's.
-    """
-
-    __slots__ = ("attempt", "round", "in_flight", "count", "state", "serial")
-
-    def __init__(self, attempt: TakeAttempt[Any], round: int, in_flight: int, count: int) -> None:
-        self.attempt = attempt
-        self.round = round
-        self.in_flight = in_flight
-        self.count = count
-        self.state: Any = None  # the round's state, once handed over
-        self.serial = round + 1
 
 
 def copy_error(error: errors.OpError, more: str = "") -> errors.OpError:

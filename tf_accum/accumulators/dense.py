@@ -12,17 +12,11 @@ from typing import Any, ClassVar, Optional
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators import half_kernel, stripes
+from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import divide_in_place
+from tf_accum.accumulators.float32_shadow import Float32ShadowSum
 from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, runner_ignoring_float_errors
-from tf_accum.accumulators.pool import (
-    PARALLEL_MIN_ELEMENTS,
-    WORKERS,
-    parallel_copy,
-    split_add,
-    splits_add,
-)
 from tf_accum.accumulators.running_sum import (
     NARROW_MIN_ELEMENTS,
     RoundSum,
@@ -81,10 +75,6 @@ def _lone_references() -> int:
 _LONE = _lone_references()
 
 
-# How often an add stopped outside the lock is begun again when interrupted itself.
-_FINISH_TRIES = 10
-
-
 def _in_place_operands(
     total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -110,9 +100,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     A completed take hands the sum buffer itself to the taker, which divides it
     outside the lock; once the taker has let go of it (no array, view or weak
     reference left), a later round of its shape copies its first gradient into
-    it rather than into new memory (see RECYCLE_MIN_BYTES). The later
-    gradients of a large round are added outside the lock, through the
-    stripes of :mod:`stripes`, so that several threads add at once. (float16 and
+    it rather than into new memory (see RECYCLE_MIN_BYTES). (float16 and
     bfloat16 sums are kept in float32 and rounded per add: see
     running_sum.start_sum.)
     """
@@ -154,12 +142,10 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 True,
             )
             return True
-        if self._in_flight:
-            return False  # adds run into the current sum outside the lock
         gradient = sum_result(state)
         if gradient.shape != total.shape:
             return False  # the current round has another shape (none was declared)
-        if type(total) is np.ndarray and total.size < PARALLEL_MIN_ELEMENTS:
+        if type(total) is np.ndarray:
             out, addend = _in_place_operands(total, gradient)
             if CONTEXT_LOCAL_ERRORS:
                 run = runner_ignoring_float_errors()
@@ -218,26 +204,22 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             wanted = not owned and gradient.nbytes >= RECYCLE_MIN_BYTES
             spare = self._dropped_buffer_locked(gradient if wanted else None)
             if spare is not None:
-                return parallel_copy(gradient, self.numpy_dtype, spare)
+                np.copyto(spare, gradient, casting="unsafe")
+                return spare
         return start_sum(gradient, self.numpy_dtype, owned)
 
     def __init__(self, spec: AccumulatorSpec, label: str) -> None:
         super().__init__(spec, label)
         self._watched = []
         self._add: Callable[[Any, np.ndarray[Any, Any]], None] = sum_adder(self.numpy_dtype)
-        self._stripes = stripes.Stripes()
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
         # float16/bfloat16: the optional compiled loops are loaded before the lock
         self._narrow = half_kernel.is_narrow(self.numpy_dtype)
-        # From this many elements an add into a round may be several calls (a
-        # narrow sum's passes, or an add over the pool that is not a
-        # pool.Split): applied from the main thread, on a helper thread (see apply)
-        self._whole_min = (
-            min(NARROW_MIN_ELEMENTS, PARALLEL_MIN_ELEMENTS)
-            if self._narrow
-            else PARALLEL_MIN_ELEMENTS
-        )
+        # From this many elements an add into a narrow round may be several
+        # calls (a narrow sum's passes): applied from the main thread, on a
+        # helper thread (see apply)
+        self._whole_min = NARROW_MIN_ELEMENTS if self._narrow else None
 
     def _fits_declared(self, shape: tuple[int, ...]) -> bool:
         if self._exact_shape is not None:
@@ -258,7 +240,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             # the first load compiles the loops, which is slow: not while holding the lock
             half_kernel.load()
         if (
-            gradient.size >= self._whole_min
+            self._whole_min is not None
+            and gradient.size >= self._whole_min
             and threading.current_thread() is threading.main_thread()
             and self._several_calls(gradient)
         ):
@@ -270,70 +253,22 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             # still completes, under its own lock).
             run_uninterrupted(partial(self.apply, local_step, gradient, owned))
             return
-        flight: stripes.StripedAdd | None = None  # an add running outside the lock
-        try:
-            while True:
-                with self._lock:
-                    if self._closed:
-                        raise missing_resource_error(self.label)
-                    if not self._gate_shut:
-                        job = self._apply_locked(local_step, gradient, owned)
-                        if job is None:
-                            return
-                        # one statement: running exactly when noted so
-                        self._in_flight, flight = self._in_flight + 1, job
-                        break
-                self._wait_at_gate()
-            # a later gradient of a large round: added while other applies add too
-            self._stripes.run(flight)
-            self._land(flight)
-        except BaseException:
-            if flight is not None:
-                # begun: the gradient goes in whole and is counted (or, if the
-                # add itself fails, neither), then the error surfaces
-                self._finish_flight(flight)
-            raise
+        with self._lock:
+            if self._closed:
+                raise missing_resource_error(self.label)
+            self._apply_locked(local_step, gradient, owned)
 
     def _several_calls(self, gradient: np.ndarray[Any, Any]) -> bool:
         """Whether adding ``gradient`` to the round as it stands takes several
-        calls (read without the lock: a guess, which _add_large_locked makes
+        calls (read without the lock: a guess, which _add_narrow_locked makes
         good when it was wrong)."""
         total = self._round
-        if total is None:
-            return False  # a round's start is stored in one statement
-        if isinstance(total, np.ndarray):
-            # a large add is a pool.Split, whole by itself (_add_large_locked)
-            return total.size >= PARALLEL_MIN_ELEMENTS and not splits_add(total, gradient)
+        if total is None or isinstance(total, np.ndarray):
+            return False  # a round's start is stored in one statement; an add is one call
         return total.one_call(gradient) is None
 
-    def _finish_flight(self, flight: stripes.StripedAdd) -> None:
-        """Complete and count an add that an exception stopped outside the
-        lock: its pieces are finished, begun again if an exception (Ctrl-C
-        pressed again) stops that too, and only then is it landed, counted
-        exactly when whole (a whole add numpy itself refuses writes nothing,
-        and lands uncounted); then the last such exception is raised."""
-        again: BaseException | None = None
-        for _ in range(_FINISH_TRIES):
-            try:
-                self._stripes.finish(flight)  # and lets its stripes go
-                break
-            except BaseException as exc:
-                again = exc
-        for _ in range(_FINISH_TRIES):
-            try:
-                self._land(flight)  # once: it notes that it has
-                break
-            except BaseException as exc:
-                again = exc
-        if again is not None:
-            raise again
-
-    def _apply_locked(
-        self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool
-    ) -> stripes.StripedAdd | None:
-        """apply's work under the lock, with the gate open: the gradient added
-        (or refused, or counted stale), or, for a later gradient of a large
-        round, the add to run outside the lock, which the caller notes."""
+    def _apply_locked(self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool) -> None:
+        """apply's work under the lock: the gradient added, refused, or counted stale."""
         shape = gradient.shape
         total = self._round
         if local_step < self._global_step or total is None:
@@ -343,7 +278,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 raise _shape_mismatch(kernel_text(self.shape), shape)
             if local_step < self._global_step:
                 self._stale_locked()
-                return None
+                return
             # one statement after the call: the round starts exactly when its
             # first gradient is counted
             self._round, self._count, self._n_accepted = (
@@ -355,74 +290,42 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             # the round's shape already fits the declared one
             self._n_rejected += 1
             raise _shape_mismatch(kernel_text(total.shape), shape)
-        elif (
-            type(total) is np.ndarray
-            and total.size >= stripes.MIN_ELEMENTS
-            and self._striped(total)
-        ):
-            # split when someone adds alongside (maybe into a sealed round:
-            # the stripes are shared)
-            job = self._stripes.prepare(
-                total, gradient, self._in_flight > 0 or self._sealed is not None
-            )
-            job.round = self._served
-            return job
-        elif type(total) is np.ndarray and total.size < PARALLEL_MIN_ELEMENTS:
-            self._count_and_add_locked(total, gradient)
+        elif isinstance(total, Float32ShadowSum):
+            self._add_narrow_locked(total, gradient)
         else:
-            self._add_large_locked(total, gradient)
+            self._count_and_add_locked(total, gradient)
         if self._waiting:
             self._flush_locked()
-        return None
 
-    def _add_large_locked(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
-        """Count ``gradient`` and add it into ``total`` (a narrow sum, or an
-        array of PARALLEL_MIN_ELEMENTS or more) as one step: by one compiled
-        loop, counted just before it (see Float32ShadowSum.one_call), by a pool.Split
-        counted just before it, or else, in the main thread, on a thread where
-        no signal handler's exception lands."""
-        if isinstance(total, np.ndarray):
-            if not splits_add(total, gradient):
-                run_uninterrupted(partial(self._add_then_count, total, gradient))
-                return
-            split, begun = split_add(total, gradient), False
-            try:
-                # Counted first, the add next: once this statement has run,
-                # every part is added exactly once even if an exception
-                # (Ctrl-C) lands in between (pool.Split), and only then is
-                # the lock let go.
-                self._count, self._n_accepted, begun = self._count + 1, self._n_accepted + 1, True
-                split.run()
-            except BaseException:
-                if begun:
-                    split.finish()
-                raise
-            return
+    def _add_narrow_locked(self, total: Float32ShadowSum, gradient: np.ndarray[Any, Any]) -> None:
+        """Count ``gradient`` and add it into the narrow sum ``total`` as one
+        step: by one compiled loop, counted just before it (see
+        Float32ShadowSum.one_call), or else, in the main thread, on a thread
+        where no signal handler's exception lands."""
         call = total.one_call(gradient)
         if call is None:
             run_uninterrupted(partial(self._add_then_count, total, gradient))
             return
-        narrow: Any = total
         loop, arguments = call
         flat = gradient.reshape(-1)
         begun = False
         try:
             # counted and marked begun in one statement, the loop the very next
             # call (see _count_and_add_locked)
-            self._count, self._n_accepted, narrow.pending, begun = (
+            self._count, self._n_accepted, total.pending, begun = (
                 self._count + 1,
                 self._n_accepted + 1,
                 flat,
                 True,
             )
             returned = loop(*arguments)
-            if narrow.after_call(returned):
+            if total.after_call(returned):
                 return
         except BaseException:
             if begun:  # the loop has run: finish the add, then let the error out
-                run_uninterrupted(narrow.settle)
+                run_uninterrupted(total.settle)
             raise
-        run_uninterrupted(narrow.settle)  # infinities, NaNs or an overflow to check: rare
+        run_uninterrupted(total.settle)  # infinities, NaNs or an overflow to check: rare
 
     def _add_then_count(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
         self._add(total, gradient)
@@ -432,7 +335,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         self, total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
     ) -> None:
         """Count ``gradient`` and add it into ``total`` (an array of fewer than
-        PARALLEL_MIN_ELEMENTS elements) as one step: the count is stored
+        of the sum's dtype) as one step: the count is stored
         first, and the add is the very next call. CPython raises a signal
         handler's exception (Ctrl-C) only after a call returns, at a backward
         jump or at a function's start, so one landing here finds both done
@@ -447,13 +350,6 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             with np.errstate(all="ignore"):
                 self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
                 np.add(out, addend, out)
-
-    @staticmethod
-    def _striped(total: np.ndarray[Any, Any]) -> bool:
-        """Whether later gradients of the round ``total`` (an array of at least
-        stripes.MIN_ELEMENTS) are added outside the lock, through the stripes:
-        larger sums split every add over the thread pool instead."""
-        return total.size < PARALLEL_MIN_ELEMENTS and WORKERS > 1 and total.flags.c_contiguous
 
     # counts its own rejections (above), sparing every apply the base's
     # counting wrapper: a Python frame on the 1-element path

@@ -2,19 +2,14 @@
 
 Floating and complex types divide by the count converted to the dtype, as
 TensorFlow's kernels do (so a float16 count from 65520 on is infinite);
-integer types divide exactly and truncate toward zero. Two fast paths give
-exactly the bits of that division (tests/test_fast_paths.py):
-
-- a division by a power of two multiplies by its exact reciprocal
-  (:func:`exact_reciprocal`), much cheaper than a division on large arrays;
-- with numba's loops loaded (tf_accum/accumulators/half_kernel.py), float16 and
-  bfloat16 divide in one compiled pass, where numpy's and ml_dtypes' narrow
-  loops are scalar code.
+integer types divide exactly and truncate toward zero. With numba's loops
+loaded (tf_accum/accumulators/half_kernel.py), float16 and bfloat16 divide in
+one compiled pass, where numpy's and ml_dtypes' narrow loops are scalar code:
+the same bits (tests/test_half_kernel.py).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -22,22 +17,15 @@ import numpy as np
 
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.float_errors import ignoring_float_errors
-from tf_accum.accumulators.pool import split_elementwise
 from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]
 
-# Finding a count's exact reciprocal costs more than the multiplication saves
-# on small arrays: below this a MEAN divides.
-RECIPROCAL_MIN_ELEMENTS = 1 << 16
 # A MEAN's result of fewer bytes is divided in a copy, so that its round stays
 # as it was until the take has returned, and goes back if the take is stopped
 # (Ctrl-C) before; a larger one is divided where it is (a copy into fresh
 # memory costs more than the division), and is the take's from then on.
 COPY_MAX_BYTES = 1 << 20
-# From this many elements the compiled float16/bfloat16 division runs on the
-# thread pool (benchmarks/bench_half_kernel.py).
-NARROW_DIVIDE_PARALLEL = 1_000_000
 
 
 def count_in(dtype: np.dtype[Any], counts: Any) -> Array:
@@ -46,27 +34,6 @@ def count_in(dtype: np.dtype[Any], counts: Any) -> Array:
     float16 count is infinite, quietly."""
     converted: Array = ignoring_float_errors(np.asarray(counts).astype, dtype)
     return converted
-
-
-def exact_reciprocal(divisor: Array) -> Array | None:
-    """``1 / divisor`` in its dtype when multiplying by it divides exactly, else None.
-
-    That is when ``divisor`` (a real floating scalar, float16, bfloat16, float32
-    or float64) is a power of two whose reciprocal the dtype holds: ``x * (1/d)``
-    and ``x / d`` are then one correctly rounded operation on the same real
-    number, so they give the same bits for every ``x`` (subnormals, infinities,
-    signed zeros and NaNs included), and a multiplication costs a fraction of
-    a division.
-    """
-    if divisor.ndim or not (divisor.dtype.kind == "f" or is_bfloat16(divisor.dtype)):
-        return None
-    value = float(divisor)
-    if not 0.0 < value < math.inf or math.frexp(value)[0] != 0.5:
-        return None
-    reciprocal: Array = ignoring_float_errors(np.divide, np.ones((), divisor.dtype), divisor)
-    # exact: both are powers of two in a double's range; an underflowed or
-    # rounded reciprocal gives something else
-    return reciprocal if float(reciprocal) * value == 1.0 else None
 
 
 def _compiled_narrow_division(total: Array, divisor: Array) -> Callable[[Array], None] | None:
@@ -108,24 +75,12 @@ def divide_in_place(
         return _divide_integers(total, counts, before_writing)
     divisor = count_in(total.dtype, counts)
     compiled = _compiled_narrow_division(total, divisor)
-    small = total.size < RECIPROCAL_MIN_ELEMENTS
-    reciprocal = None if compiled is not None or small else exact_reciprocal(divisor)
-
-    def divide(part: Array) -> None:
-        # each thread has its own floating-point error state
-        if reciprocal is None:
-            ignoring_float_errors(np.divide, part, divisor, out=part)
-        else:
-            ignoring_float_errors(np.multiply, part, reciprocal, out=part)
-
     if before_writing is not None:
         before_writing()
     if compiled is not None:
-        split_elementwise(compiled, (total.reshape(-1).view(np.uint16),), NARROW_DIVIDE_PARALLEL)
-    elif divisor.ndim == 0:
-        split_elementwise(divide, (total,))
+        compiled(total.reshape(-1).view(np.uint16))
     else:
-        divide(total)
+        ignoring_float_errors(np.divide, total, divisor, out=total)
     return total
 
 

@@ -11,7 +11,7 @@ compiled loop instead (tf_accum/accumulators/half_kernel.py), and a MEAN take
 divides there too.
 
 This module holds what both types share (:class:`Float32ShadowSum`: the float32
-shadow, its chunks over the threads, the choice between the compiled loops and
+shadow, its chunks, the choice between the compiled loops and
 numpy's passes, an add as one call); each type's image and checks are in its
 own module (tf_accum/accumulators/half_sum.py, bfloat16_sum.py).
 """
@@ -23,16 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators import division, float_errors, half_kernel, pool
+from tf_accum.accumulators import division, float_errors, half_kernel
 from tf_accum.accumulators.float_errors import add_ignoring_float_errors
-from tf_accum.accumulators.pool import bounds, run_split, split_elementwise
 
 Array = np.ndarray[Any, Any]
-
-# From this many elements a narrow sum's passes run on the thread pool: the
-# numpy passes hand the GIL over many times an add, and the compiled loops are
-# bound by memory, so fewer elements lose (benchmarks/bench_threads.py).
-NARROW_PARALLEL_MIN_ELEMENTS = 4_000_000
 
 _ONE = np.uint32(1)
 CHUNK = 262_144  # elements per pass: few GIL hand-offs, working set near the L2
@@ -58,12 +52,11 @@ class Float32ShadowSum:
     narrow arithmetic (``exact``), so that infinities and NaN payloads are
     exactly numpy's. Subclasses define the image and the checks. Besides the
     shadow (twice the narrow sum's size) a round holds a fixed scratch of
-    ``CHUNK`` elements per thread, so an apply allocates nothing.
+    ``CHUNK`` elements, so an apply allocates nothing.
 
     With numba there, a sum scans and adds contiguous gradients with the
     compiled loops of :mod:`half_kernel` (``_kernels``): the same operations on
-    the same state, in one pass per thread instead of ten numpy calls per
-    chunk. A sum of ``half_kernel.MIN_ELEMENTS`` or more loads them; a smaller
+    the same state, in one pass instead of ten numpy calls per chunk. A sum of ``half_kernel.MIN_ELEMENTS`` or more loads them; a smaller
     one uses them only if they are loaded already.
     """
 
@@ -81,8 +74,7 @@ class Float32ShadowSum:
         self._kernels = (
             half_kernel.load() if first.size >= half_kernel.MIN_ELEMENTS else half_kernel.loaded()
         )
-        parts = pool.WORKERS if first.size >= NARROW_PARALLEL_MIN_ELEMENTS else 1
-        self._scratch = np.empty((parts, min(CHUNK, first.size)), np.uint32)
+        self._scratch = np.empty(min(CHUNK, first.size), np.uint32)
         self.shadow = np.empty(first.shape, np.float32)
         gradient = _flat(first)
         largest = self._largest_magnitude(gradient)
@@ -99,22 +91,15 @@ class Float32ShadowSum:
 
     def _split(self, work: Callable[[int, int, Array], Any], whole: bool = False) -> list[Any]:
         """``work(lo, hi, scratch)`` over the flat elements, in chunks (``whole``:
-        one per thread, for the compiled loops, which need no scratch), one range
-        per thread; returns what each chunk's call returned."""
+        one, for the compiled loops, which need no scratch); returns what each
+        chunk's call returned."""
         size = self.shadow.size
         scratch = self._scratch
         chunk = max(size, 1) if whole else CHUNK
         found: list[Any] = []
-
-        def part(index: int, lo: int, hi: int) -> Callable[[], None]:
-            def run() -> None:
-                for start in range(lo, hi, chunk):
-                    stop = min(start + chunk, hi)
-                    found.append(work(start, stop, scratch[index, : stop - start]))
-
-            return run
-
-        run_split([part(i, lo, hi) for i, (lo, hi) in enumerate(bounds(size, len(scratch)))])
+        for start in range(0, size, chunk):
+            stop = min(start + chunk, size)
+            found.append(work(start, stop, scratch[: stop - start]))
         return found
 
     def _largest_magnitude(self, gradient: Array) -> int:
@@ -138,7 +123,7 @@ class Float32ShadowSum:
     def _add_all(
         self, gradient: Array, compiled: Callable[[Array, Array], Any] | None
     ) -> list[Any]:
-        """Add the flat ``gradient`` into the shadow, over the threads: with the
+        """Add the flat ``gradient`` into the shadow: with the
         compiled loop ``compiled`` (a field of half_kernel.Kernels) if given,
         else in numpy chunks (``_add_chunk``). Returns what each call returned."""
         flat = self.shadow.reshape(-1)
@@ -181,11 +166,7 @@ class Float32ShadowSum:
         loop = self._narrow_dividing(kernels)
         out = np.empty(self.shadow.shape, np.uint16)
         bits = self.shadow.reshape(-1).view(np.uint32)
-        split_elementwise(
-            lambda part, into: loop(part, into, divisor),
-            (bits, out.reshape(-1)),
-            division.NARROW_DIVIDE_PARALLEL,
-        )
+        loop(bits, out.reshape(-1), divisor)
         divided: Array = out.view(self.dtype)
         return divided
 
@@ -207,8 +188,8 @@ class Float32ShadowSum:
                 gradient,
                 self.exact,
             )
-        if self._kernels is None or self._scratch.shape[0] != 1:
-            return None  # numpy's passes, or one part per thread: several calls
+        if self._kernels is None:
+            return None  # numpy's passes: several calls
         flat = _flat(gradient)
         kernels = self._kernels_for(flat)
         if kernels is None:

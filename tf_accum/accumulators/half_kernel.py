@@ -298,7 +298,7 @@ def _compile() -> Kernels:
     shadow = bits(types.uint32)
 
     def jit(fn: Any, signatures: list[Any]) -> Any:
-        # nogil: pool.py's thread pool runs the parts of a large sum at once
+        # nogil: other threads go on while a loop runs (as in numpy's own loops)
         return numba.njit(signatures, nogil=True)(fn)
 
     def inlined(fn: Any) -> Any:

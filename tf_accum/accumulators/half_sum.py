@@ -57,8 +57,8 @@ class HalfSum(Float32ShadowSum):
 
     def _add_checked(self, gradient: Array, kernels: half_kernel.Kernels) -> None:
         """Add the flat ``gradient`` with the compiled loop that scans and adds
-        block by block (half_kernel.add_half_checked), one part per thread. A
-        part stops before a block holding an infinity or NaN; the round then
+        block by block (half_kernel.add_half_checked). It stops before a
+        block holding an infinity or NaN; the round then
         goes on in numpy's float16 arithmetic, which adds what the loop left.
         Element by element that is the same add, so the bits are those of
         scanning the whole gradient first. Once a block is added, no buffer is
@@ -128,7 +128,7 @@ class HalfSum(Float32ShadowSum):
             # element i's two bytes land in element i // 2's, which an earlier
             # chunk, or this one (read whole into scratch first), has read
             halves = bits.view(np.uint16)
-            scratch = self._scratch[0]
+            scratch = self._scratch
             width = scratch.shape[0]
             for lo in range(0, bits.size, width):
                 hi = min(lo + width, bits.size)

@@ -13,9 +13,8 @@ KeyboardInterrupt) withdraws the attempt or gives its round back.
 
 Invariant guarded by ``_lock``: ``_count`` is the number of gradients merged
 into ``_round`` since the last completed take; the front of ``_waiting``
-has ``num_required > _count`` (a flush serves it otherwise, or, while adds
-into the round run outside the lock, seals the round for it or shuts the
-gate); ``_global_step`` is a wrapping int64; ``_served`` counts rounds handed
+has ``num_required > _count`` (a flush serves it otherwise);
+``_global_step`` is a wrapping int64; ``_served`` counts rounds handed
 over (never down: the last one's serial), ``_given_back`` the ones given
 back since; the ``_n_*`` counters are statistics. Methods named ``*_locked``
 run with ``_lock`` held. Each change is computed first and stored in one
@@ -38,10 +37,8 @@ from tf_accum.accumulators.attempts import (
     DELIVERED,
     QUEUED,
     RETURNED,
-    SEALED,
     SERVED,
     WITHDRAWN,
-    SealedRound,
     Stage,
     TakeAttempt,
     copy_error,
@@ -85,18 +82,6 @@ class Rounds(ABC, Generic[Round]):
         self._n_interrupted = 0
         # the serials of served rounds given back (see _put_back_locked)
         self._given_back: dict[int, bool] = {}
-        # Adds running outside the lock (see stripes.py) into the current round;
-        # each carries the round's number (``_served`` when it began). A take
-        # ready on the gradients already counted does not wait for them: the
-        # round is sealed (SealedRound), committed, and the next one starts
-        # while they land. One round is sealed at a time: while a second could
-        # be, the gate is shut, and new applies wait at it, so that take is
-        # served as soon as the adds are done.
-        self._in_flight = 0
-        self._sealed: SealedRound | None = None
-        self._gate = threading.Event()
-        self._gate.set()
-        self._gate_shut = False
 
     # --- subclass hooks -------------------------------------------------------
 
@@ -179,7 +164,7 @@ class Rounds(ABC, Generic[Round]):
         """Give ``attempt`` up: withdraw it if it waits, or give back the
         round it was served (collected too, when its result left the round
         as it was: see :meth:`can_give_back`), if it can go back (see
-        _put_back_locked; one sealed goes back once its adds have landed).
+        _put_back_locked).
         Its callback is not called. ``reason`` ("timed_out", "cancelled",
         "interrupted") is what stats() counts it as. Says whether it consumed
         nothing."""
@@ -230,10 +215,6 @@ class Rounds(ABC, Generic[Round]):
                 self._count_withdrawal_locked(reason)
                 self._flush_locked()  # whoever is behind it may go now
             return True
-        if stage is SEALED:
-            attempt.stage = RETURNED  # the round goes back once whole: _serve_sealed_locked
-            self._count_withdrawal_locked(reason)
-            return True
         if stage is SERVED or stage is DELIVERED:
             if self._put_back_locked(attempt.state, attempt.count, attempt.serial):  # type: ignore[arg-type]
                 attempt.stage = RETURNED
@@ -256,7 +237,7 @@ class Rounds(ABC, Generic[Round]):
     def _cancel_from_outside(self, attempt: TakeAttempt[Round], error: errors.OpError) -> None:
         """A cancellation's callback (runs without the lock held): a waiting
         attempt fails with ``error``, as does one served but not yet
-        collected whose round can go back; one sealed is served as usual."""
+        collected whose round can go back."""
         with self._lock:
             stage = attempt.stage
             if stage is QUEUED and attempt in self._waiting:
@@ -286,9 +267,7 @@ class Rounds(ABC, Generic[Round]):
 
         Takes are served in arrival order; a take completes when the counter
         reaches its ``num_required`` while it is at the front of the queue. On
-        completion the global step goes up by one and the counter goes to 0;
-        gradients still being added at that moment (large dense adds run
-        outside the lock) belong to its round, and it returns once they are in.
+        completion the global step goes up by one and the counter goes to 0.
         A take is all or nothing: if computing its result fails, the round is
         given back (see below), and the error raised.
 
@@ -312,7 +291,7 @@ class Rounds(ABC, Generic[Round]):
         try:
             with self._lock:
                 self._check_open_locked()
-                if not self._waiting and not self._in_flight and self._count >= num_required:
+                if not self._waiting and self._count >= num_required:
                     self._hand_over_locked(attempt, DELIVERED)  # nothing to wait for
                 else:
                     wakeup = threading.Event()
@@ -333,9 +312,7 @@ class Rounds(ABC, Generic[Round]):
         self, attempt: TakeAttempt[Round], wakeup: threading.Event, timeout: float | None
     ) -> None:
         """Block (without the lock) until ``attempt`` is served or cancelled;
-        out of time, withdraw it and raise DeadlineExceededError (one ready
-        but for adds still running outside the lock, or sealed, waits on
-        for them)."""
+        out of time, withdraw it and raise DeadlineExceededError."""
         deadline = None if timeout is None or math.isinf(timeout) else time.monotonic() + timeout
         try:
             while not attempt.done:
@@ -347,14 +324,11 @@ class Rounds(ABC, Generic[Round]):
                 if time.monotonic() < deadline:
                     continue
                 with self._lock:
-                    if attempt.stage is QUEUED and not (
-                        self._in_flight and self._front_ready_locked(attempt)
-                    ):
+                    if attempt.stage is QUEUED:
                         self._give_back_locked(attempt, TIMED_OUT)
                         raise errors.DeadlineExceededError(
                             None, None, "Timed out waiting for notification"
                         )
-                    deadline = None  # served once the adds running now are done
         finally:
             _forget_cancellation(attempt)
 
@@ -425,107 +399,20 @@ class Rounds(ABC, Generic[Round]):
         return True
 
     def _flush_locked(self) -> None:
-        """Serve waiting takes from the front for as long as the counter allows
-        (sealing the round if adds into it run outside the lock), and open or
-        shut the gate."""
+        """Serve waiting takes from the front for as long as the counter allows."""
         waiting = self._waiting
-        if self._in_flight:
-            ready = self._front_ready_locked()
-            if not ready or self._sealed is not None:
-                if ready != self._gate_shut:
-                    self._set_gate_locked(ready)
-                return
-            self._seal_locked()
         while self._front_ready_locked():
             attempt = waiting.popleft()
             self._hand_over_locked(attempt, SERVED)
             attempt._complete(SERVED)
-        if self._gate_shut:
-            self._set_gate_locked(False)
 
-    def _front_ready_locked(self, attempt: TakeAttempt[Round] | None = None) -> bool:
-        """Whether the counter allows the front take (which is ``attempt``, if
-        given). Attempts given up while still in the queue (an exception cut
+    def _front_ready_locked(self) -> bool:
+        """Whether the counter allows the front take. Attempts given up while still in the queue (an exception cut
         their withdrawal short) are dropped from its front first."""
         waiting = self._waiting
         while waiting and waiting[0].stage is not QUEUED:
             waiting.popleft()
-        return (
-            bool(waiting)
-            and (attempt is None or waiting[0] is attempt)
-            and self._count >= waiting[0].num_required
-        )
-
-    def _seal_locked(self) -> None:
-        """Commit the front take to the current round while adds into it still
-        run outside the lock (see SealedRound): the next round starts now."""
-        attempt = self._waiting.popleft()
-        sealed = SealedRound(attempt, self._served, self._in_flight, self._count)
-        sealed.state, self._sealed, self._in_flight = self._complete_round_locked(), sealed, 0
-        attempt.stage = SEALED
-
-    def _serve_sealed_locked(self) -> None:
-        """Once every add into the sealed round has landed, hand it to its take
-        (or, if its owner gave it up meanwhile, give it back)."""
-        sealed = self._sealed
-        if sealed is None or sealed.in_flight:
-            return
-        attempt = sealed.attempt
-        if attempt.stage is SEALED:
-            a = attempt
-            a.state, a.count, a.serial, a.stage = sealed.state, sealed.count, sealed.serial, SERVED
-        if attempt.stage is SERVED:
-            attempt._complete(SERVED)
-        elif attempt.stage is not DELIVERED:  # its owner gave it up meanwhile
-            self._put_back_locked(sealed.state, sealed.count, sealed.serial)
-        self._sealed = None  # last: landing again finishes what an exception cut short
-
-    def _set_gate_locked(self, shut: bool) -> None:
-        self._gate_shut = shut
-        if shut:
-            self._gate.clear()
-        else:
-            self._gate.set()
-
-    def _wait_at_gate(self) -> None:
-        """Wait (without the lock) until the gate opens: a take that can be served
-        once the adds running outside the lock are done goes before this apply."""
-        self._gate.wait()
-
-    def _land(self, flight: Any) -> None:
-        """An add that ran outside the lock (noted in ``_in_flight``) is over:
-        count its gradient if it went in (``flight.complete``), once
-        (``flight.landed`` says whether it was), and serve the take it held up,
-        if any."""
-        with self._lock:
-            if flight.landed:  # landed again: what an exception cut short goes on
-                self._serve_sealed_locked()
-                self._flush_locked()
-                return
-            added = int(flight.complete)
-            sealed = self._sealed
-            if sealed is not None and flight.round == sealed.round:
-                # committed to its take: counted even if the accumulator has closed since
-                sealed.in_flight, sealed.count, self._n_accepted, flight.landed = (
-                    sealed.in_flight - 1,
-                    sealed.count + added,
-                    self._n_accepted + added,
-                    True,
-                )
-                self._serve_sealed_locked()
-                if not self._closed:
-                    self._flush_locked()  # a round that waited for this one to go
-                return
-            added = int(added and not self._closed and flight.round == self._served)
-            self._in_flight, self._count, self._n_accepted, flight.landed = (
-                self._in_flight - 1,
-                self._count + added,
-                self._n_accepted + added,
-                True,
-            )
-            # (with no take waiting and the gate open, there is nothing to flush)
-            if (self._waiting or self._gate_shut) and not self._closed:
-                self._flush_locked()
+        return bool(waiting) and self._count >= waiting[0].num_required
 
     def close(self) -> None:
         """Destroy: every waiting take fails with CancelledError; later use is NotFound."""
@@ -535,8 +422,6 @@ class Rounds(ABC, Generic[Round]):
             self._detach_round_locked()
             waiting, self._waiting = self._waiting, collections.deque()
             self._closed, self._count, self._round = True, 0, None
-            if self._gate_shut:
-                self._set_gate_locked(False)  # applies waiting at it find it closed
             for attempt in waiting:
                 attempt.error = errors.CancelledError(
                     None, None, "TakeGrad operation was cancelled"

@@ -15,11 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators import float_errors, pool
+from tf_accum.accumulators import float_errors
 from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
 from tf_accum.accumulators.float32_shadow import Float32ShadowSum
 from tf_accum.accumulators.half_sum import HalfSum
-from tf_accum.accumulators.pool import add_in_place, parallel_copy
 from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]
@@ -44,7 +43,7 @@ def start_sum(first: Array, dtype: np.dtype[Any], owned: bool = False) -> RoundS
             return BFloat16Sum(first, dtype)
     if owned and first.dtype == dtype and first.flags.c_contiguous and first.flags.writeable:
         return first
-    return parallel_copy(first, dtype)
+    return np.array(first, dtype, copy=True)
 
 
 def _single(first: Array, dtype: np.dtype[Any]) -> Array:
@@ -67,8 +66,8 @@ def _add_single(total: Array, gradient: Array) -> None:
     np.add(pair, gradient.reshape(()), pair)
 
 
-def _add_small(total: Array, gradient: Array) -> None:
-    """``total += gradient`` on the calling thread, for a sum below the threads' size."""
+def _add_array(total: Array, gradient: Array) -> None:
+    """``total += gradient`` for a sum that is an ndarray."""
     if total.size == 1:
         _add_single(total, gradient)
     else:
@@ -78,45 +77,38 @@ def _add_small(total: Array, gradient: Array) -> None:
 def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
     """``adder(total, gradient)`` adds ``gradient`` into a running sum of ``dtype``
     made by :func:`start_sum`, whatever its size."""
-    limit = pool.PARALLEL_MIN_ELEMENTS
-
-    def add_large(total: Any, gradient: Array) -> None:
-        if type(total) is np.ndarray:
-            add_in_place(total, gradient)
-        else:
-            total.add(gradient)
 
     if dtype.kind in "iu":
 
         def add_integers(total: Any, gradient: Array) -> None:
-            if type(total) is np.ndarray and total.size < limit:
-                _add_small(total, gradient)
+            if type(total) is np.ndarray:
+                _add_array(total, gradient)
             else:
-                add_large(total, gradient)
+                total.add(gradient)
 
         return add_integers
     if not float_errors.CONTEXT_LOCAL_ERRORS:  # numpy < 2
 
         def add_floats(total: Any, gradient: Array) -> None:
-            if type(total) is np.ndarray and total.size < limit:
+            if type(total) is np.ndarray:
                 with np.errstate(all="ignore"):
-                    _add_small(total, gradient)
+                    _add_array(total, gradient)
             else:
-                add_large(total, gradient)
+                total.add(gradient)
 
         return add_floats
     runner, add = float_errors.runner_ignoring_float_errors, np.add
 
     def add_floats_quietly(total: Any, gradient: Array) -> None:
-        # _add_small written out: this is most of a 1-element apply's own time
-        if type(total) is np.ndarray and total.size < limit:
+        # _add_array written out: this is most of a 1-element apply's own time
+        if type(total) is np.ndarray:
             if total.size == 1:
                 pair: Any = total.base  # see _single
                 runner()(add, pair, gradient.reshape(()), pair)
             else:
                 runner()(add, total, gradient, total)
         else:
-            add_large(total, gradient)
+            total.add(gradient)
 
     return add_floats_quietly
 

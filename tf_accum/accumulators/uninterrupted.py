@@ -171,13 +171,6 @@ def run_uninterrupted(work: Callable[[], None]) -> None:
         raise job.error
 
 
-def in_turn(first: Callable[[], Any], second: Callable[[], Any]) -> None:
-    """``first()``, then ``second()`` (C callables both), with no Python code
-    between: an asynchronous exception finds both done or neither (see
-    :func:`then_mark`). If ``first`` raises, ``second`` is not called."""
-    collections.deque(map(_CALL, (first, second)), 0)
-
-
 def then_mark(call: Callable[[], Any], owner: object, name: str, value: object) -> None:
     """``call()``, then ``owner.<name> = value``, with no Python code between.
 
