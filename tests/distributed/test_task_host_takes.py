@@ -33,7 +33,7 @@ class Requests:
         """The coroutine of a request; its id is ``self.last``."""
         self.count += 1
         self.last = request = f"{caller}/{self.count}"
-        blob = pickle.dumps(steps)
+        blob = pickle.dumps((steps, ()))  # every step's outputs answered
         message: tuple[Any, ...] = (
             self.host._instance,
             "s#1",

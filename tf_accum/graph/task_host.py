@@ -144,8 +144,9 @@ class _Host:
         # queues the steps run since the last wake used (None: something else
         # changed, every line looks again): only their lines' heads can be served
         self._touched: set[int] | None = set()
-        # pickled steps -> the steps decoded (a session sends the same ones every run)
-        self._decoded: dict[bytes, list[Any]] = {}
+        # pickled steps -> the steps decoded and those whose outputs the answer leaves
+        # out (a session sends the same ones every run)
+        self._decoded: dict[bytes, tuple[list[Any], tuple[int, ...]]] = {}
         # per accumulator handle, the local step each replica (the task label of the
         # session that applied) last applied a gradient with: what a wait report says
         self._contributions: dict[int, dict[str, int]] = collections.defaultdict(dict)
@@ -257,8 +258,10 @@ class _Host:
         remaining, blocking, answer_pieces), one argument (Ray serialises each
         argument on its own), or that tuple packed by ``small_messages.pack``
         (split into ``pieces`` after the first, when large). ``blob`` is the
-        steps, pickled (a session sends the same ones every run, so they are
-        decoded once); their SLOT sources take ``values``. ``life`` is the
+        steps and the indices of those whose outputs the answer leaves out,
+        pickled (a session sends the same ones every run, so they are decoded
+        once); their SLOT sources take ``values``. A step left out answers
+        nothing but, for a take, its accumulator's stale count and global step. ``life`` is the
         caller's life token, sent with its first request only; ``remaining``
         is the seconds left of the run's deadline (None: no deadline). An
         answer whose outputs are small comes packed; with ``answer_pieces``
@@ -277,7 +280,7 @@ class _Host:
         instance, session, caller, life, request, blob, values, remaining, blocking, _ = packed
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))
-        steps = self._steps(blob)
+        steps, unanswered = self._steps(blob)
         self.requests += 1
         self._lives.watch(caller, life)
         self._sessions_of[caller].add(session)
@@ -289,22 +292,25 @@ class _Host:
         outcome = self._execute(session, steps, values, deadline, cancellation)
         self._wake()  # what it enqueued or dequeued may let waiting queue ops go on
         if outcome[0] != "pending":
-            return outcome
+            return _answered(outcome, steps, unanswered)
         self._running[request] = cancellation
         self._callers[request] = caller
         try:
-            return await self._wait_and_go_on(
+            outcome = await self._wait_and_go_on(
                 session, steps, values, deadline, cancellation, outcome[1], outcome[2]
             )
+            return _answered(outcome, steps, unanswered)
         finally:
             self._running.pop(request, None)
             self._callers.pop(request, None)
 
-    def _steps(self, blob: bytes) -> list[Any]:
-        """A request's steps, decoded (their SLOT sources read the request's values)."""
+    def _steps(self, blob: bytes) -> tuple[list[Any], tuple[int, ...]]:
+        """A request's steps, decoded (their SLOT sources read the request's values), and
+        the steps whose outputs the answer leaves out."""
         found = self._decoded.get(blob)
         if found is None:
-            found = [decode(step) for step in pickle.loads(blob)]
+            steps, unanswered = pickle.loads(blob)
+            found = ([decode(step) for step in steps], tuple(unanswered))
             if len(self._decoded) >= DECODED_REQUESTS:
                 self._decoded.clear()
             self._decoded[blob] = found
@@ -729,6 +735,19 @@ def replica_of(session: str) -> str:
     """The task label of the process whose session has key ``session`` (see
     ``remote_run.ClusterSession``): ``"/job:worker/task:1"``."""
     return session.rsplit("#", 1)[0]
+
+
+def _answered(outcome: Any, steps: list[Any], unanswered: tuple[int, ...]) -> Any:
+    """``outcome`` without the outputs of the ``unanswered`` steps (no op of the caller
+    uses them): a take's step keeps its accumulator's counts (see ``_take_outputs``)."""
+    if outcome[0] != "ok" or not unanswered:
+        return outcome
+    outputs = outcome[1]
+    for index in unanswered:
+        step = steps[index]
+        counted = type(step) is RawStep and step.take and step.required is not None
+        outputs[index] = outputs[index][-2:] if counted else ()
+    return outcome
 
 
 def _take_outputs(step: RawStep, accumulator: AccumulatorBase[Any], result: Any) -> tuple[Any, ...]:
