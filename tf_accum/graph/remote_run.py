@@ -58,7 +58,6 @@ from tf_accum.distributed.proxy import ray_error
 from tf_accum.distributed.small_messages import (
     MEDIUM_BYTES,
     array_bytes,
-    pack,
     pieces_for,
     split,
     unpack,
@@ -459,7 +458,7 @@ class ClusterSession:
                 size = array_bytes(sent) if life is None else None
                 arguments: tuple[Any, ...] = (packed,)
                 if size is not None and size <= MEDIUM_BYTES:
-                    arguments = split(pack(packed))
+                    arguments = split(packed)
                 if made.answer_pieces[0] == 1:
                     ref = link.actor.run.remote(*arguments)
                 else:

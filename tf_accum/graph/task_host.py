@@ -271,7 +271,7 @@ class _Host:
         message = unpack(packed, *pieces)
         outcome = await self._run(message)
         if message[9] > 1:
-            return split(pack(outcome), message[9])
+            return split(outcome, message[9])
         if outcome[0] == "ok" and is_small(value for out in outcome[1] for value in out):
             return pack(outcome)
         return outcome
