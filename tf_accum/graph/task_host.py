@@ -760,9 +760,19 @@ def _take_outputs(step: RawStep, accumulator: AccumulatorBase[Any], result: Any)
 
 def _wake_future(future: asyncio.Future[None]) -> None:
     """A take attempt's callback (under its accumulator's lock, maybe on another
-    thread): complete ``future`` on its event loop."""
+    thread): complete ``future`` on its event loop. On the loop's own thread (an
+    apply of a request served the take) at once: completing a future only
+    schedules its waiter, and the loop need not be woken through its pipe."""
+    loop = future.get_loop()
+    try:
+        here = asyncio.get_running_loop() is loop
+    except RuntimeError:  # another thread
+        here = False
+    if here:
+        _complete(future)
+        return
     with contextlib.suppress(RuntimeError):  # the loop is closed: the host is going away
-        future.get_loop().call_soon_threadsafe(_complete, future)
+        loop.call_soon_threadsafe(_complete, future)
 
 
 def _complete(future: asyncio.Future[None]) -> None:
