@@ -64,15 +64,38 @@ def test_array_bytes_counts_arrays_and_refuses_what_only_ray_may_serialise() -> 
 
 def test_a_message_split_into_pieces_unpacks_whole() -> None:
     message = ("ok", [(np.arange(100_000, dtype=np.float32),)])
-    data = pack(message)
-    pieces = split(data)
-    assert len(pieces) == pieces_for(len(data)) == -(-len(data) // PIECE_BYTES) > 1
-    assert all(len(piece) <= PIECE_BYTES for piece in pieces)
+    pieces = split(message)
+    assert len(pieces) == pieces_for(len(pack(message))) == -(-400_000 // PIECE_BYTES) > 1
+    assert all(type(piece) is bytes and len(piece) <= PIECE_BYTES for piece in pieces)
     back = unpack(*pieces)
     assert back[0] == "ok" and back[1][0][0].tolist() == message[1][0][0].tolist()
     # asked for more pieces than it needs: the last ones are empty, and it still unpacks
-    many = split(data, len(pieces) + 3)
+    many = split(message, len(pieces) + 3)
     assert len(many) == len(pieces) + 3
     assert unpack(*many)[1][0][0].tolist() == message[1][0][0].tolist()
-    assert split(b"ab", 4) == (b"a", b"b", b"", b"")
-    assert split(b"abc", 1) == (b"abc",) and pieces_for(0) == 1
+    # one piece is the message packed
+    assert split(("x", 1)) == (pack(("x", 1)),) == split(("x", 1), 1)
+    assert unpack(*split(("x", 1), 4)) == ("x", 1)
+
+
+def test_a_split_messages_arrays_come_back_equal_writable_and_aligned() -> None:
+    rng = np.random.default_rng(0)
+    arrays = [
+        rng.random((784, 100), dtype=np.float32),
+        np.arange(7, dtype=np.int8),  # odd sizes: the next array must still be aligned
+        np.asfortranarray(rng.random((30, 20))),
+        rng.random((40, 40))[::2],  # not contiguous: pickled with the rest
+        np.zeros((0, 3), np.float64),
+        np.float32(2.5),
+    ]
+    message = ("ok", [tuple(arrays)], b"raw", 5)
+    back = unpack(*split(message, 5))
+    assert back[2:] == (b"raw", 5)
+    for sent, got in zip(arrays, back[1][0], strict=True):
+        assert type(got) is type(sent) and got.dtype == sent.dtype and got.shape == sent.shape
+        assert np.array_equal(got, sent)
+        if isinstance(got, np.ndarray):
+            assert got.flags.writeable and got.flags.aligned
+    assert back[1][0][2].flags.f_contiguous
+    back[1][0][0][0, 0] = -1.0  # the caller's own: writing changes nothing else
+    assert back[1][0][1].tolist() == list(range(7))

@@ -78,6 +78,7 @@ def mlp(spec: Any) -> dict[str, Any]:
         "init": init,
         "local_init": local_init,
         "global_step": global_step,
+        "w1": w1,
         "feed": feed,
     }
 
@@ -85,13 +86,15 @@ def mlp(spec: Any) -> dict[str, Any]:
 class CountingActor:
     """Stands for a host's actor handle: counts the calls made on it, by method."""
 
-    def __init__(self, actor: Any, calls: Counter[str]) -> None:
+    def __init__(self, actor: Any, calls: Counter[str], answers: list[Any]) -> None:
         self._actor = actor
         self._calls = calls
+        self._answers = answers
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._actor, name)
         calls = self._calls
+        answers = self._answers
 
         class Counted:
             def __init__(self, chosen: Any = method) -> None:
@@ -102,24 +105,42 @@ class CountingActor:
 
             def remote(self, *args: Any, **kwargs: Any) -> Any:
                 calls[name] += 1
-                return self.chosen.remote(*args, **kwargs)
+                found = self.chosen.remote(*args, **kwargs)
+                answers.extend(found if isinstance(found, list) else [found])
+                return found
 
         return Counted()
 
 
 def counted(
-    server: Any, ps_tasks: int, monkeypatch: pytest.MonkeyPatch, run: Callable[[], Any]
+    server: Any,
+    ps_tasks: int,
+    monkeypatch: pytest.MonkeyPatch,
+    run: Callable[[], Any],
+    answers: list[Any] | None = None,
 ) -> tuple[Counter[str], list[int]]:
-    """The calls ``run`` makes on the hosts' actors, and the requests each host ran."""
+    """The calls ``run`` makes on the hosts' actors, and the requests each host ran
+    (the calls' results are added to ``answers``)."""
     calls: Counter[str] = Counter()
     links = [server.runtime.host("ps", k) for k in range(ps_tasks)]
     before = [server.runtime.counts("ps", k)["requests"] for k in range(ps_tasks)]
     with monkeypatch.context() as patch:
         for link in links:
-            patch.setattr(link, "actor", CountingActor(link.actor, calls))
+            patch.setattr(
+                link, "actor", CountingActor(link.actor, calls, [] if answers is None else answers)
+            )
         run()
     after = [server.runtime.counts("ps", k)["requests"] for k in range(ps_tasks)]
     return calls, [b - a for a, b in zip(before, after, strict=True)]
+
+
+def answer_bytes(answers: list[Any]) -> int:
+    """The bytes of the answers to a run's requests (pickled, as they travel)."""
+    import pickle
+
+    import ray
+
+    return sum(len(pickle.dumps(found)) for found in ray.get(answers, timeout=60))
 
 
 # ps tasks -> (a worker's step: requests per host, the sync op: requests per host)
@@ -167,3 +188,36 @@ def test_the_requests_of_a_worker_step_and_of_the_sync_op(
         assert calls == Counter(run=sum(sync_op))
     # and the steps trained: the global step went up once per sync op
     assert sess.run(m["global_step"]) == 3
+
+
+@pytest.mark.parametrize("ps_tasks", [1, 2])
+def test_the_sync_ops_answers_leave_the_taken_means_on_the_hosts(
+    task: Any, ps_tasks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The takes' means feed Adam's updates on their hosts and nothing of the chief's:
+    the answers carry none of them (the 784x100 weight's alone is 313 KB), only
+    small values (the beta powers', the step's), yet the run trains, and each
+    take's counts still reach the session."""
+    tag = uuid.uuid4().hex[:8]
+    spec = {"ps": [f"ps{k}-{tag}:2222" for k in range(ps_tasks)], "worker": [f"w0-{tag}:2222"]}
+    m = mlp(spec)
+    server, sess = task(spec, m["graph"])
+    sess.run([m["init"], m["local_init"]])
+    sess.run(m["opt"].chief_init_op)
+    sess.run(m["tokens"])
+    before = sess.run(m["w1"])
+    for _ in range(2):
+        sess.run(m["opt"].local_step_init_op)
+        sess.run([m["train_op"], m["global_step"]], m["feed"], options=RUN_BOUND)
+        answers: list[Any] = []
+        counted(
+            server,
+            ps_tasks,
+            monkeypatch,
+            lambda: sess.run(m["sync_op"], options=RUN_BOUND),
+            answers,
+        )
+        assert answer_bytes(answers) < 16 * 1024
+    assert sess.run(m["global_step"]) == 2
+    assert m["opt"].steps_aggregated == 2  # the takes' counts came back
+    assert not np.array_equal(before, sess.run(m["w1"]))  # Adam's updates used the means

@@ -33,7 +33,8 @@ class Requests:
         """The coroutine of a request; its id is ``self.last``."""
         self.count += 1
         self.last = request = f"{caller}/{self.count}"
-        blob = pickle.dumps(steps)
+        # every step's outputs answered; its takes may go back (a run only fetches them)
+        blob = pickle.dumps((steps, (), True))
         message: tuple[Any, ...] = (
             self.host._instance,
             "s#1",

@@ -13,6 +13,7 @@ gradient, say) is left to Ray.
 from __future__ import annotations
 
 import pickle
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,6 +30,11 @@ SMALL_BYTES = 64 * 1024
 # 1e6-element gradient) are left to Ray, whose store reads them without a copy.
 MEDIUM_BYTES = 1024 * 1024
 PIECE_BYTES = 96 * 1024  # under Ray's 100 KiB, with room for its framing
+
+# A split message's header: the length of the pickled rest of it, before its arrays'
+# memory, each starting at a multiple of _ALIGN bytes.
+_LENGTH = struct.Struct("<Q")
+_ALIGN = 16
 
 # Types pickled as they are, at a size of their own (a number, a short string).
 _PLAIN = frozenset({int, float, bool, str, type(None)})
@@ -61,14 +67,52 @@ def pieces_for(size: int) -> int:
     return max(1, -(-size // PIECE_BYTES))
 
 
-def split(data: bytes, count: int | None = None) -> tuple[bytes, ...]:
-    """``data`` in ``count`` pieces of equal size (by default as many as ``pieces_for``
-    says); the last ones are short or empty when ``data`` does not fill them."""
-    count = pieces_for(len(data)) if count is None else count
+def split(message: Any, count: int | None = None) -> tuple[bytes, ...]:
+    """``message`` pickled in ``count`` pieces of equal size (by default as many as
+    ``pieces_for`` says; the last ones are short or empty when it does not fill
+    them); ``unpack`` takes them back. One piece is ``pack(message)``.
+
+    Its arrays' memory is copied once, straight into the pieces (pickled out of
+    band, after a header holding the rest of the message), and the receiver's
+    arrays are views of the one buffer it joins the pieces into: no further copy
+    on either side.
+    """
     if count == 1:
-        return (data,)
-    size = -(-len(data) // count)
-    return tuple(data[i * size : (i + 1) * size] for i in range(count))
+        return (pack(message),)
+    buffers: list[pickle.PickleBuffer] = []
+    stream = pickle.dumps(message, pickle.HIGHEST_PROTOCOL, buffer_callback=buffers.append)
+    raws = [buffer.raw() for buffer in buffers]
+    sizes = [len(raw) for raw in raws]
+    head = pickle.dumps((stream, sizes), pickle.HIGHEST_PROTOCOL)
+    parts: list[Any] = [_LENGTH.pack(len(head)), head]
+    offset = _LENGTH.size + len(head)
+    for raw in raws:
+        pad = -offset % _ALIGN  # each array starts aligned in the receiver's buffer
+        parts.append(bytes(pad))
+        parts.append(raw)
+        offset += pad + len(raw)
+    if count is None:
+        count = pieces_for(offset)
+        if count == 1:
+            return (pack(message),)
+    size = -(-offset // count)
+    pieces: list[bytes] = []
+    chunk: list[Any] = []
+    room = size
+    for part in parts:
+        view = memoryview(part)
+        while len(view):
+            taken = view[:room]
+            chunk.append(taken)
+            view = view[len(taken) :]
+            room -= len(taken)
+            if not room:
+                pieces.append(b"".join(chunk))
+                chunk, room = [], size
+    if chunk:
+        pieces.append(b"".join(chunk))
+    pieces.extend(b"" for _ in range(count - len(pieces)))
+    return tuple(pieces)
 
 
 def pack(message: Any) -> bytes:
@@ -77,10 +121,23 @@ def pack(message: Any) -> bytes:
 
 
 def unpack(message: Any, *pieces: bytes) -> Any:
-    """A message as sent: a packed one (in ``pieces`` after the first, if split)
-    unpickled, any other as it came."""
+    """A message as sent: a packed one, or a split one (``message`` and then its other
+    ``pieces``), unpickled; any other as it came."""
     if pieces:
-        return pickle.loads(b"".join((message, *pieces)))
+        return _unsplit((message, *pieces))
     if type(message) is bytes:
         return pickle.loads(message)
     return message
+
+
+def _unsplit(pieces: tuple[bytes, ...]) -> Any:
+    view = memoryview(bytearray().join(pieces))
+    (length,) = _LENGTH.unpack_from(view)
+    stream, sizes = pickle.loads(view[_LENGTH.size : _LENGTH.size + length])
+    offset = _LENGTH.size + length
+    buffers = []
+    for size in sizes:
+        offset += -offset % _ALIGN
+        buffers.append(view[offset : offset + size])  # writable: the arrays are the caller's
+        offset += size
+    return pickle.loads(stream, buffers=buffers)

@@ -11,8 +11,11 @@ sources)`` calls a graph op's own kernel (a cheap op without state that the
 session moved to the host, see ``HOST_KERNEL_TYPES``). Each source says where an input
 comes from: ``(VALUE, value)`` in the steps, ``(STEP, index, output)`` an
 earlier step's output, or ``(SLOT, index)`` the request's values (what
-changes from run to run). The host decodes a request's steps once (a
-session sends the same ones every run) and runs them (tf_accum.graph.task_host).
+changes from run to run). The steps travel pickled together with the
+indices of those whose outputs no op outside the request uses and the run
+does not fetch (their answer leaves them out). The host decodes a request's
+steps once (a session sends the same ones every run) and runs them
+(tf_accum.graph.task_host).
 """
 
 from __future__ import annotations

@@ -58,7 +58,6 @@ from tf_accum.distributed.proxy import ray_error
 from tf_accum.distributed.small_messages import (
     MEDIUM_BYTES,
     array_bytes,
-    pack,
     pieces_for,
     split,
     unpack,
@@ -125,12 +124,13 @@ _Action = tuple[str, Any]
 @dataclass(frozen=True)
 class _Request:
     """A batch's request as built once: its pickled steps, the tensors its slots take,
-    and per op its outputs and whether it makes an accumulator (for the answer)."""
+    and per op its outputs, whether it makes an accumulator and whether the answer
+    carries its outputs (for the answer)."""
 
     plan: Plan
     blob: bytes
     slots: tuple[Tensor, ...]
-    outputs: tuple[tuple[Operation, tuple[Tensor, ...], bool], ...]
+    outputs: tuple[tuple[Operation, tuple[Tensor, ...], bool, bool], ...]
     # the pieces to ask its answer in (learnt from the last answer: a run's answers
     # are the same size from run to run)
     answer_pieces: list[int]
@@ -389,18 +389,25 @@ class ClusterSession:
         if found is None or found.plan is not plan:
             slots: list[Tensor] = []
             steps = write_steps(ops, values, plan.producers, slots)
+            unanswered = _unanswered(plan, ops)
+            takes = [op for op in ops if op.type.endswith("AccumulatorTakeGradient")]
+            gives_back = bool(takes) and not any(plan.consumers[op] for op in takes)
+            contents = (steps, unanswered, gives_back)
             if any(step[0] == KERNEL for step in steps):
                 from ray import cloudpickle  # a kernel is a closure: pickled by value
 
-                blob = cloudpickle.dumps(steps, pickle.HIGHEST_PROTOCOL)  # type: ignore[no-untyped-call]
+                blob = cloudpickle.dumps(contents, pickle.HIGHEST_PROTOCOL)  # type: ignore[no-untyped-call]
             else:
-                blob = pickle.dumps(steps, pickle.HIGHEST_PROTOCOL)
+                blob = pickle.dumps(contents, pickle.HIGHEST_PROTOCOL)
             outputs = tuple(
-                (op, op.outputs, op.type in NODE_SPECS and NODE_SPECS[op.type].constructor)
-                for op in ops
+                (
+                    op,
+                    op.outputs,
+                    op.type in NODE_SPECS and NODE_SPECS[op.type].constructor,
+                    i not in unanswered,
+                )
+                for i, op in enumerate(ops)
             )
-            takes = [op for op in ops if op.type.endswith("AccumulatorTakeGradient")]
-            gives_back = bool(takes) and not any(plan.consumers[op] for op in takes)
             found = _Request(plan, blob, tuple(slots), outputs, [1], gives_back)
             with self._lock:
                 if len(self._requests) > 256:
@@ -473,7 +480,7 @@ class ClusterSession:
                 size = array_bytes(sent) if life is None else None
                 arguments: tuple[Any, ...] = (packed,)
                 if size is not None and size <= MEDIUM_BYTES:
-                    arguments = split(pack(packed))
+                    arguments = split(packed)
                 if made.answer_pieces[0] == 1:
                     ref = link.actor.run.remote(*arguments)
                 else:
@@ -482,17 +489,16 @@ class ClusterSession:
                     rest[ref] = others
                 pending[ref] = (task, ops, request, link, key, made)
             failures: list[tuple[Operation, BaseException]] = []
-            answers = _answers_at_once(pending)
+            answers = _answers_at_once(pending, rest)
             while pending:
                 ref = _next_answer(pending)
                 task, ops, request, link, key, made = pending[ref]
                 try:
-                    answer = (
+                    answer, pieces = (
                         answers.pop(ref)
                         if ref in answers
-                        else _answer(ref, task, ops, key, self, link)
+                        else _answer(ref, rest.get(ref, []), task, ops, key, self, link)
                     )
-                    pieces = ray.get(rest.pop(ref)) if ref in rest else []
                     outcome = unpack(answer, *pieces)
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
@@ -544,7 +550,14 @@ class ClusterSession:
     ) -> tuple[Operation, BaseException] | None:
         """Store a request's outputs; (op, error) of its failing step, if one failed."""
         if outcome[0] == "ok":
-            for (op, tensors, constructor), outputs in zip(made.outputs, outcome[1], strict=True):
+            for (op, tensors, constructor, answered), outputs in zip(
+                made.outputs, outcome[1], strict=True
+            ):
+                if not answered:  # only a take's counts come back (see _unanswered)
+                    done.add(op)
+                    if outputs and op in _AFTER_TAKE:
+                        _AFTER_TAKE[op](*outputs)
+                    continue
                 if constructor:
                     handle = RemoteHandle(task_label(task), int(outputs[0]))
                     with self._lock:
@@ -678,22 +691,32 @@ class HostState:
 
 
 def _answer(
-    ref: Any, task: Task, ops: list[Operation], key: Any, session: ClusterSession, link: TaskLink
-) -> Any:
-    """The answer to a request; one that may wait (a take: ``key`` is its cancellation's)
-    logs what it waits for after ``REPORT_AFTER`` seconds, then after twice as long, ..."""
+    ref: Any,
+    others: list[Any],
+    task: Task,
+    ops: list[Operation],
+    key: Any,
+    session: ClusterSession,
+    link: TaskLink,
+) -> tuple[Any, list[Any]]:
+    """The answer to a request and the pieces ``others`` of a split one, got together;
+    one that may wait (a take: ``key`` is its cancellation's) logs what it waits for
+    after ``REPORT_AFTER`` seconds, then after twice as long, ..."""
     import ray
 
     what = f"wait for task {task_label(task)}"
+    refs = [ref, *others]
     if key is None:
         refuse_when_exiting(what)
-        return ray.get(ref)
+        found = ray.get(refs)
+        return found[0], found[1:]
     start = time.monotonic()
     wait = REPORT_AFTER
     while True:
         refuse_when_exiting(what)
         try:
-            return ray.get(ref, timeout=wait)
+            found = ray.get(refs, timeout=wait)
+            return found[0], found[1:]
         except ray.exceptions.GetTimeoutError:
             waited = time.monotonic() - start
             blocking = [op for op in ops if op.blocking]
@@ -728,21 +751,28 @@ def _next_answer(pending: dict[Any, tuple[Any, ...]]) -> Any:
     return ray.wait(list(pending))[0][0]
 
 
-def _answers_at_once(pending: dict[Any, tuple[Any, ...]]) -> dict[Any, Any]:
-    """The outcomes of several requests none of which has a take (none waits on
-    another's), by one ``ray.get`` (a get per request costs a worker a wait each);
-    empty for a single request, when one has a take, or when Ray failed one (each
-    is then got on its own, to say which)."""
+def _answers_at_once(
+    pending: dict[Any, tuple[Any, ...]], rest: dict[Any, list[Any]]
+) -> dict[Any, tuple[Any, list[Any]]]:
+    """The answers (and the pieces in ``rest`` of split ones) of several requests none
+    of which has a take (none waits on another's), by one ``ray.get`` (a get per
+    request costs a worker a wait each); empty for a single request, when one has a
+    take, or when Ray failed one (each is then got on its own, to say which)."""
     if len(pending) < 2 or any(key is not None for *_, key, _made in pending.values()):
         return {}
     import ray
 
-    refs = list(pending)
+    refs = [piece for ref in pending for piece in (ref, *rest.get(ref, ()))]
     refuse_when_exiting("wait for several tasks")
     try:
-        return dict(zip(refs, ray.get(refs), strict=True))
+        found = iter(ray.get(refs))
     except ray.exceptions.RayError:
         return {}
+    answers = {}
+    for ref in pending:
+        answer = next(found)
+        answers[ref] = (answer, [next(found) for _ in rest.get(ref, ())])
+    return answers
 
 
 def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]:
@@ -910,6 +940,22 @@ def _deferred(
     if not deferred or len(deferred) == len(batches):
         return batches
     return {task: ops for task, ops in batches.items() if task not in deferred}
+
+
+def _unanswered(plan: Plan, ops: list[Operation]) -> tuple[int, ...]:
+    """The steps of a request of ``ops`` whose outputs its answer need not carry: only
+    ops of the same request use them, and the run does not fetch them (a chief's takes
+    feed its optimizer's updates on the host; their means stay there). A take's
+    stale count and global step still come back (see ``after_take``); an
+    accumulator's handle always does."""
+    batch = set(ops)
+    return tuple(
+        i
+        for i, op in enumerate(ops)
+        if not (op.type in NODE_SPECS and NODE_SPECS[op.type].constructor)
+        and op not in plan.fetched
+        and all(user in batch for user in plan.consumers[op])
+    )
 
 
 def _blocking_last(ops: list[Operation], placed: _Placed) -> list[Operation]:

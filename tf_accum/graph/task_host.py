@@ -153,8 +153,9 @@ class _Host:
         # queues the steps run since the last wake used (None: something else
         # changed, every line looks again): only their lines' heads can be served
         self._touched: set[int] | None = set()
-        # pickled steps -> the steps decoded (a session sends the same ones every run)
-        self._decoded: dict[bytes, list[Any]] = {}
+        # pickled steps -> the steps decoded and those whose outputs the answer leaves
+        # out (a session sends the same ones every run)
+        self._decoded: dict[bytes, tuple[list[Any], tuple[int, ...], bool]] = {}
         # per accumulator handle, the local step each replica (the task label of the
         # session that applied) last applied a gradient with: what a wait report says
         self._contributions: dict[int, dict[str, int]] = collections.defaultdict(dict)
@@ -276,8 +277,10 @@ class _Host:
         remaining, blocking, answer_pieces), one argument (Ray serialises each
         argument on its own), or that tuple packed by ``small_messages.pack``
         (split into ``pieces`` after the first, when large). ``blob`` is the
-        steps, pickled (a session sends the same ones every run, so they are
-        decoded once); their SLOT sources take ``values``. ``life`` is the
+        steps and the indices of those whose outputs the answer leaves out,
+        pickled (a session sends the same ones every run, so they are decoded
+        once); their SLOT sources take ``values``. A step left out answers
+        nothing but, for a take, its accumulator's stale count and global step. ``life`` is the
         caller's life token, sent with its first request only; ``remaining``
         is the seconds left of the run's deadline (None: no deadline). An
         answer whose outputs are small comes packed; with ``answer_pieces``
@@ -287,7 +290,7 @@ class _Host:
         message = unpack(packed, *pieces)
         outcome = await self._run(message)
         if message[9] > 1:
-            return split(pack(outcome), message[9])
+            return split(outcome, message[9])
         if outcome[0] == "ok" and is_small(value for out in outcome[1] for value in out):
             return pack(outcome)
         return outcome
@@ -296,7 +299,7 @@ class _Host:
         instance, session, caller, life, request, blob, values, remaining, blocking, _ = packed
         if instance != self._instance:
             return ("failed", 0, Failure(RESTARTED))
-        steps = self._steps(blob)
+        steps, unanswered, gives_back = self._steps(blob)
         self.requests += 1
         self._lives.watch(caller, life)
         self._sessions_of[caller].add(session)
@@ -331,9 +334,9 @@ class _Host:
                 for accumulator, attempt, _ in served:
                     accumulator.cancel(attempt, INTERRUPTED)
                 served.clear()
-        if served:
+        if served and gives_back:
             self._keep_for_give_back(caller, request, served)
-        return outcome
+        return _answered(outcome, steps, unanswered)
 
     def _keep_for_give_back(self, caller: str, request: str, served: list[_Served]) -> None:
         """Keep ``request``'s served takes as ``caller``'s latest (replacing the one
@@ -346,11 +349,14 @@ class _Host:
             return
         self._delivered[caller] = (request, served)
 
-    def _steps(self, blob: bytes) -> list[Any]:
-        """A request's steps, decoded (their SLOT sources read the request's values)."""
+    def _steps(self, blob: bytes) -> tuple[list[Any], tuple[int, ...], bool]:
+        """A request's steps, decoded (their SLOT sources read the request's values), the
+        steps whose outputs the answer leaves out, and whether its takes' rounds may go
+        back (the run only fetches them: see give_back)."""
         found = self._decoded.get(blob)
         if found is None:
-            found = [decode(step) for step in pickle.loads(blob)]
+            steps, unanswered, gives_back = pickle.loads(blob)
+            found = ([decode(step) for step in steps], tuple(unanswered), bool(gives_back))
             if len(self._decoded) >= DECODED_REQUESTS:
                 self._decoded.clear()
             self._decoded[blob] = found
@@ -806,6 +812,19 @@ def replica_of(session: str) -> str:
     return session.rsplit("#", 1)[0]
 
 
+def _answered(outcome: Any, steps: list[Any], unanswered: tuple[int, ...]) -> Any:
+    """``outcome`` without the outputs of the ``unanswered`` steps (no op of the caller
+    uses them): a take's step keeps its accumulator's counts (see ``_take_outputs``)."""
+    if outcome[0] != "ok" or not unanswered:
+        return outcome
+    outputs = outcome[1]
+    for index in unanswered:
+        step = steps[index]
+        counted = type(step) is RawStep and step.take and step.required is not None
+        outputs[index] = outputs[index][-2:] if counted else ()
+    return outcome
+
+
 def _take_outputs(step: RawStep, accumulator: AccumulatorBase[Any], result: Any) -> tuple[Any, ...]:
     """A take's outputs, then its accumulator's stale count and global step after it,
     for the session (past the op's outputs, which is all the session stores)."""
@@ -820,9 +839,19 @@ def _nbytes(outputs: tuple[Any, ...]) -> int:
 
 def _wake_future(future: asyncio.Future[None]) -> None:
     """A take attempt's callback (under its accumulator's lock, maybe on another
-    thread): complete ``future`` on its event loop."""
+    thread): complete ``future`` on its event loop. On the loop's own thread (an
+    apply of a request served the take) at once: completing a future only
+    schedules its waiter, and the loop need not be woken through its pipe."""
+    loop = future.get_loop()
+    try:
+        here = asyncio.get_running_loop() is loop
+    except RuntimeError:  # another thread
+        here = False
+    if here:
+        _complete(future)
+        return
     with contextlib.suppress(RuntimeError):  # the loop is closed: the host is going away
-        future.get_loop().call_soon_threadsafe(_complete, future)
+        loop.call_soon_threadsafe(_complete, future)
 
 
 def _complete(future: asyncio.Future[None]) -> None:
