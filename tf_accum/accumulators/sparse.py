@@ -2,11 +2,11 @@
 
 A round (all of it guarded by the base's lock) holds the row sums in order of
 arrival and a count per row (tf_accum/accumulators/sparse_rows.py), and a row
-index that finds a gradient's rows among them: keys and a slot map when the
-declared first dimension is known (sparse_keys.py), else sorted indices and
-slots (sparse_index.py). Rows a gradient shares with the round are added in
-place; only the small index arrays are merged (TensorFlow's kernel rebuilds all
-rows in index order on every apply instead).
+index that finds a gradient's rows among them: the sorted row indices, the
+slot of each, and a slot map while it is small enough (sparse_index.py). Rows
+a gradient shares with the round are added in place; only the small index
+arrays are merged (TensorFlow's kernel rebuilds all rows in index order on
+every apply instead).
 
 A take gathers the rows into index order once (a MEAN take with the compiled
 loops of sparse_kernel divides each row as it gathers it; without them, the
@@ -30,8 +30,7 @@ from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import COPY_MAX_BYTES
 from tf_accum.accumulators.float_errors import float_errors_ignored
-from tf_accum.accumulators.sparse_index import SortedIndex
-from tf_accum.accumulators.sparse_keys import INDEX_LIMIT, KeyedIndex
+from tf_accum.accumulators.sparse_index import RowIndex
 from tf_accum.accumulators.sparse_rows import (
     HeldRows,
     KeptBuffers,
@@ -94,12 +93,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         # the last round's buffers, kept for the next round
         self._kept_buffers: KeptBuffers | None = None
         first = spec.shape[0] if spec.shape else None
-        # row indices and slots packed into one int64 need a first dimension below 2**31
-        self._index: SortedIndex | KeyedIndex = (
-            KeyedIndex(first, self._held, self._check_index_range)
-            if first is not None and first < INDEX_LIMIT
-            else SortedIndex(self._held)
-        )
+        self._index = RowIndex(first, self._held, self._check_index_range)
 
     def _detach_round_locked(self) -> SparseRound | None:
         # a buffer waiting since before this round is dropped (and on destroy)
@@ -396,7 +390,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
 
 def _merged_rounds(
-    index: SortedIndex | KeyedIndex, current: SparseRound, served: SparseRound | None
+    index: RowIndex, current: SparseRound, served: SparseRound | None
 ) -> SparseRound | None:
     """A new round holding the rows of ``current`` and of the round
     ``served`` (given back by its take), each row summed (``current``'s

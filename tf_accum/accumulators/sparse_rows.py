@@ -3,7 +3,7 @@
 A round keeps its row sums in order of arrival (``rows``, with spare capacity,
 growing by a quarter when full) and how many gradients touched each row
 (``counts``); how a row index finds its row is the business of the round's row
-index (tf_accum/accumulators/sparse_index.py and sparse_keys.py). Every apply
+index (tf_accum/accumulators/sparse_index.py). Every apply
 makes what it needs aside first (a MemoryError changes nothing), and returns
 the writes that change the round (a :data:`RoundWrites`): in-place array methods
 storing values made aside, which a second run stores again unchanged, and at
@@ -30,9 +30,6 @@ from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_element
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
-# the compiled add's slot map when the round has none (it marks nothing then)
-_NO_MAP = np.empty(0, np.int32)
-_NO_KEYS = np.empty(0, np.int64)
 
 # The writes that apply a prepared gradient to a round: running them again
 # after an exception cut them short finishes them, and changes nothing more.
@@ -54,10 +51,9 @@ class Writes:
 
 @dataclass
 class SparseRound:
-    index: Array | None  # first dimension unknown (or 2**31 and above)
-    slot: Array | None  # as index
-    keys: Array | None  # first dimension known: replaces index and slot
-    places: Array | None  # with keys: the slot map, when the round has one
+    index: Array  # the touched row indices, sorted (see sparse_index)
+    slot: Array  # the slot of each in ``rows``
+    places: Array | None  # the slot map, when the round has one
     rows: Array
     counts: Array
     used: int
@@ -248,33 +244,20 @@ class HeldRows:
             return kernels
         return None
 
-    def add(
-        self,
-        state: SparseRound,
-        slots: Array,
-        hit: Array,
-        fresh_at: Array | None = None,
-        fresh: Array | None = None,
-    ) -> RoundWrites:
+    def add(self, state: SparseRound, slots: Array, hit: Array) -> RoundWrites:
         """Prepare adding ``hit[i]`` to the row of ``slots[i]``; the slots are
         distinct. Returns the writes that do it (see :data:`RoundWrites`).
 
-        The rows ``fresh_at`` (free slots; ``fresh`` marks them) are set to
-        ``hit``'s rows instead. The new rows and counts are made aside and
-        written by in-place array methods, which allocate nothing (or by the
-        compiled loop, which allocates nothing either, and runs once).
+        The new rows and counts are made aside and written by in-place array
+        methods, which allocate nothing (or by the compiled loop, which
+        allocates nothing either, and runs once).
         """
         kernels = self.loops_for(state, slots, hit)
         if kernels is not None:
             width = math.prod(state.rows.shape[1:])
             rows = state.rows.reshape(state.rows.shape[0], width)
             hit = hit.reshape(hit.shape[0], width)
-            if fresh is None:
-                return self.write_once(kernels.add_rows, (rows, state.counts, slots, hit))
-            return self.write_once(
-                kernels.add_or_set_rows,
-                (rows, state.counts, slots, hit, fresh, _NO_MAP, _NO_KEYS, 0),
-            )
+            return self.write_once(kernels.add_rows, (rows, state.counts, slots, hit))
         counts = np.take(state.counts, slots)
         counts += 1
         put_counts = partial(state.counts.put, slots, counts)
@@ -283,9 +266,7 @@ class HeldRows:
         items = self.held_items(state)
         held_items = np.take(items, slots)
         held = held_items.view(state.rows.dtype).reshape(hit.shape)
-        self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
-        if fresh_at is not None:
-            np.put(held_items, fresh_at, rows_as_items(np.take(hit, fresh_at, axis=0)))
+        self._add(held, hit)
         return Writes(partial(items.put, slots, held_items), put_counts)
 
     def dividing_gather(self, state: SparseRound, order: Array) -> tuple[Any, Array] | None:
