@@ -29,7 +29,6 @@ from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import COPY_MAX_BYTES
-from tf_accum.accumulators.float_errors import float_errors_ignored
 from tf_accum.accumulators.sparse_index import RowIndex
 from tf_accum.accumulators.sparse_rows import (
     HeldRows,
@@ -115,6 +114,9 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             state.undivided = None
 
     def _merge_round_locked(self, state: SparseRound | None, count: int, serial: int) -> bool:
+        if state is not None and state.reused:
+            # its rows were overwritten by the round that took over its buffers
+            return False
         self._restore_locked(state)
         current = self._round
         merged = state
@@ -314,6 +316,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             and kept_buffers.rows.shape[1:] == rows.shape[1:]
         ):
             buffer, counts = kept_buffers.rows, kept_buffers.counts
+            kept_buffers.source.reused = True
             np.copyto(buffer[:k], rows)
             counts[:k] = 1
         else:
@@ -380,7 +383,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         with self._lock:
             if self._kept_buffers is None and not self._closed:
                 self._kept_buffers = KeptBuffers(
-                    kept, state.counts, state.places, state.base + state.used
+                    kept, state.counts, state.places, state.base + state.used, state
                 )
 
     def _dense_shape(self, values_shape: tuple[int, ...]) -> Array:
@@ -394,8 +397,8 @@ def _merged_rounds(
 ) -> SparseRound | None:
     """A new round holding the rows of ``current`` and of the round
     ``served`` (given back by its take), each row summed (``current``'s
-    first) and counted over both, in index order; None when their rows'
-    shapes differ. Neither round changes."""
+    first) and counted over both; None when their rows' shapes differ.
+    Neither round changes."""
     if served is None:
         return current
     if served.rows.shape[1:] != current.rows.shape[1:]:
@@ -408,23 +411,9 @@ def _merged_rounds(
             rows, counts = np.take(rows, order, axis=0), np.take(counts, order)
         parts.append((order_index, rows, counts))
     (now_index, now_rows, now_counts), (old_index, old_rows, old_counts) = parts
-    # (np.union1d and np.isin would import numpy.ma on first use)
-    union = np.concatenate((now_index, old_index)).astype(np.int64)
-    union.sort()
-    union = union[np.concatenate(([True], union[1:] != union[:-1]))]
-    values = np.empty((union.shape[0], *current.rows.shape[1:]), current.rows.dtype)
-    counts = np.zeros(union.shape[0], np.int64)
-    at_now, at_old = np.searchsorted(union, now_index), np.searchsorted(union, old_index)
-    if now_index.shape[0]:
-        near = np.take(now_index, np.searchsorted(now_index, old_index), mode="clip")
-        shared = near == old_index
-    else:
-        shared = np.zeros(old_index.shape[0], bool)
-    values[at_now] = now_rows
-    values[at_old[~shared]] = old_rows[~shared]
-    both = at_old[shared]
-    with float_errors_ignored():
-        values[both] = values[both] + old_rows[shared]
-    counts[at_now] = now_counts
-    counts[at_old] += old_counts
-    return index.start(union, False, values, counts, None)
+    merged = index.start(now_index, True, np.array(now_rows), np.array(now_counts), None)
+    # the served round's rows are merged as a gradient's, which counts each once
+    index.merge(merged, old_index, old_rows)()
+    at = np.take(merged.slot, np.searchsorted(merged.index, old_index))
+    merged.counts[at] += old_counts - 1
+    return merged

@@ -64,6 +64,8 @@ class SparseRound:
     undivided: tuple[Array, Array] | None = None
     # entries of ``places`` above this are the round's rows (slot + base + 1)
     base: int = 0
+    # its buffers became a later round's (see KeptBuffers): it cannot go back
+    reused: bool = False
 
 
 @dataclass
@@ -74,6 +76,7 @@ class KeptBuffers:
     counts: Array
     places: Array | None
     top: int  # the largest entry of ``places`` the round may have set
+    source: SparseRound  # the round they are from
 
 
 def divide_rows(
