@@ -10,9 +10,8 @@ every apply instead).
 
 A take gathers the rows into index order once (a MEAN take with the compiled
 loops of sparse_kernel divides each row as it gathers it; without them, the
-rows counted more than once are divided where they are held when they are
-few, else in the result; rows already in index order are copied, not
-gathered), then keeps the buffer for the next round: memory that is already
+rows counted more than once are divided in the result; rows already in index
+order are copied, not gathered), then keeps the buffer for the next round: memory that is already
 mapped, so applies do not pay for faulting in fresh pages (which costs more
 than the arithmetic). When the rows arrived in index order and fill the buffer
 exactly (a round of one gradient, say) the buffer itself is handed over
@@ -100,24 +99,16 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         return self._round
 
     def _attach_round_locked(self, state: SparseRound | None) -> None:
-        self._restore_locked(state)
-        self._round = state
-
-    def _restore_locked(self, state: SparseRound | None) -> None:
-        """Make a served round as it was before its take began: its rows
-        divided in place put back (again, if an exception cut this short)."""
-        # a round put back may be what the kept buffers were made from: never both
+        # the kept buffers may be made from this round (a take changes no
+        # round's rows while it can still go back: see _finish_round)
         self._kept_buffers = None
-        if state is not None and state.undivided is not None:
-            slots, saved = state.undivided
-            self._held.held_items(state).put(slots, saved)
-            state.undivided = None
+        self._round = state
 
     def _merge_round_locked(self, state: SparseRound | None, count: int, serial: int) -> bool:
         if state is not None and state.reused:
             # its rows were overwritten by the round that took over its buffers
             return False
-        self._restore_locked(state)
+        self._kept_buffers = None  # as in _attach_round_locked
         current = self._round
         merged = state
         if current is not None:
@@ -357,24 +348,20 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     def _gathered(self, state: SparseRound, order: Array | None, mean: bool) -> Array:
         """The round's rows in index order (``order``: their slots, None when
         they are in order already) in a new array, divided by their counts
-        for a MEAN. Changes nothing in the round but, for a MEAN, its rows
-        counted more than once, divided where they are held (with
-        ``state.undivided`` set to restore them)."""
+        for a MEAN. The round does not change."""
         used = state.used
         rows, counts = state.rows[:used], state.counts[:used]
-        if not mean:
-            return rows.copy() if order is None else gather(rows, order)
-        # MEAN rows gathered by the compiled loop are divided as they are gathered
-        if order is not None:
-            dividing = self._held.dividing_gather(state, order)
+        values: Array
+        if order is None:
+            values = rows.copy()
+        else:
+            # MEAN rows gathered by the compiled loop are divided as they are gathered
+            dividing = self._held.dividing_gather(state, order) if mean else None
+            values = gather(rows, order, dividing)
             if dividing is not None:
-                return gather(rows, order, dividing)
-        divided = self._held.divide_held(state)
-        values = rows.copy() if order is None else gather(rows, order)
-        if not divided:
-            # after the copy: a take that fails before it (no memory for the
-            # result) puts back the round's rows as they were, undivided
-            divide_rows(values, counts if order is None else counts[order])
+                return values
+        if mean:
+            divide_rows(values, counts if order is None else np.take(counts, order))
         return values
 
     def _keep_buffers(self, state: SparseRound, kept: Array) -> None:

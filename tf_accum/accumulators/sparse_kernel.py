@@ -12,8 +12,8 @@ indices and slots, writing only its own outputs; the other adds the held
 rows, sets the new ones (free slots) and writes the new rows' map entries,
 in one pass: two loops in place of the numpy passes over the rows and the
 index. A fourth loop gathers a MEAN take's rows into index order and
-divides them on the way, in one pass, so that the rows counted more than
-once are not gathered, divided and put back first.
+divides them on the way, in one pass, instead of a gather, then a gather,
+division and scatter of the rows counted more than once.
 
 The loop does the same single add per element as numpy (``held + gradient``,
 in that order, in the rows' own dtype), so the bits are the same

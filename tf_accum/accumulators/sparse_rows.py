@@ -59,9 +59,6 @@ class SparseRound:
     used: int
     in_order: bool  # slots ascend with the index: rows are in index order
     items: Array | None = None  # ``rows`` as opaque items (see rows_as_items), once made
-    # a take that divided rows in ``rows`` itself: (their slots, their items as
-    # they were), so that a take that fails later puts the round back undivided
-    undivided: tuple[Array, Array] | None = None
     # entries of ``places`` above this are the round's rows (slot + base + 1)
     base: int = 0
     # its buffers became a later round's (see KeptBuffers): it cannot go back
@@ -287,33 +284,3 @@ class HeldRows:
         ):
             return None
         return kernels.gather_rows_dividing, state.counts
-
-    def divide_held(self, state: SparseRound) -> bool:
-        """MEAN: divide the round's rows counted more than once where they are
-        held, before they are gathered into the result, when they are few; say
-        whether that was done. A few rows divided here cost less than finding
-        them again in index order (a gather of the counts and a pass over
-        them). Their undivided values are kept in ``state.undivided`` for a
-        take that fails after this, so the round goes back as it was."""
-        counts = state.counts[: state.used]
-        several = counts > 1
-        many = np.count_nonzero(several)
-        if many * 4 > counts.shape[0]:
-            # divided in the result: two copies of them here would take more
-            # memory than half the round's buffer
-            return False
-        if not many:
-            return True
-        picked = np.flatnonzero(several)
-        items = self.held_items(state)
-        saved = np.take(items, picked)
-        part = saved.copy()
-        tail = (1,) * (state.rows.ndim - 1)
-        divide_in_place(
-            part.view(state.rows.dtype).reshape((-1, *state.rows.shape[1:])),
-            np.take(counts, picked).reshape((-1, *tail)),
-        )
-        # recorded before the rows change: a put back restores them either way
-        state.undivided = (picked, saved)
-        items.put(picked, part)
-        return True
