@@ -278,8 +278,7 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
 
 
 # (declared shape, earlier gradients' indices, the last gradient's indices) for
-# MEAN takes: a few rows touched twice, mostly rows touched twice (the result's
-# division picks them out, or divides all and puts the others back), and a
+# MEAN takes: a few rows touched twice, mostly rows touched twice, and a
 # buffer handed over whole (in index order and exactly full).
 _TAKES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
     "few twice, gathered": ([64, 4], [[1, 5, 9], [20, 30]], [5, 2]),
