@@ -37,6 +37,8 @@ MARK_LIMIT = (1 << 31) - 1  # the largest entry of a slot map (int32)
 # A round has a slot map (4 bytes per row index up to the largest seen) while
 # its row buffer is at least this many times as large; otherwise the index is searched.
 MAP_MIN_FILL = 1.0
+_SLOT_BITS = 32  # a packed key (see merged_runs): the row index above these bits, its slot in them
+_SLOT_MASK = (1 << _SLOT_BITS) - 1
 
 
 def merged_runs(
@@ -47,18 +49,22 @@ def merged_runs(
     held, added = held_index.shape[0], new_index.shape[0]
     if not held or new_index[0] > held_index[-1]:
         return np.concatenate((held_index, new_index)), np.concatenate((held_slot, new_slot))
-    # where each new row lands: after the held rows below it and the new rows before it
-    at = np.searchsorted(held_index, new_index)
-    at += np.arange(added)
-    old = np.ones(held + added, bool)
-    old[at] = False
-    merged_index = np.empty(held + added, np.int64)
-    merged_slot = np.empty(held + added, np.int64)
-    merged_index[at] = new_index
-    merged_index[old] = held_index
-    merged_slot[at] = new_slot
-    merged_slot[old] = held_slot
-    return merged_index, merged_slot
+    if max(held_index[-1], new_index[-1]) < INDEX_LIMIT and held + added <= _SLOT_MASK:
+        # each index and its slot packed into one int64 (index above, slot
+        # below), so that numpy's stable sort, a merge sort, merges the two
+        # sorted runs in one pass: several times faster than moving two
+        # arrays apart
+        keys = np.empty(held + added, np.int64)
+        np.left_shift(held_index, _SLOT_BITS, out=keys[:held])
+        keys[:held] |= held_slot
+        np.left_shift(new_index, _SLOT_BITS, out=keys[held:])
+        keys[held:] |= new_slot
+        keys.sort(kind="stable")
+        return np.right_shift(keys, _SLOT_BITS), np.bitwise_and(keys, _SLOT_MASK)
+    # indices of 2**31 and above (no first dimension declared)
+    merged = np.concatenate((held_index, new_index))
+    order = np.argsort(merged, kind="stable")
+    return np.take(merged, order), np.take(np.concatenate((held_slot, new_slot)), order)
 
 
 class RowIndex:
