@@ -464,8 +464,7 @@ def test_sparse_rounds_match_a_dense_reference(
     rounds, dtype, reduction, growth, map_min_fill, mark_limit, path
 ) -> None:
     """Several rounds on one accumulator (so buffers are recycled, grown and
-    handed over), with row widths changing between rounds, and the gather split
-    over threads: each take equals the simple dense computation, whichever way
+    handed over), with row widths changing between rounds: each take equals the simple dense computation, whichever way
     rows are found (the sorted index searched, or, with the first dimension
     known, through a slot map from the start or from when the round
     has grown, its entries of earlier rounds left in it or, when the largest
@@ -476,7 +475,6 @@ def test_sparse_rounds_match_a_dense_reference(
         mock.patch.object(sparse_rows, "GROWTH", growth),
         sparse_row_loops(path),
     ):
-        mock.patch.object(sparse_rows, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
         mock.patch.object(sparse_index, "MAP_MIN_FILL", map_min_fill or 1.0).start()
         if mark_limit is not None:
             mock.patch.object(sparse_index, "MARK_LIMIT", mark_limit).start()

@@ -36,7 +36,7 @@ from tests.helpers import (
     loaded_on_a_thread,
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
-from tf_accum.accumulators import half_kernel, sparse_index, sparse_kernel, sparse_rows
+from tf_accum.accumulators import half_kernel, sparse_index, sparse_kernel
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -434,33 +434,6 @@ def test_a_mean_take_divides_its_rows_as_it_gathers_them(
             np.testing.assert_array_equal(fast.values[row], expected)
             if len(parts) == 1:  # copied as they are: NaN payloads too
                 np.testing.assert_array_equal(bits(fast.values[row]), bits(expected))
-
-
-@needs_numba
-@pytest.mark.parametrize("kind", sorted(DTYPES))
-def test_a_large_dividing_gather_is_shared_between_threads(kind: str, monkeypatch) -> None:
-    """Above sparse_rows.COPY_PARALLEL_MIN_ELEMENTS the gather runs in one part per
-    thread; the parts' edges (and sizes either side of the threshold) give the
-    same bits as numpy's path."""
-    from tf_accum.accumulators import pool
-
-    dtype, np_dtype = DTYPES[kind]
-    rng = np.random.default_rng(7)
-    gradients = []
-    for n in range(3):
-        indices = rng.choice(40, size=25, replace=False).tolist()
-        gradients.append((indices, rng.standard_normal((25, 3)).astype(np_dtype) * (n + 1)))
-    rows = len({i for indices, _ in gradients for i in indices})
-    for threshold in (rows * 3 - 1, rows * 3, rows * 3 + 1):
-        monkeypatch.setattr(sparse_rows, "COPY_PARALLEL_MIN_ELEMENTS", threshold)
-        spy = Spy(compiled())
-        with using(spy.kernels):
-            fast = apply_all("map", dtype, "MEAN", (3,), gradients)
-        split = pool.WORKERS > 1 and rows * 3 >= threshold
-        assert spy.calls.count("gather_rows_dividing") == (pool.WORKERS if split else 1)
-        with using(None):
-            slow = apply_all("map", dtype, "MEAN", (3,), gradients)
-        np.testing.assert_array_equal(bits(fast.values), bits(slow.values))
 
 
 @needs_numba

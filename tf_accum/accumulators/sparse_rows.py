@@ -26,7 +26,6 @@ import numpy as np
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.division import divide_in_place
 from tf_accum.accumulators.float_errors import float_errors_ignored, in_place_adder
-from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
@@ -132,30 +131,18 @@ def rows_as_items(rows: Array) -> Array:
 
 
 def gather(rows: Array, order: Array, dividing: Any = None) -> Array:
-    """``rows[order]`` in a new array; several threads share large gathers.
+    """``rows[order]`` in a new array.
 
     ``dividing``: (the compiled loop, the rows' counts) to divide each row by
     its count as it is gathered (see sparse_kernel.gather_dividing); ``rows``
     is then C-contiguous and its dtype the loop's.
     """
     values = np.empty((order.shape[0], *rows.shape[1:]), rows.dtype)
-    fill: Callable[[Array, Array], Any]
     if dividing is None:
-
-        def fill(out: Array, picked: Array) -> Any:
-            return np.take(rows, picked, axis=0, out=out, mode="clip")  # "raise" would buffer `out`
-
+        np.take(rows, order, axis=0, out=values, mode="clip")  # "raise" would buffer `out`
     else:
         loop, counts = dividing
-        flat = rows.reshape(rows.shape[0], -1)
-
-        def fill(out: Array, picked: Array) -> Any:
-            return loop(flat, counts, picked, out.reshape(out.shape[0], -1))
-
-    if values.size < COPY_PARALLEL_MIN_ELEMENTS:
-        fill(values, order)
-    else:
-        split_elementwise(fill, (values, order), COPY_PARALLEL_MIN_ELEMENTS)
+        loop(rows.reshape(rows.shape[0], -1), counts, order, values.reshape(values.shape[0], -1))
     return values
 
 
