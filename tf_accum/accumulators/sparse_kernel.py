@@ -50,7 +50,7 @@ KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 # Gradients of this many elements load the loops (importing numba and
 # compiling the loops are slow, once per process): from here an
-# apply saves enough to repay that within a few thousand applies
+# apply saves enough to repay that within thousands of applies
 # (benchmarks/bench_sparse_kernel.py), as half_kernel's threshold does;
 # smaller gradients would take many times as many. Smaller gradients use the
 # loops only when a large one has loaded them (see :func:`loaded`): they are
