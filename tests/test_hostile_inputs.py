@@ -3,8 +3,10 @@ creation, argument types, timeouts, counter limits, and error classes."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -110,8 +112,23 @@ def test_a_take_whose_result_fails_leaves_its_round(kind: str, monkeypatch: Any)
     raw.DestroyResourceOp(resource=h)
 
 
+# a MEAN take gathers rows with the compiled loop (dividing them as it goes) or
+# with numpy (rows counted twice divided first): both must fail cleanly
+_TAKE_PATHS = ["numpy", pytest.param("compiled", marks=needs_numba)]
+
+
+@contextlib.contextmanager
+def _take_path(path: str) -> Iterator[list[str]]:
+    """Sparse takes on ``path``; yields the names of the compiled loops called."""
+    spy = Spy(sparse_kernel.load()) if path == "compiled" else None
+    assert path == "numpy" or spy is not None
+    with kernels_in_use(sparse_kernel, spy and spy.kernels):
+        yield spy.calls if spy is not None else []
+
+
+@pytest.mark.parametrize("path", _TAKE_PATHS)
 def test_a_sparse_mean_take_failing_at_its_result_puts_back_the_rows_undivided(
-    monkeypatch,
+    monkeypatch, path: str
 ) -> None:
     h = raw.SparseConditionalAccumulator(dtype=F32, shape=[8, 2], reduction_type="MEAN")
     # row 6 twice; row 1 arrives after rows 5 and 6 (the take reorders)
@@ -125,14 +142,16 @@ def test_a_sparse_mean_take_failing_at_its_result_puts_back_the_rows_undivided(
             has_known_shape=False,
         )
 
-    def no_room(rows: Any, order: Any) -> Any:
+    def no_room(rows: Any, order: Any, dividing: Any = None) -> Any:
         raise MemoryError("no room for the result")
 
     monkeypatch.setattr(sparse, "gather", no_room)
-    with pytest.raises(MemoryError):
+    with _take_path(path), pytest.raises(MemoryError):
         raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
     monkeypatch.undo()
-    result = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
+    with _take_path(path) as loops:
+        result = raw.SparseAccumulatorTakeGradient(handle=h, num_required=2, dtype=F32)
+    assert loops == (["gather_rows_dividing"] if path == "compiled" else [])
     assert result.indices.tolist() == [1, 5, 6]
     # row 6 is the mean of its two gradients, divided once, not twice
     assert result.values.tolist() == [[4.0, 4.0], [2.0, 2.0], [3.0, 3.0]]
@@ -269,11 +288,17 @@ _TAKES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
     "handed over, all twice": ([64, 4], [[1, 2, 3]], [1, 2, 3]),
     "index array, few twice": ([None, 3], [[3, 9, 11], [4]], [1, 9]),
 }
+_GATHERED = {  # the cases whose rows arrive out of index order
+    "few twice, gathered",
+    "mostly twice, gathered",
+    "index array, few twice",
+}
 
 
+@pytest.mark.parametrize("path", _TAKE_PATHS)
 @pytest.mark.parametrize("case", list(_TAKES))
 def test_a_sparse_mean_take_failing_anywhere_puts_the_round_back_undivided(
-    case: str, monkeypatch: Any
+    case: str, path: str, monkeypatch: Any
 ) -> None:
     """A MemoryError at any numpy function call of a MEAN take leaves the round
     as it was, rows undivided: the next take gives each row its mean."""
@@ -288,10 +313,14 @@ def test_a_sparse_mean_take_failing_anywhere_puts_the_round_back_undivided(
         for module in SPARSE_MODULES:
             monkeypatch.setattr(module, "np", numpy)
         try:
-            result = raw.SparseAccumulatorTakeGradient(
-                handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
-            )
+            with _take_path(path) as loops:
+                result = raw.SparseAccumulatorTakeGradient(
+                    handle=h, num_required=len(earlier) + 1, dtype=tfa.float64
+                )
             assert fail_at is None, f"call {fail_at} did not fail"
+            # rows out of index order are gathered, by the dividing loop when compiled
+            gathered = path == "compiled" and case in _GATHERED
+            assert loops == (["gather_rows_dividing"] if gathered else [])
         except MemoryError:
             assert numpy.calls == fail_at
         finally:

@@ -378,7 +378,7 @@ def test_an_index_changed_after_its_range_check_is_refused_and_changes_nothing(
     np.testing.assert_array_equal(taken.values[:, 0], [1, 2, 1, 1, 1])
 
 
-# --- a MEAN take --------------------------------------------------------------------
+# --- a MEAN take: the dividing gather ---------------------------------------------
 
 
 def special_values(np_dtype: Any) -> Array:
@@ -400,13 +400,13 @@ ROUND_OF_THREE = [[4, 5, 6, 7], [0, 5, 6, 2], [6, 1, 5, 3, 7]]
 @pytest.mark.parametrize("kind", sorted(DTYPES))
 @pytest.mark.parametrize("width", [(14,), (2, 7)])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_a_mean_take_divides_each_row_by_its_count(
+def test_a_mean_take_divides_its_rows_as_it_gathers_them(
     kind: str, width: tuple[int, ...], layout: str
 ) -> None:
     """Rows out of index order, counted once, twice and three times, holding
     infinities, NaNs with payloads, signed zeros, subnormals and the largest
-    values, added by the compiled loops: the bits of numpy's path, and each
-    row its sum divided by its count in the rows' dtype."""
+    values: the compiled gather gives the bits of numpy's path, and each row is
+    its sum divided by its count in the rows' dtype."""
     dtype, np_dtype = DTYPES[kind]
     special = special_values(np_dtype).reshape(width)
     with np.errstate(over="ignore"):  # the largest values, doubled
@@ -417,7 +417,7 @@ def test_a_mean_take_divides_each_row_by_its_count(
     spy = Spy(compiled())
     with using(spy.kernels):
         fast = apply_all(layout, dtype, "MEAN", width, gradients)
-    assert spy.calls  # the rows were added by the compiled loops
+    assert spy.calls.count("gather_rows_dividing") == 1
     with using(None):
         slow = apply_all(layout, dtype, "MEAN", width, gradients)
     assert fast.indices.tolist() == slow.indices.tolist() == list(range(8))
@@ -434,6 +434,17 @@ def test_a_mean_take_divides_each_row_by_its_count(
             np.testing.assert_array_equal(fast.values[row], expected)
             if len(parts) == 1:  # copied as they are: NaN payloads too
                 np.testing.assert_array_equal(bits(fast.values[row]), bits(expected))
+
+
+@needs_numba
+def test_a_sum_take_and_rows_in_order_do_not_use_the_dividing_gather() -> None:
+    spy = Spy(compiled())
+    ones = np.ones((2, 3), np.float32)
+    with using(spy.kernels):
+        apply_all("map", tfa.float32, "SUM", (3,), [([4, 5], ones), ([1, 5], ones)])
+        # in index order: copied (or handed over), no gather
+        apply_all("map", tfa.float32, "MEAN", (3,), [([1, 5], ones), ([5, 9], ones)])
+    assert "gather_rows_dividing" not in spy.calls
 
 
 # --- optional, lazy, loaded before the lock ------------------------------------

@@ -8,9 +8,10 @@ a gradient shares with the round are added in place; only the small index
 arrays are merged (TensorFlow's kernel rebuilds all rows in index order on
 every apply instead).
 
-A take gathers the rows into index order once (a MEAN then divides the rows
-counted more than once; rows already in index order are copied, not
-gathered), then keeps the buffer for the next round: memory that is already
+A take gathers the rows into index order once (a MEAN take with the compiled
+loops of sparse_kernel divides each row as it gathers it; without them, the
+rows counted more than once are divided in the result; rows already in index
+order are copied, not gathered), then keeps the buffer for the next round: memory that is already
 mapped, so applies do not pay for faulting in fresh pages (which costs more
 than the arithmetic). When the rows arrived in index order and fill the buffer
 exactly (a round of one gradient, say) the buffer itself is handed over
@@ -350,7 +351,15 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         for a MEAN. The round does not change."""
         used = state.used
         rows, counts = state.rows[:used], state.counts[:used]
-        values = rows.copy() if order is None else gather(rows, order)
+        values: Array
+        if order is None:
+            values = rows.copy()
+        else:
+            # MEAN rows gathered by the compiled loop are divided as they are gathered
+            dividing = self._held.dividing_gather(state, order) if mean else None
+            values = gather(rows, order, dividing)
+            if dividing is not None:
+                return values
         if mean:
             divide_rows(values, counts if order is None else np.take(counts, order))
         return values

@@ -11,7 +11,9 @@ gives the new rows their slots and merges them into the round's sorted
 indices and slots, writing only its own outputs; the other adds the held
 rows, sets the new ones (free slots) and writes the new rows' map entries,
 in one pass: two loops in place of the numpy passes over the rows and the
-index.
+index. A fourth loop gathers a MEAN take's rows into index order and
+divides them on the way, in one pass, instead of a gather, then a gather,
+division and scatter of the rows counted more than once.
 
 The loop does the same single add per element as numpy (``held + gradient``,
 in that order, in the rows' own dtype), so the bits are the same
@@ -19,7 +21,9 @@ in that order, in the rows' own dtype), so the bits are the same
 sum of two NaNs gives: the processor returns one operand's, whichever the
 compiler put first (numpy's own add may pick either, depending on the number
 of rows), so it is a NaN either way but its sign or payload may differ. The
-loops cover float32 and float64 rows only
+gather divides a row counted n times by n converted to the rows' dtype, as
+numpy's path does (one division, same bits, NaNs included), and copies a row
+counted once as it is. The loops cover float32 and float64 rows only
 (C-contiguous, aligned); every other dtype or layout stays on numpy. They
 allocate nothing, so, like the numpy path's final writes, they cannot fail
 half-way for want of memory (the claiming loop's outputs are allocated by its
@@ -180,17 +184,43 @@ def claim_rows(
     return added
 
 
+def gather_dividing(divisor_type: Any) -> Any:
+    """The loop of a MEAN take, for rows whose dtype's scalar type is ``divisor_type``:
+    ``out[j] = rows[order[j]] / counts[order[j]]``, the count converted to the
+    rows' dtype (as numpy's path does), for rows counted more than once; the
+    others are copied as they are. One pass over the rows instead of dividing
+    them apart (a gather and a scatter of the rows counted several times),
+    and the round's own rows are never changed."""
+
+    def gather_rows_dividing(rows: Array, counts: Array, order: Array, out: Array) -> None:
+        width = rows.shape[1]
+        for j in range(order.shape[0]):
+            slot = order[j]
+            count = counts[slot]
+            if count > 1:
+                divisor = divisor_type(count)
+                for i in range(width):
+                    out[j, i] = rows[slot, i] / divisor
+            else:
+                for i in range(width):
+                    out[j, i] = rows[slot, i]
+
+    return gather_rows_dividing
+
+
 class Kernels(NamedTuple):
     """The compiled loops (arguments: C-contiguous, aligned, 1-D but for the
-    rows; ``slots``, ``counts``, the indices, the merged arrays and
-    ``stamp`` int64, ``places`` int32, ``fresh`` bool). What a loop only
+    rows; ``slots``, ``order``, ``counts``, the indices, the merged arrays
+    and ``stamp`` int64, ``places`` int32, ``fresh`` bool). What a loop only
     reads may be read-only: ``hit``, ``slots``, ``fresh`` (but in
     ``claim_rows``, which writes it), ``new_index`` in ``add_or_set_rows``,
-    and the first six in ``claim_rows``. The row loops take float32 or
-    float64 rows."""
+    everything but ``out`` in ``gather_rows_dividing`` and the first six in
+    ``claim_rows``. The row loops take float32 or float64 rows;
+    ``gather_rows_dividing`` picks the loop compiled for their dtype."""
 
     add_rows: Any
     add_or_set_rows: Any
+    gather_rows_dividing: Any
     claim_rows: Any
 
 
@@ -207,12 +237,19 @@ def _compile() -> Kernels:
     places = array(types.int32, 1)
     stamped = (counts, types.int64)  # the stamp (a writable int64 array) and the ticket
     adds, sets = [], []
-    for dtype in (types.float32, types.float64):
+    gathers: dict[np.dtype[Any], Any] = {}
+    for dtype, scalar in ((types.float32, np.float32), (types.float64, np.float64)):
         rows, hit = array(dtype, 2), array(dtype, 2, readonly=True)
         adds.append(types.void(rows, counts, slots, hit, *stamped))
         sets.append(
             types.void(rows, counts, slots, hit, fresh, places, slots, types.int64, *stamped)
         )
+        gathers[np.dtype(scalar)] = numba.njit(
+            types.void(hit, array(types.int64, 1, readonly=True), slots, rows), nogil=True
+        )(gather_dividing(scalar))
+
+    def gather_rows_dividing(rows: Array, counts: Array, order: Array, out: Array) -> None:
+        gathers[rows.dtype](rows, counts, order, out)
 
     claim = types.int64(
         # read: the map, base, index, used, the round's indices and slots;
@@ -220,10 +257,12 @@ def _compile() -> Kernels:
         array(types.int32, 1, readonly=True), types.int64, slots, types.int64, slots, slots,
         counts, array(types.boolean, 1), counts, counts, counts,
     )  # fmt: skip
-    # nogil: other accumulators' applies run meanwhile
+    # nogil: other accumulators' applies run meanwhile, and a take's gather
+    # runs on several threads
     return Kernels(
         add_rows=numba.njit(adds, nogil=True)(add_rows),
         add_or_set_rows=numba.njit(sets, nogil=True)(add_or_set_rows),
+        gather_rows_dividing=gather_rows_dividing,
         claim_rows=numba.njit(claim, nogil=True)(claim_rows),
     )
 

@@ -130,10 +130,19 @@ def rows_as_items(rows: Array) -> Array:
     return rows.reshape(rows.shape[0], -1).view(np.dtype((np.void, rows[0].nbytes))).reshape(-1)
 
 
-def gather(rows: Array, order: Array) -> Array:
-    """``rows[order]`` in a new array."""
+def gather(rows: Array, order: Array, dividing: Any = None) -> Array:
+    """``rows[order]`` in a new array.
+
+    ``dividing``: (the compiled loop, the rows' counts) to divide each row by
+    its count as it is gathered (see sparse_kernel.gather_dividing); ``rows``
+    is then C-contiguous and its dtype the loop's.
+    """
     values = np.empty((order.shape[0], *rows.shape[1:]), rows.dtype)
-    np.take(rows, order, axis=0, out=values, mode="clip")  # "raise" would buffer `out`
+    if dividing is None:
+        np.take(rows, order, axis=0, out=values, mode="clip")  # "raise" would buffer `out`
+    else:
+        loop, counts = dividing
+        loop(rows.reshape(rows.shape[0], -1), counts, order, values.reshape(values.shape[0], -1))
     return values
 
 
@@ -236,3 +245,19 @@ class HeldRows:
         held = held_items.view(state.rows.dtype).reshape(hit.shape)
         self._add(held, hit)
         return Writes(partial(items.put, slots, held_items), put_counts)
+
+    def dividing_gather(self, state: SparseRound, order: Array) -> tuple[Any, Array] | None:
+        """(the compiled dividing gather, the round's counts) when the loops are
+        loaded and take the round's rows and ``order``, else None."""
+        # the round's counts are int64 and its rows of the accumulator's dtype
+        kernels = sparse_kernel.loaded()
+        rows = state.rows
+        if (
+            kernels is None
+            or not self.compiled
+            or not rows.flags.c_contiguous
+            or not rows.flags.aligned
+            or order.dtype != np.int64
+        ):
+            return None
+        return kernels.gather_rows_dividing, state.counts
