@@ -278,8 +278,9 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
 
 
 # (declared shape, earlier gradients' indices, the last gradient's indices) for
-# MEAN takes: a few rows touched twice, mostly rows touched twice, and a
-# buffer handed over whole (in index order and exactly full).
+# MEAN takes: a few rows touched twice (picked out and divided), mostly rows
+# touched twice (all divided, the others put back), and a buffer handed over
+# whole (in index order and exactly full).
 _TAKES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
     "few twice, gathered": ([64, 4], [[1, 5, 9], [20, 30]], [5, 2]),
     "few twice, copied in order": ([64, 4], [[1, 5, 9], [20, 30]], [5, 40]),

@@ -81,13 +81,23 @@ def divide_rows(
     """Divide each row by its count, in place. Rows touched once are left as they
     are (with scattered updates most rows are). ``before_writing`` is called
     once nothing can fail any more, just before ``rows`` change."""
-    picked = np.flatnonzero(counts > 1)
+    several = counts > 1
+    picked = np.flatnonzero(several)
     picked_count = picked.shape[0]
     if not picked_count:
         return
     tail = (1,) * (rows.ndim - 1)
     if picked_count == counts.shape[0]:
         divide_in_place(rows, counts.reshape((-1, *tail)), before_writing)
+        return
+    if picked_count * 2 > counts.shape[0]:
+        # mostly rows touched several times: one pass over all rows, then the
+        # others put back as they were, costs less than gathering the many
+        kept = np.flatnonzero(~several)
+        saved = np.take(rows, kept, axis=0)
+        divide_in_place(rows, counts.reshape((-1, *tail)), before_writing)
+        if saved.size:
+            np.put(rows_as_items(rows), kept, rows_as_items(saved))
         return
     part = np.take(rows, picked, axis=0)
     divide_in_place(part, counts[picked].reshape((-1, *tail)))
