@@ -11,9 +11,9 @@ every apply instead).
 A take gathers the rows into index order once (a MEAN take with the compiled
 loops of sparse_kernel divides each row as it gathers it; without them, the
 rows counted more than once are divided in the result; rows already in index
-order are copied, not gathered), then keeps the buffer for the next round: memory that is already
-mapped, so applies do not pay for faulting in fresh pages (which costs more
-than the arithmetic). When the rows arrived in index order and fill the buffer
+order are copied, not gathered), then keeps the buffer for the next round:
+memory that is already mapped, so applies do not pay for faulting in fresh
+pages (which costs more than the arithmetic). When the rows arrived in index order and fill the buffer
 exactly (a round of one gradient, say) the buffer itself is handed over
 instead.
 """
