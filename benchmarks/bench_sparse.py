@@ -21,6 +21,7 @@ import numpy as np
 
 import tf_accum as tfa
 from benchmarks.harness import (
+    Figures,
     command_line,
     fmt_ratio,
     fmt_time,
@@ -143,8 +144,9 @@ def state_memory(grads: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, flo
     return (held - base) / touched, (peak - base) / touched
 
 
-def run(repeat: int, with_tensorflow: bool) -> None:
+def run(repeat: int, with_tensorflow: bool, json_path: str | None = None) -> None:
     tf = load_tensorflow() if with_tensorflow else None
+    figures = Figures()
     cases = [
         ("1e2 random rows", make_gradients(100, None, 1)),
         ("1e3 random rows", make_gradients(1_000, None, 2)),
@@ -159,6 +161,11 @@ def run(repeat: int, with_tensorflow: bool) -> None:
         apply_tf = take_tf = None
         if tf is not None:
             apply_tf, take_tf = tensorflow(tf, grads, repeat)
+        for column, seconds in [
+            ("apply", apply_ours), ("apply unsorted", apply_shuffled), ("numpy", baseline),
+            ("take", take_ours), ("TF graph apply", apply_tf), ("TF graph take", take_tf),
+        ]:  # fmt: skip
+            figures.add(name, column, seconds)
         rows.append([
             name, fmt_time(apply_ours), fmt_time(apply_shuffled), fmt_time(baseline),
             fmt_time(apply_tf), fmt_time(take_ours), fmt_time(take_tf),
@@ -186,11 +193,12 @@ def run(repeat: int, with_tensorflow: bool) -> None:
              f"{ROWS * WIDTH * 4 / (len(np.unique(np.concatenate([i for i, _ in cases[2][1]]))) * WIDTH * 4):.1f}"],
         ],
     )  # fmt: skip
+    figures.write(json_path)
 
 
 def main() -> None:
     args = command_line(__doc__, repeat=9).parse_args()
-    run(args.repeat, not args.no_tensorflow)
+    run(args.repeat, not args.no_tensorflow, args.json)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from tf_accum.accumulators import (
     float_errors,
     pool,
     running_sum,
-    sparse_keys,
+    sparse_index,
     sparse_rows,
 )
 from tf_accum.resources import current_table
@@ -328,7 +328,7 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
     once a round's entries could pass the largest allowed, the map is zeroed
     and starts again from 0."""
     # first dimension 16, 4 entries a round: round 3 (base 12) could reach 28
-    monkeypatch.setattr(sparse_keys, "MARK_LIMIT", 27)
+    monkeypatch.setattr(sparse_index, "MARK_LIMIT", 27)
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[16, 2], reduction_type="SUM")
     acc: Any = current_table().lookup(h)  # the in-process accumulator
     bases = []
@@ -344,7 +344,7 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
             )  # fmt: skip
         state = acc._round
         assert state.places is not None
-        assert state.base + 16 <= sparse_keys.MARK_LIMIT  # every entry fits
+        assert state.base + 16 <= sparse_index.MARK_LIMIT  # every entry fits
         bases.append(state.base)
         marked = np.flatnonzero(state.places > state.base)
         assert marked.tolist() == sorted(rows)  # only this round's rows count as held
@@ -364,7 +364,7 @@ def test_a_slot_map_made_again_midway_through_a_round_keeps_the_rounds_base(
 ) -> None:
     """A round that inherited the last round's map (its base above 0) loses
     the map when a far row makes it too large for the row buffer, then makes
-    it again from its keys once the buffer has grown: the entries made again
+    it again from its index once the buffer has grown: the entries made again
     carry the round's base, so held rows are found held and no row is taken
     twice."""
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[64, 1], reduction_type="SUM")
@@ -419,10 +419,9 @@ def test_sparse_rounds_match_a_dense_reference(
     rounds, dtype, reduction, growth, map_min_fill, mark_limit, path
 ) -> None:
     """Several rounds on one accumulator (so buffers are recycled, grown and
-    handed over), with row widths changing between rounds, and the gather split
-    over threads: each take equals the simple dense computation, whichever way
-    rows are found (first dimension unknown: a sorted index; known: sorted
-    keys, searched, or through a slot map from the start or from when the round
+    handed over), with row widths changing between rounds: each take equals the simple dense computation, whichever way
+    rows are found (the sorted index searched, or, with the first dimension
+    known, through a slot map from the start or from when the round
     has grown, its entries of earlier rounds left in it or, when the largest
     entry allowed is low, cleared), by numpy or by the compiled loops."""
     np_dtype = dtype.numpy_dtype
@@ -431,10 +430,9 @@ def test_sparse_rounds_match_a_dense_reference(
         mock.patch.object(sparse_rows, "GROWTH", growth),
         sparse_row_loops(path),
     ):
-        mock.patch.object(sparse_rows, "COPY_PARALLEL_MIN_ELEMENTS", 4).start()
-        mock.patch.object(sparse_keys, "MAP_MIN_FILL", map_min_fill or 1.0).start()
+        mock.patch.object(sparse_index, "MAP_MIN_FILL", map_min_fill or 1.0).start()
         if mark_limit is not None:
-            mock.patch.object(sparse_keys, "MARK_LIMIT", mark_limit).start()
+            mock.patch.object(sparse_index, "MARK_LIMIT", mark_limit).start()
         shape = None if map_min_fill is None else [12, None]
         try:
             h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)

@@ -17,11 +17,11 @@ import tf_accum as tfa
 from tests.helpers import Background, Spy, kernels_in_use, wait_for_waiting
 from tests.test_half_kernel import needs_numba
 from tf_accum import errors
-from tf_accum.accumulators import sparse, sparse_index, sparse_kernel, sparse_keys, sparse_rows
+from tf_accum.accumulators import sparse, sparse_index, sparse_kernel, sparse_rows
 from tf_accum.resources import current_table
 
 # the modules of a sparse round, whose numpy calls the tests below make fail
-SPARSE_MODULES = (sparse, sparse_rows, sparse_index, sparse_keys)
+SPARSE_MODULES = (sparse, sparse_rows, sparse_index)
 
 raw = tfa.raw_ops
 compat = tfa.compat.v1
@@ -208,21 +208,21 @@ def _assert_took_means(h: Any, earlier: list[list[int]], last: list[int], width:
 
 
 # (declared shape, earlier gradients' indices, the failing gradient's indices):
-# with and without a declared first dimension (packed keys or an index array),
-# with and without a slot map (wide rows vs a huge first dimension), new rows
+# with and without a declared first dimension, with and without a slot map
+# (wide rows vs a huge first dimension; none without a first dimension), new rows
 # only (in order and not), mostly held rows, a mix (these grow the row
 # buffer), and held rows only.
 _MERGES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
-    "keyed, map, new rows after": ([64, 16], [[3, 9], [1, 9]], [20, 30]),
-    "keyed, map, new rows between": ([64, 16], [[3, 40]], [2, 7, 50]),
-    "keyed, map, mostly held": ([64, 16], [list(range(9))], [*range(8), 63]),
-    "keyed, map, mixed": ([64, 16], [[3, 9], [4]], [1, 3, 9, 12]),
-    "keyed, map, mostly new": ([64, 16], [[3, 9], [4]], [*range(1, 9), 10]),
-    # no map until this apply, which makes one from the round's keys
-    "keyed, map made from the keys": ([2000, 16], [[1500], [*range(100)]], [0, 1, 1600]),
-    "keyed, no map, mostly new": ([10**9, 2], [[3, 9]], [*range(1, 9), 10]),
-    "keyed, no map, mixed": ([10**9, 2], [[3, 9], [4]], [1, 3, 9, 12]),
-    "keyed, no map, held only": ([10**9, 2], [[3, 9]], [9, 3]),
+    "map, new rows after": ([64, 16], [[3, 9], [1, 9]], [20, 30]),
+    "map, new rows between": ([64, 16], [[3, 40]], [2, 7, 50]),
+    "map, mostly held": ([64, 16], [list(range(9))], [*range(8), 63]),
+    "map, mixed": ([64, 16], [[3, 9], [4]], [1, 3, 9, 12]),
+    "map, mostly new": ([64, 16], [[3, 9], [4]], [*range(1, 9), 10]),
+    # no map until this apply, which makes one from the round's index
+    "map made from the index": ([2000, 16], [[1500], [*range(100)]], [0, 1, 1600]),
+    "no map, mostly new": ([10**9, 2], [[3, 9]], [*range(1, 9), 10]),
+    "no map, mixed": ([10**9, 2], [[3, 9], [4]], [1, 3, 9, 12]),
+    "no map, held only": ([10**9, 2], [[3, 9]], [9, 3]),
     "index array, mixed": ([None, 3], [[3, 9], [4]], [1, 3, 9, 12]),
     "index array, new rows after": ([None, 3], [[3, 9]], [10, 11]),
     "index array, held only": ([None, 3], [[3, 9]], [3]),
@@ -278,9 +278,9 @@ def test_a_sparse_apply_failing_anywhere_for_want_of_memory_changes_nothing(
 
 
 # (declared shape, earlier gradients' indices, the last gradient's indices) for
-# MEAN takes: a few rows touched twice (divided where they are held, before
-# the gather), mostly rows touched twice (divided in the result), and a buffer
-# handed over whole (in index order and exactly full).
+# MEAN takes: a few rows touched twice (picked out and divided), mostly rows
+# touched twice (all divided, the others put back), and a buffer handed over
+# whole (in index order and exactly full).
 _TAKES: dict[str, tuple[list[Any], list[list[int]], list[int]]] = {
     "few twice, gathered": ([64, 4], [[1, 5, 9], [20, 30]], [5, 2]),
     "few twice, copied in order": ([64, 4], [[1, 5, 9], [20, 30]], [5, 40]),
@@ -375,7 +375,7 @@ def test_a_sparse_take_hands_its_buffers_on_only_once_it_cannot_fail(
     [
         name
         for name, (_, earlier, last) in _MERGES.items()
-        if name.startswith("keyed, map") or set(last) & set(sum(earlier, []))
+        if name.startswith("map") or set(last) & set(sum(earlier, []))
     ],
 )
 def test_a_compiled_row_add_failing_for_want_of_memory_changes_nothing(case: str) -> None:
@@ -393,7 +393,7 @@ def test_a_compiled_row_add_failing_for_want_of_memory_changes_nothing(case: str
     with kernels_in_use(sparse_kernel, broken), pytest.raises(MemoryError):
         _sparse_apply(h, failing, width, len(earlier) + 1)
     assert no_room.call_count == 1
-    assert spy.calls == (["claim_rows"] if case.startswith("keyed, map") else [])
+    assert spy.calls == (["claim_rows"] if case.startswith("map") else [])
     assert tfa.accumulator_stats(h)["num_accumulated"] == len(earlier)
     _sparse_apply(h, failing, width, len(earlier) + 1)
     _assert_took_means(h, earlier, failing, width)
@@ -405,14 +405,14 @@ def test_a_compiled_row_add_failing_for_want_of_memory_changes_nothing(case: str
     [
         name
         for name, (_, earlier, last) in _MERGES.items()
-        if name.startswith("keyed, map") or set(last) & set(sum(earlier, []))
+        if name.startswith("map") or set(last) & set(sum(earlier, []))
     ],
 )
 def test_an_interrupt_right_after_a_compiled_row_write_leaves_the_gradient_in_once(
     case: str,
 ) -> None:
     """Ctrl-C landing just after the loop that writes a gradient's rows has
-    returned (here raised by the loop itself), before the round's keys and
+    returned (here raised by the loop itself), before the round's index and
     count are set: the apply finishes its writes without running the loop
     again (the loop stamped itself done), counts the gradient once, and
     raises the interrupt."""

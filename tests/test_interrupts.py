@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -30,7 +29,7 @@ import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
 from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
-from tf_accum.accumulators import delivery, pool, rounds, uninterrupted
+from tf_accum.accumulators import delivery, rounds, uninterrupted
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
@@ -141,14 +140,12 @@ def _blocked_signals(native_id: int) -> set[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
-    """The pool, the helper of accumulators/uninterrupted.py and a run's threads for
+    """The helper of accumulators/uninterrupted.py and a run's threads for
     blocking ops block SIGINT (and the other asynchronous signals), so the kernel hands a
     process's Ctrl-C to a thread that runs Python's handler or wakes the main
     thread's wait; the faults a thread causes itself stay its own, and the
     main thread's mask is untouched."""
     main_blocked = _blocked_signals(threading.main_thread().native_id or 0)
-    with mock.patch.object(pool, "WORKERS", max(pool.WORKERS, 2)):
-        pool.run_split([lambda: None, lambda: None])  # the pool's threads
     uninterrupted.run_uninterrupted(lambda: None)  # the helper
     with tf.Graph().as_default():
         first, second = tf.FIFOQueue(1, tf.float32), tf.FIFOQueue(1, tf.float32)
@@ -169,7 +166,6 @@ def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
             blocked = {name: _blocked_signals(native or 0) for name, native in own.items()}
             sess.run([first.enqueue(1.0), second.enqueue(2.0)])
             taking.result()
-    assert any(name.startswith("tf_accum pool") for name in own)
     assert any(name.startswith("tf_accum uninterrupted") for name in own)
     assert any(name.startswith("tf_accum run") for name in own)
     for name, signals in blocked.items():

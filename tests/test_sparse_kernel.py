@@ -36,7 +36,7 @@ from tests.helpers import (
     loaded_on_a_thread,
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
-from tf_accum.accumulators import half_kernel, sparse_kernel, sparse_keys, sparse_rows
+from tf_accum.accumulators import half_kernel, sparse_index, sparse_kernel
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -54,12 +54,12 @@ def using(kernels: sparse_kernel.Kernels | None) -> Any:
     return kernels_in_use(sparse_kernel, kernels)
 
 
-# declared shape per index layout (the width is appended): packed keys with a
-# slot map, packed keys searched (see apply_all), an index array
+# declared shape per way of finding rows (the width is appended): a slot map,
+# the index searched (see apply_all), the index searched with no first dimension
 LAYOUTS: dict[str, list[int | None]] = {
-    "keys, map": [64],
-    "keys, no map": [10**9],
-    "index array": [None],
+    "map": [64],
+    "no map": [10**9],
+    "first dimension unknown": [None],
 }
 
 
@@ -71,14 +71,13 @@ def apply_all(
     gradients: Sequence[tuple[list[int] | Array, Array]],
 ) -> Any:
     shape = [*LAYOUTS[layout], *width]
-    known = layout != "index array"
+    known = layout != "first dimension unknown"
     h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)
     # whether a round has a slot map depends on its rows (the map may take no
-    # more memory than the row buffer): "keys, map" allows one always, "keys,
-    # no map" never
-    fill = {"keys, map": 0.0, "keys, no map": math.inf}.get(layout, sparse_keys.MAP_MIN_FILL)
+    # more memory than the row buffer): "map" allows one always, "no map" never
+    fill = {"map": 0.0, "no map": math.inf}.get(layout, sparse_index.MAP_MIN_FILL)
     try:
-        with mock.patch.object(sparse_keys, "MAP_MIN_FILL", fill):
+        with mock.patch.object(sparse_index, "MAP_MIN_FILL", fill):
             for indices, values in gradients:
                 raw.SparseAccumulatorApplyGradient(
                     handle=h,
@@ -161,10 +160,10 @@ def test_special_values_add_to_the_same_bits(kind: str) -> None:
     held = special.repeat(n)  # every pair (held, added)
     added = np.tile(special, n)
     indices = list(range(n * n))
-    for layout in ("keys, map", "index array"):
+    for layout in ("map", "first dimension unknown"):
         results = []
         for kernels in (compiled(), None):
-            with using(kernels), mock.patch.dict(LAYOUTS, {"keys, map": [n * n]}):
+            with using(kernels), mock.patch.dict(LAYOUTS, {"map": [n * n]}):
                 results.append(
                     apply_all(layout, dtype, "SUM", (), [(indices, held), (indices, added)])
                 )
@@ -178,26 +177,23 @@ def test_special_values_add_to_the_same_bits(kind: str) -> None:
 @needs_numba
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize(
-    "gradients, loop",
+    "gradients",
     [
         # held rows only; mostly held (a new row among many held ones); a mix
-        ([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]], "add_rows"),
-        ([[*range(9)], [*range(8), 63]], "add_or_set_rows"),
-        ([[3, 9], [1, 3, 9, 12]], "add_or_set_rows"),
+        [[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]],
+        [[*range(9)], [*range(8), 63]],
+        [[3, 9], [1, 3, 9, 12]],
     ],
 )
-def test_held_rows_take_the_loops(layout: str, gradients: list[list[int]], loop: str) -> None:
+def test_held_rows_take_the_loops(layout: str, gradients: list[list[int]]) -> None:
     spy = Spy(compiled())
     pairs = [(g, np.full((len(g), 4), float(n), np.float32)) for n, g in enumerate(gradients, 1)]
     with using(spy.kernels):
         fast = apply_all(layout, tfa.float32, "SUM", (4,), pairs)
-    # the index array layout splits a mix in two (new rows appended, held ones
-    # added); with a slot map, one loop claims the rows, another writes them all
-    expected = {
-        "index array": ["add_rows"],
-        "keys, map": ["claim_rows", "add_or_set_rows"],
-        "keys, no map": [loop],
-    }[layout]
+    # without a slot map, numpy finds the rows and appends the new ones, and a
+    # loop adds the held ones; with a map, one loop claims the rows, another
+    # writes them all
+    expected = ["claim_rows", "add_or_set_rows"] if layout == "map" else ["add_rows"]
     assert spy.calls == expected
     with using(None):
         slow = apply_all(layout, tfa.float32, "SUM", (4,), pairs)
@@ -214,7 +210,7 @@ def test_other_dtypes_stay_on_numpy(dtype: Any, np_dtype: Any) -> None:
     spy = Spy(compiled())
     gradients = [([1, 2], np.ones((2, 3), np_dtype)), ([2, 1], np.ones((2, 3), np_dtype))]
     with using(spy.kernels):
-        taken = apply_all("keys, map", dtype, "SUM", (3,), gradients)
+        taken = apply_all("map", dtype, "SUM", (3,), gradients)
     assert spy.calls == []
     assert taken.values.dtype == np_dtype
     np.testing.assert_array_equal(taken.values, np.full((2, 3), 2, np_dtype))
@@ -234,13 +230,13 @@ def test_gradients_not_contiguous_and_aligned_stay_on_numpy(layout: str) -> None
         values = np.frombuffer(bytes(1) + base.tobytes(), np.float64, 12, 1).reshape(4, 3)
     gradients = [([0, 1, 2, 3], base), ([0, 1, 2, 3], values)]
     with using(spy.kernels):
-        taken = apply_all("keys, map", tfa.float64, "SUM", (3,), gradients)
+        taken = apply_all("map", tfa.float64, "SUM", (3,), gradients)
     assert spy.calls == []
     np.testing.assert_array_equal(taken.values, base * 2)
 
 
 @needs_numba
-@pytest.mark.parametrize("layout", ["keys, map", "keys, no map"])
+@pytest.mark.parametrize("layout", ["map", "no map"])
 def test_read_only_gradients_take_the_loops(layout: str) -> None:
     spy = Spy(compiled())
     base = np.arange(12, dtype=np.float32).reshape(4, 3)
@@ -254,9 +250,7 @@ def test_read_only_gradients_take_the_loops(layout: str) -> None:
     ]
     with using(spy.kernels):
         taken = apply_all(layout, tfa.float32, "SUM", (3,), gradients)
-    assert spy.calls == (
-        ["claim_rows", "add_or_set_rows"] if layout == "keys, map" else ["add_or_set_rows"]
-    )
+    assert spy.calls == (["claim_rows", "add_or_set_rows"] if layout == "map" else ["add_rows"])
     assert taken.indices.tolist() == [0, 1, 2, 3, 5]
     np.testing.assert_array_equal(taken.values, np.concatenate((base * 2, base[:1])))
 
@@ -275,9 +269,7 @@ def test_indices_not_contiguous_and_aligned_are_not_claimed_by_the_loop(layout: 
     assert not (indices.flags.c_contiguous and indices.flags.aligned)
     ones = np.ones((4, 3), np.float32)
     with using(spy.kernels):
-        taken = apply_all(
-            "keys, map", tfa.float32, "SUM", (3,), [([1, 2], ones[:2]), (indices, ones)]
-        )
+        taken = apply_all("map", tfa.float32, "SUM", (3,), [([1, 2], ones[:2]), (indices, ones)])
     assert "claim_rows" not in spy.calls and spy.calls
     assert taken.indices.tolist() == [1, 2, 4, 6]
     np.testing.assert_array_equal(taken.values, [[2] * 3, [2] * 3, [1] * 3, [1] * 3])
@@ -292,38 +284,43 @@ def test_indices_not_contiguous_and_aligned_are_not_claimed_by_the_loop(layout: 
     base=st.sampled_from([0, 5, 1000]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_the_claiming_loop_finds_slots_and_merges_keys_as_numpy_does(
+def test_the_claiming_loop_finds_slots_and_merges_the_index_as_numpy_does(
     rows: int, held_share: float, gradient_share: float, base: int, seed: int
 ) -> None:
     """claim_rows against the same steps in numpy, on rounds from empty to
-    full and gradients from one row to every row (long runs of held keys
+    full and gradients from one row to every row (long runs of held rows
     between new ones, and none), with entries of an earlier round (``base``
     or less) left in the map."""
     rng = np.random.default_rng(seed)
     held = np.sort(rng.choice(rows, int(rows * held_share), replace=False))
     index = np.sort(rng.choice(rows, max(1, int(rows * gradient_share)), replace=False))
-    slots_of_held = rng.permutation(held.size)
+    slots_of_held = rng.permutation(held.size).astype(np.int64)
     places = rng.integers(0, base + 1, rows).astype(np.int32)  # stale: base or less
     places[held] = slots_of_held + base + 1
-    keys = np.sort(np.left_shift(held, 32) | slots_of_held)
     used = held.size + 3
     k = index.size
     slots, fresh = np.empty(k, np.int64), np.empty(k, bool)
-    new_keys, merged = np.empty(k, np.int64), np.empty(held.size + k, np.int64)
+    new_index = np.empty(k, np.int64)
+    merged_index = np.empty(held.size + k, np.int64)
+    merged_slot = np.empty(held.size + k, np.int64)
     before = places.copy()
-    added = compiled().claim_rows(places, base, index, used, keys, slots, fresh, new_keys, merged)
+    added = compiled().claim_rows(
+        places, base, index, used, held, slots_of_held,
+        slots, fresh, new_index, merged_index, merged_slot,
+    )  # fmt: skip
     expected_fresh = ~np.isin(index, held)
     assert added == np.count_nonzero(expected_fresh)
     np.testing.assert_array_equal(fresh, expected_fresh)
     expected_slots = places[index].astype(np.int64) - base - 1
     expected_slots[expected_fresh] = used + np.arange(added)
     np.testing.assert_array_equal(slots, expected_slots)
-    expected_new = np.left_shift(index[expected_fresh], 32) | expected_slots[expected_fresh]
-    np.testing.assert_array_equal(new_keys[:added], expected_new)
+    np.testing.assert_array_equal(new_index[:added], index[expected_fresh])
     if added:
-        np.testing.assert_array_equal(
-            merged[: held.size + added], np.sort(np.concatenate((keys, expected_new)))
-        )
+        all_index = np.concatenate((held, index[expected_fresh]))
+        all_slots = np.concatenate((slots_of_held, expected_slots[expected_fresh]))
+        order = np.argsort(all_index)
+        np.testing.assert_array_equal(merged_index[: held.size + added], all_index[order])
+        np.testing.assert_array_equal(merged_slot[: held.size + added], all_slots[order])
     np.testing.assert_array_equal(places, before)  # read only
 
 
@@ -353,19 +350,19 @@ def test_an_index_changed_after_its_range_check_is_refused_and_changes_nothing(
         )  # fmt: skip
 
     changing = np.array([2, 5, 9], np.int64)
-    cover = sparse_keys.KeyedIndex.map_covering
+    cover = sparse_index.RowIndex.map_covering
 
     def changed_meanwhile(self: Any, state: Any, top: int) -> None:
         cover(self, state, top)  # the map now covers the gradient's rows
         changing[position] = bad  # as another thread might, just before the claim
 
     spy = Spy(compiled())
-    with using(spy.kernels), mock.patch.object(sparse_keys, "MAP_MIN_FILL", 0.0):
+    with using(spy.kernels), mock.patch.object(sparse_index, "MAP_MIN_FILL", 0.0):
         apply(np.array([1, 2, 3], np.int64))
         state = current_table().lookup(h)._round  # type: ignore[attr-defined]
         places_before = state.places.copy()
         with (
-            mock.patch.object(sparse_keys.KeyedIndex, "map_covering", changed_meanwhile),
+            mock.patch.object(sparse_index.RowIndex, "map_covering", changed_meanwhile),
             pytest.raises(tfa.errors.InvalidArgumentError, match=message),
         ):
             apply(changing)
@@ -440,40 +437,13 @@ def test_a_mean_take_divides_its_rows_as_it_gathers_them(
 
 
 @needs_numba
-@pytest.mark.parametrize("kind", sorted(DTYPES))
-def test_a_large_dividing_gather_is_shared_between_threads(kind: str, monkeypatch) -> None:
-    """Above sparse_rows.COPY_PARALLEL_MIN_ELEMENTS the gather runs in one part per
-    thread; the parts' edges (and sizes either side of the threshold) give the
-    same bits as numpy's path."""
-    from tf_accum.accumulators import pool
-
-    dtype, np_dtype = DTYPES[kind]
-    rng = np.random.default_rng(7)
-    gradients = []
-    for n in range(3):
-        indices = rng.choice(40, size=25, replace=False).tolist()
-        gradients.append((indices, rng.standard_normal((25, 3)).astype(np_dtype) * (n + 1)))
-    rows = len({i for indices, _ in gradients for i in indices})
-    for threshold in (rows * 3 - 1, rows * 3, rows * 3 + 1):
-        monkeypatch.setattr(sparse_rows, "COPY_PARALLEL_MIN_ELEMENTS", threshold)
-        spy = Spy(compiled())
-        with using(spy.kernels):
-            fast = apply_all("keys, map", dtype, "MEAN", (3,), gradients)
-        split = pool.WORKERS > 1 and rows * 3 >= threshold
-        assert spy.calls.count("gather_rows_dividing") == (pool.WORKERS if split else 1)
-        with using(None):
-            slow = apply_all("keys, map", dtype, "MEAN", (3,), gradients)
-        np.testing.assert_array_equal(bits(fast.values), bits(slow.values))
-
-
-@needs_numba
 def test_a_sum_take_and_rows_in_order_do_not_use_the_dividing_gather() -> None:
     spy = Spy(compiled())
     ones = np.ones((2, 3), np.float32)
     with using(spy.kernels):
-        apply_all("keys, map", tfa.float32, "SUM", (3,), [([4, 5], ones), ([1, 5], ones)])
+        apply_all("map", tfa.float32, "SUM", (3,), [([4, 5], ones), ([1, 5], ones)])
         # in index order: copied (or handed over), no gather
-        apply_all("keys, map", tfa.float32, "MEAN", (3,), [([1, 5], ones), ([5, 9], ones)])
+        apply_all("map", tfa.float32, "MEAN", (3,), [([1, 5], ones), ([5, 9], ones)])
     assert "gather_rows_dividing" not in spy.calls
 
 
@@ -484,7 +454,7 @@ def sparse_round(size: int, rows: int = 4) -> None:
     """Two applies of ``rows`` rows of ``size // rows`` float32 onto the same rows."""
     width = size // rows
     gradients = [(list(range(rows)), np.ones((rows, width), np.float32))] * 2
-    taken = apply_all("keys, map", tfa.float32, "MEAN", (width,), gradients)
+    taken = apply_all("map", tfa.float32, "MEAN", (width,), gradients)
     np.testing.assert_array_equal(taken.values, np.ones((rows, width), np.float32))
 
 

@@ -395,3 +395,91 @@ class TestKindsDoNotMix:
         b = make([3, 1], shared_name="sparse-shared")
         apply(a, [0], [[1]])
         assert num(b) == 1
+
+
+def _given_back_after(h, served, started, values):
+    """Apply ``served``, take them, apply ``started``, then give the take back
+    as a failing public call would (values[n]: the n-th gradient's, in the
+    order served + started)."""
+    from tf_accum.accumulators import delivery
+
+    for n, indices in enumerate(served):
+        apply(h, indices, values[n], step=2**40)
+    taken = delivery.open_delivery()
+    try:
+        take(h, len(served))
+        for n, indices in enumerate(started, start=len(served)):
+            apply(h, indices, values[n], step=2**40)
+    finally:
+        delivery.give_back(taken)
+
+
+def _row_sums(gradients, values, groups, reduction):
+    """{row: the sum of each group's sums (each group's gradients in order),
+    divided by the count for a MEAN}."""
+    out = {}
+    for row in sorted({i for g in gradients for i in g}):
+        sums, count = [], 0
+        for group in groups:
+            parts = [values[n][gradients[n].index(row)] for n in group if row in gradients[n]]
+            count += len(parts)
+            if parts:
+                total = parts[0]
+                for part in parts[1:]:
+                    total = total + part
+                sums.append(total)
+        total = sums[0]
+        for part in sums[1:]:
+            total = total + part
+        out[row] = total / np.float32(count) if reduction == "MEAN" and count > 1 else total
+    return out
+
+
+@pytest.mark.parametrize("reduction", ["MEAN", "SUM"])
+@pytest.mark.parametrize(
+    "shape", [[64, 3], [10**9, 3], [None, 3]], ids=["map", "no map", "unknown"]
+)
+def test_a_round_given_back_into_a_started_round_is_summed_with_it_row_by_row(
+    reduction: str, shape: list[int | None], row_adds: str
+) -> None:
+    """A take's round given back (its call failed) after applies started a new
+    round: each row is the new round's sum plus the given-back one's, in that
+    order, counted over both, whatever order the rows arrived in."""
+    h = make(shape, reduction_type=reduction)
+    rng = np.random.default_rng(5)
+    # rows in index order filling the buffer: the take hands the buffer itself
+    # over, so the new round starts in a buffer of its own
+    served = [[2, 7], [9, 11, 40]]
+    started = [[40, 3, 2], [5, 3, 63, 9]]
+    gradients = served + started
+    values = [rng.standard_normal((len(g), 3)).astype(np.float32) for g in gradients]
+    _given_back_after(h, served, started, values)
+    assert num(h) == 4
+    result = take(h, 4)
+    raw.DestroyResourceOp(resource=h)
+    expected = _row_sums(gradients, values, [range(2, 4), range(2)], reduction)
+    assert result.indices.tolist() == sorted(expected)
+    np.testing.assert_array_equal(result.values, np.stack([expected[r] for r in sorted(expected)]))
+
+
+@pytest.mark.parametrize("shape", [[64, 3], [None, 3]], ids=["map", "unknown"])
+def test_a_round_whose_buffers_a_new_round_took_over_does_not_go_back(
+    shape: list[int | None], row_adds: str
+) -> None:
+    """A take's round whose rows are gathered into its result leaves its
+    buffers to the next round; once that round has started in them, the
+    served rows are overwritten, and the round cannot go back: it is lost,
+    and the new round's rows are its own."""
+    h = make(shape, reduction_type="SUM")
+    rng = np.random.default_rng(6)
+    served = [[9, 2, 40, 7], [2, 11, 7]]  # out of index order: gathered
+    started = [[40, 3, 2], [5, 3, 63, 9]]
+    gradients = served + started
+    values = [rng.standard_normal((len(g), 3)).astype(np.float32) for g in gradients]
+    _given_back_after(h, served, started, values)
+    assert num(h) == 2
+    result = take(h, 2)
+    raw.DestroyResourceOp(resource=h)
+    expected = _row_sums(started, values[2:], [range(2)], "SUM")
+    assert result.indices.tolist() == sorted(expected)
+    np.testing.assert_array_equal(result.values, np.stack([expected[r] for r in sorted(expected)]))

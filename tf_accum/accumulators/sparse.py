@@ -2,19 +2,18 @@
 
 A round (all of it guarded by the base's lock) holds the row sums in order of
 arrival and a count per row (tf_accum/accumulators/sparse_rows.py), and a row
-index that finds a gradient's rows among them: keys and a slot map when the
-declared first dimension is known (sparse_keys.py), else sorted indices and
-slots (sparse_index.py). Rows a gradient shares with the round are added in
-place; only the small index arrays are merged (TensorFlow's kernel rebuilds all
-rows in index order on every apply instead).
+index that finds a gradient's rows among them: the sorted row indices, the
+slot of each, and a slot map while it is small enough (sparse_index.py). Rows
+a gradient shares with the round are added in place; only the small index
+arrays are merged (TensorFlow's kernel rebuilds all rows in index order on
+every apply instead).
 
 A take gathers the rows into index order once (a MEAN take with the compiled
 loops of sparse_kernel divides each row as it gathers it; without them, the
-rows counted more than once are divided where they are held when they are
-few, else in the result; rows already in index order are copied, not
-gathered), then keeps the buffer for the next round: memory that is already
-mapped, so applies do not pay for faulting in fresh pages (which costs more
-than the arithmetic). When the rows arrived in index order and fill the buffer
+rows counted more than once are divided in the result; rows already in index
+order are copied, not gathered), then keeps the buffer for the next round:
+memory that is already mapped, so applies do not pay for faulting in fresh
+pages (which costs more than the arithmetic). When the rows arrived in index order and fill the buffer
 exactly (a round of one gradient, say) the buffer itself is handed over
 instead.
 """
@@ -29,9 +28,7 @@ from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import COPY_MAX_BYTES
-from tf_accum.accumulators.float_errors import float_errors_ignored
-from tf_accum.accumulators.sparse_index import SortedIndex
-from tf_accum.accumulators.sparse_keys import INDEX_LIMIT, KeyedIndex
+from tf_accum.accumulators.sparse_index import RowIndex
 from tf_accum.accumulators.sparse_rows import (
     HeldRows,
     KeptBuffers,
@@ -94,12 +91,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         # the last round's buffers, kept for the next round
         self._kept_buffers: KeptBuffers | None = None
         first = spec.shape[0] if spec.shape else None
-        # row indices and slots packed into one int64 need a first dimension below 2**31
-        self._index: SortedIndex | KeyedIndex = (
-            KeyedIndex(first, self._held, self._check_index_range)
-            if first is not None and first < INDEX_LIMIT
-            else SortedIndex(self._held)
-        )
+        self._index = RowIndex(first, self._held, self._check_index_range)
 
     def _detach_round_locked(self) -> SparseRound | None:
         # a buffer waiting since before this round is dropped (and on destroy)
@@ -107,21 +99,16 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         return self._round
 
     def _attach_round_locked(self, state: SparseRound | None) -> None:
-        self._restore_locked(state)
+        # the kept buffers may be made from this round (a take changes no
+        # round's rows while it can still go back: see _finish_round)
+        self._kept_buffers = None
         self._round = state
 
-    def _restore_locked(self, state: SparseRound | None) -> None:
-        """Make a served round as it was before its take began: its rows
-        divided in place put back (again, if an exception cut this short)."""
-        # a round put back may be what the kept buffers were made from: never both
-        self._kept_buffers = None
-        if state is not None and state.undivided is not None:
-            slots, saved = state.undivided
-            self._held.held_items(state).put(slots, saved)
-            state.undivided = None
-
     def _merge_round_locked(self, state: SparseRound | None, count: int, serial: int) -> bool:
-        self._restore_locked(state)
+        if state is not None and state.reused:
+            # its rows were overwritten by the round that took over its buffers
+            return False
+        self._kept_buffers = None  # as in _attach_round_locked
         current = self._round
         merged = state
         if current is not None:
@@ -320,6 +307,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
             and kept_buffers.rows.shape[1:] == rows.shape[1:]
         ):
             buffer, counts = kept_buffers.rows, kept_buffers.counts
+            kept_buffers.source.reused = True
             np.copyto(buffer[:k], rows)
             counts[:k] = 1
         else:
@@ -360,24 +348,20 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
     def _gathered(self, state: SparseRound, order: Array | None, mean: bool) -> Array:
         """The round's rows in index order (``order``: their slots, None when
         they are in order already) in a new array, divided by their counts
-        for a MEAN. Changes nothing in the round but, for a MEAN, its rows
-        counted more than once, divided where they are held (with
-        ``state.undivided`` set to restore them)."""
+        for a MEAN. The round does not change."""
         used = state.used
         rows, counts = state.rows[:used], state.counts[:used]
-        if not mean:
-            return rows.copy() if order is None else gather(rows, order)
-        # MEAN rows gathered by the compiled loop are divided as they are gathered
-        if order is not None:
-            dividing = self._held.dividing_gather(state, order)
+        values: Array
+        if order is None:
+            values = rows.copy()
+        else:
+            # MEAN rows gathered by the compiled loop are divided as they are gathered
+            dividing = self._held.dividing_gather(state, order) if mean else None
+            values = gather(rows, order, dividing)
             if dividing is not None:
-                return gather(rows, order, dividing)
-        divided = self._held.divide_held(state)
-        values = rows.copy() if order is None else gather(rows, order)
-        if not divided:
-            # after the copy: a take that fails before it (no memory for the
-            # result) puts back the round's rows as they were, undivided
-            divide_rows(values, counts if order is None else counts[order])
+                return values
+        if mean:
+            divide_rows(values, counts if order is None else np.take(counts, order))
         return values
 
     def _keep_buffers(self, state: SparseRound, kept: Array) -> None:
@@ -386,7 +370,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         with self._lock:
             if self._kept_buffers is None and not self._closed:
                 self._kept_buffers = KeptBuffers(
-                    kept, state.counts, state.places, state.base + state.used
+                    kept, state.counts, state.places, state.base + state.used, state
                 )
 
     def _dense_shape(self, values_shape: tuple[int, ...]) -> Array:
@@ -396,12 +380,12 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
 
 
 def _merged_rounds(
-    index: SortedIndex | KeyedIndex, current: SparseRound, served: SparseRound | None
+    index: RowIndex, current: SparseRound, served: SparseRound | None
 ) -> SparseRound | None:
     """A new round holding the rows of ``current`` and of the round
     ``served`` (given back by its take), each row summed (``current``'s
-    first) and counted over both, in index order; None when their rows'
-    shapes differ. Neither round changes."""
+    first) and counted over both; None when their rows' shapes differ.
+    Neither round changes."""
     if served is None:
         return current
     if served.rows.shape[1:] != current.rows.shape[1:]:
@@ -414,23 +398,9 @@ def _merged_rounds(
             rows, counts = np.take(rows, order, axis=0), np.take(counts, order)
         parts.append((order_index, rows, counts))
     (now_index, now_rows, now_counts), (old_index, old_rows, old_counts) = parts
-    # (np.union1d and np.isin would import numpy.ma on first use)
-    union = np.concatenate((now_index, old_index)).astype(np.int64)
-    union.sort()
-    union = union[np.concatenate(([True], union[1:] != union[:-1]))]
-    values = np.empty((union.shape[0], *current.rows.shape[1:]), current.rows.dtype)
-    counts = np.zeros(union.shape[0], np.int64)
-    at_now, at_old = np.searchsorted(union, now_index), np.searchsorted(union, old_index)
-    if now_index.shape[0]:
-        near = np.take(now_index, np.searchsorted(now_index, old_index), mode="clip")
-        shared = near == old_index
-    else:
-        shared = np.zeros(old_index.shape[0], bool)
-    values[at_now] = now_rows
-    values[at_old[~shared]] = old_rows[~shared]
-    both = at_old[shared]
-    with float_errors_ignored():
-        values[both] = values[both] + old_rows[shared]
-    counts[at_now] = now_counts
-    counts[at_old] += old_counts
-    return index.start(union, False, values, counts, None)
+    merged = index.start(now_index, True, np.array(now_rows), np.array(now_counts), None)
+    # the served round's rows are merged as a gradient's, which counts each once
+    index.merge(merged, old_index, old_rows)()
+    at = np.take(merged.slot, np.searchsorted(merged.index, old_index))
+    merged.counts[at] += old_counts - 1
+    return merged

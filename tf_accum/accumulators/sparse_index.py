@@ -1,45 +1,168 @@
-"""A sparse round's row index when the first dimension is not known (or is
-2**31 or more): the touched row indices, sorted and unique, and beside each
-the slot of the row holding its sum. A gradient's rows are found by binary
-search, and new ones inserted into both arrays.
+"""A sparse round's row index: the touched row indices, sorted and unique
+(``index``), beside each the slot of the row holding its sum (``slot``), and,
+while it is small enough, a slot map.
+
+A gradient's rows are found through the slot map when the round has one,
+else by binary search in ``index``; its new rows get the next free slots and
+are merged into ``index`` and ``slot`` (new arrays: the round's change only
+in its writes). The map, ``places``, is an int32 array over the row indices
+seen (up to the largest, not the whole first dimension), holding
+``base + slot + 1`` for touched rows, where ``base`` is the round's, and
+``base`` or less elsewhere, so finding a gradient's rows is one gather. A
+round has one only when the first dimension is declared and below 2**31, and
+only while it takes no more memory than the row buffer (``MAP_MIN_FILL``).
+It is kept with the kept buffers, and the next round's ``base`` is the
+largest entry the last round set, so the map is never cleared between rounds
+(a scatter over the last round's rows would cost more than the apply): only
+when entries could pass int32's range is it zeroed whole, and ``base`` goes
+back to 0. With a map and the compiled loops (sparse_kernel), one loop finds
+the rows and merges the index, another writes the rows and the map.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.sparse_rows import HeldRows, RoundWrites, SparseRound
+from tf_accum import errors
+from tf_accum.accumulators import sparse_kernel
+from tf_accum.accumulators.sparse_rows import HeldRows, KeptBuffers, RoundWrites, SparseRound
 
 Array = np.ndarray[Any, Any]
+INDEX_LIMIT = 1 << 31  # a slot map needs a declared first dimension below this
+MARK_LIMIT = (1 << 31) - 1  # the largest entry of a slot map (int32)
+# A round has a slot map (4 bytes per row index up to the largest seen) while
+# its row buffer is at least this many times as large; otherwise the index is searched.
+MAP_MIN_FILL = 1.0
+_SLOT_BITS = 32  # a packed key (see merged_runs): the row index above these bits, its slot in them
+_SLOT_MASK = (1 << _SLOT_BITS) - 1
 
 
-class SortedIndex:
-    """Rows found through ``index`` and ``slot`` (see the module's docstring)."""
+def merged_runs(
+    held_index: Array, held_slot: Array, new_index: Array, new_slot: Array
+) -> tuple[Array, Array]:
+    """The sorted run ``held_index`` (with ``held_slot``) and the sorted run
+    ``new_index`` (with ``new_slot``), no index in both, merged into new arrays."""
+    held, added = held_index.shape[0], new_index.shape[0]
+    if not held or new_index[0] > held_index[-1]:
+        return np.concatenate((held_index, new_index)), np.concatenate((held_slot, new_slot))
+    if max(held_index[-1], new_index[-1]) < INDEX_LIMIT and held + added <= _SLOT_MASK:
+        # each index and its slot packed into one int64 (index above, slot
+        # below), so that numpy's stable sort, a merge sort, merges the two
+        # sorted runs in one pass: several times faster than moving two
+        # arrays apart
+        keys = np.empty(held + added, np.int64)
+        np.left_shift(held_index, _SLOT_BITS, out=keys[:held])
+        keys[:held] |= held_slot
+        np.left_shift(new_index, _SLOT_BITS, out=keys[held:])
+        keys[held:] |= new_slot
+        keys.sort(kind="stable")
+        return np.right_shift(keys, _SLOT_BITS), np.bitwise_and(keys, _SLOT_MASK)
+    # indices of 2**31 and above (no first dimension declared)
+    merged = np.concatenate((held_index, new_index))
+    order = np.argsort(merged, kind="stable")
+    return np.take(merged, order), np.take(np.concatenate((held_slot, new_slot)), order)
 
-    def __init__(self, held: HeldRows) -> None:
+
+class RowIndex:
+    """Rows found through ``index``, ``slot`` and ``places`` (see the module's docstring)."""
+
+    def __init__(
+        self, first: int | None, held: HeldRows, check_range: Callable[[Array], Any]
+    ) -> None:
+        # the declared first dimension when a slot map may cover it, else None
+        self.first = first if first is not None and first < INDEX_LIMIT else None
         self._held = held
-
-    @staticmethod
-    def start(
-        index: Array, borrowed: bool, buffer: Array, counts: Array, kept_buffers: Any
-    ) -> SparseRound:
-        """A round of the gradient ``index`` (sorted, unique; the caller's own
-        array when ``borrowed``) whose rows are ``buffer[:len(index)]``."""
-        slot = np.arange(index.shape[0], dtype=np.int64)
-        return SparseRound(
-            index=np.array(index, np.int64) if borrowed else index,
-            slot=slot, keys=None, places=None,
-            rows=buffer, counts=counts, used=index.shape[0], in_order=True,
-        )  # fmt: skip
+        # raises for an index out of range (the accumulator's check)
+        self._check_range = check_range
 
     @staticmethod
     def take_order(state: SparseRound) -> tuple[Array, Array | None]:
         """(the round's row indices in order, the slot of each; None when the
         rows are in index order already)."""
-        assert state.index is not None and state.slot is not None
         return state.index, None if state.in_order else state.slot
+
+    def start(
+        self,
+        index: Array,
+        borrowed: bool,
+        buffer: Array,
+        counts: Array,
+        kept_buffers: KeptBuffers | None,
+    ) -> SparseRound:
+        """A round of the gradient ``index`` (sorted, unique; the caller's own
+        array when ``borrowed``) whose rows are ``buffer[:len(index)]``, taking
+        over ``kept_buffers``' slot map if it has one."""
+        k = index.shape[0]
+        slot = np.arange(k, dtype=np.int64)
+        state = SparseRound(
+            index=np.array(index, np.int64) if borrowed else index, slot=slot, places=None,
+            rows=buffer, counts=counts, used=k, in_order=True,
+        )  # fmt: skip
+        if self.first is None:
+            return state
+        if kept_buffers is not None and kept_buffers.places is not None:
+            # entries up to the last round's largest are not this round's
+            state.base = kept_buffers.top
+            if state.base + self.first > MARK_LIMIT:
+                # this round's entries could pass int32's range: start again
+                kept_buffers.places.fill(0)
+                state.base = 0
+            state.places = kept_buffers.places
+        if k:
+            self.map_covering(state, int(index[-1]))
+            if state.places is not None:
+                state.places[index] = slot + (state.base + 1)
+        return state
+
+    def map_covering(self, state: SparseRound, top: int) -> None:
+        """Make sure the round's slot map reaches row ``top``, or that it has none.
+
+        A map is made (or enlarged) only while it takes no more memory than the
+        round's row buffer (see ``MAP_MIN_FILL``); it reaches the largest row
+        index seen, with some room, not the whole first dimension.
+        """
+        assert self.first is not None
+        places = state.places
+        if places is not None and top < places.shape[0]:
+            return
+        if state.index.shape[0]:
+            top = max(top, int(state.index[-1]))
+        size = min(self.first, top + 1 + top // 4)
+        if state.rows.nbytes < size * 4 * MAP_MIN_FILL:
+            state.places = None
+            return
+        # np.zeros is calloc'd: pages are committed only where rows are touched
+        made = np.zeros(size, np.int32)
+        if places is not None:
+            made[: places.shape[0]] = places
+        else:
+            made[state.index] = state.slot + (state.base + 1)
+        # only once whole: an apply failing above (for want of memory) leaves
+        # the round's map as it was, not half made
+        state.places = made
+
+    @staticmethod
+    def _find(state: SparseRound, index: Array) -> tuple[Array, Array]:
+        """(a slot per entry of ``index``, which entries are not in the round).
+
+        The slots of entries not in the round are meaningless.
+        """
+        if state.places is not None:
+            held = np.take(state.places, index)  # slot + base + 1; base or less: not held
+            base = state.base
+            # numpy indexes with intp several times faster than with int32
+            return np.subtract(held, base + 1, dtype=np.intp), held <= base
+        if not state.index.shape[0]:  # a round started by a gradient without rows
+            return np.zeros_like(index), np.ones(index.shape[0], bool)
+        # an index past the last held one lands past the end: "clip" compares it
+        # with the last (smaller) one instead, which never matches
+        position = np.searchsorted(state.index, index)
+        near = np.take(state.index, position, mode="clip")
+        return np.take(state.slot, position, mode="clip"), near != index
 
     def merge(self, state: SparseRound, index: Array, rows: Array) -> RoundWrites:
         """Prepare merging a gradient's rows into the round; returns the writes
@@ -49,47 +172,121 @@ class SortedIndex:
         comes first (a MemoryError leaves the round as it was; a grown buffer
         holds the same rows), the gradient's new rows go to free slots, which
         no one reads, and the writes add to the held rows and store the new
-        index.
+        index (and the new rows' entries in the slot map).
         """
-        assert state.index is not None and state.slot is not None
-        # np.take / np.compress gather whole rows several times faster than
-        # fancy or boolean indexing on 2-D arrays.
-        m = state.index.shape[0]
-        position = np.searchsorted(state.index, index)
-        # an index past the last held one lands on m: compare it with the last
-        # (smaller) one instead, which never matches
-        if m:
-            found = np.take(state.index, position, mode="clip") == index
-        else:  # a round started by a gradient without rows
-            found = np.zeros(index.shape[0], bool)
-        all_found = bool(found.all())
-        if all_found:
-            return self._held.add(state, np.take(state.slot, position), rows)
-        some_found = bool(found.any())
-        if some_found:
-            slots = np.take(state.slot, position[found])
-            hit = np.compress(found, rows, axis=0)
-        fresh_at = np.flatnonzero(~found)
-        new_index = np.take(index, fresh_at)
-        added = new_index.shape[0]
-        insert_at = np.take(position, fresh_at)
+        k = index.shape[0]
+        if k and self.first is not None:
+            self.map_covering(state, int(index[-1]))
+        kernels = self._claiming_loops(state, index, rows)
+        if kernels is not None:
+            return self._merge_claimed(state, index, rows, kernels)
+        slots, fresh = self._find(state, index)
+        fresh_at = np.flatnonzero(fresh)
+        added = fresh_at.shape[0]
+        if not added:
+            return self._held.add(state, slots, rows)
         used = state.used
         if used + added > state.rows.shape[0]:
             self._held.grow(state, used + added)
-        merged_index = np.insert(state.index, insert_at, new_index)
-        merged_slot = np.insert(state.slot, insert_at, np.arange(used, used + added))
-        in_order = state.in_order and bool(insert_at[0] == m)
+        new_index = index if added == k else np.take(index, fresh_at)
+        new_slots = np.arange(used, used + added, dtype=np.int64)
+        merged_index, merged_slot = merged_runs(state.index, state.slot, new_index, new_slots)
+        held_count = state.index.shape[0]
+        in_order = state.in_order and (not held_count or bool(new_index[0] > state.index[-1]))
+        places = state.places
+        # int32, the map's dtype: a put that had to convert them would allocate
+        # after the rows are written
+        marks = None if places is None else np.add(new_slots, state.base + 1, dtype=np.int32)
+        held: RoundWrites | None = None
+        if added < k:
+            hit_at = np.flatnonzero(~fresh)
+            held = self._held.add(state, np.take(slots, hit_at), np.take(rows, hit_at, axis=0))
         self._held.append_rows(state, rows, fresh_at)  # free slots
-        held = self._held.add(state, slots, hit) if some_found else None
 
         def writes() -> None:
             if held is not None:
                 held()
-            state.in_order, state.index, state.slot, state.used = (
-                in_order,
+            if places is not None and marks is not None:
+                places.put(new_index, marks)
+            state.index, state.slot, state.in_order, state.used = (
                 merged_index,
                 merged_slot,
+                in_order,
                 used + added,
             )
 
         return writes
+
+    def _merge_claimed(
+        self, state: SparseRound, index: Array, rows: Array, kernels: sparse_kernel.Kernels
+    ) -> RoundWrites:
+        """merge for a round with a slot map, by the compiled loops.
+
+        One loop finds the gradient's rows in the map, gives the new ones their
+        slots and merges them into new index and slot arrays, changing nothing
+        but its own outputs (allocated first); the buffer grows if need be;
+        then the writes: one loop writes the rows, their counts and the new
+        rows' map entries, allocating nothing, and the round's index is set.
+        """
+        places = state.places
+        assert places is not None
+        k, held, used = index.shape[0], state.index.shape[0], state.used
+        slots = np.empty(k, np.int64)
+        fresh = np.empty(k, bool)
+        new_index = np.empty(k, np.int64)
+        merged_index = np.empty(held + k, np.int64)
+        merged_slot = np.empty(held + k, np.int64)
+        added = kernels.claim_rows(
+            places, state.base, index, used, state.index, state.slot,
+            slots, fresh, new_index, merged_index, merged_slot,
+        )  # fmt: skip
+        if added < 0:
+            # the range was checked before the lock: another thread changed the indices since
+            self._check_range(index)
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                "The gradient's indices changed while it was being applied: an index now "
+                "lies past every row this round has seen; keep a gradient's arrays "
+                "unchanged until its apply returns",
+            )
+        if used + added > state.rows.shape[0]:
+            self._held.grow(state, used + added)
+        width = math.prod(state.rows.shape[1:])
+        buffer = state.rows.reshape(state.rows.shape[0], width)
+        hit = rows.reshape(k, width)
+        # the round's new state is made before the rows change: nothing after may fail
+        if added:
+            round_index, round_slot = merged_index[: held + added], merged_slot[: held + added]
+        else:
+            round_index, round_slot = state.index, state.slot
+        # indices are distinct: the round's last row is still at held - 1 only
+        # if every new row comes after it
+        in_order = state.in_order and (
+            not held or not added or bool(merged_index[held - 1] == state.index[-1])
+        )
+        write = self._held.write_once(
+            kernels.add_or_set_rows,
+            (buffer, state.counts, slots, hit, fresh, places, new_index[:added],
+             used + state.base + 1),
+        )  # fmt: skip
+
+        def writes() -> None:
+            write()
+            state.index, state.slot, state.in_order, state.used = (
+                round_index,
+                round_slot,
+                in_order,
+                used + added,
+            )
+
+        return writes
+
+    def _claiming_loops(
+        self, state: SparseRound, index: Array, rows: Array
+    ) -> sparse_kernel.Kernels | None:
+        """The compiled loops when the round has a slot map and they take the
+        gradient's index (int64, C-contiguous, aligned) and rows, else None."""
+        if state.places is None or not (index.flags.c_contiguous and index.flags.aligned):
+            return None
+        return self._held.loops_for(state, index, rows)

@@ -4,17 +4,16 @@ Why: adding a gradient's rows to the rows a round already holds is, in numpy,
 a gather of the held rows into a temporary, the add, and a scatter back (plus
 a gather and a scatter of their counts): three passes over the rows and a
 temporary. One compiled loop adds each gradient row into its held row in
-place and counts it, several times faster. A second loop also sets the gradient's new rows
-(free slots) in the same pass, so a gradient mixing held and new rows needs
-no gather of either part (with a declared first dimension). A third loop
-gathers a MEAN take's rows into index order and divides them on the way, in
-one pass, so that the rows counted more than once are no longer gathered,
-divided and put back first. A fourth loop serves a
-round with a slot map: it finds a gradient's rows in the map (all the map's
-entries first, so that their cache misses overlap), gives the new rows their
-slots and merges their keys into the round's sorted keys, writing only its
-own outputs; the second loop then writes the rows and the new rows' map
-entries too: two loops in place of the numpy passes and the sort.
+place and counts it, several times faster. A round with a slot map (see
+sparse_index) takes two other loops instead: one finds a gradient's rows in
+the map (all the map's entries first, so that their cache misses overlap),
+gives the new rows their slots and merges them into the round's sorted
+indices and slots, writing only its own outputs; the other adds the held
+rows, sets the new ones (free slots) and writes the new rows' map entries,
+in one pass: two loops in place of the numpy passes over the rows and the
+index. A fourth loop gathers a MEAN take's rows into index order and
+divides them on the way, in one pass, instead of a gather, then a gather,
+division and scatter of the rows counted more than once.
 
 The loop does the same single add per element as numpy (``held + gradient``,
 in that order, in the rows' own dtype), so the bits are the same
@@ -48,12 +47,10 @@ Array = np.ndarray[Any, Any]
 
 # The dtypes whose rows use the loop: numba adds them exactly as numpy does.
 KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-SLOT_BITS = 32  # a round's key: the row index above these bits, its slot in them
-SLOT_MASK = (1 << SLOT_BITS) - 1
 
 # Gradients of this many elements load the loops (importing numba and
 # compiling the loops are slow, once per process): from here an
-# apply saves enough to repay that within a few thousand applies
+# apply saves enough to repay that within thousands of applies
 # (benchmarks/bench_sparse_kernel.py), as half_kernel's threshold does;
 # smaller gradients would take many times as many. Smaller gradients use the
 # loops only when a large one has loaded them (see :func:`loaded`): they are
@@ -83,18 +80,18 @@ def add_rows(
 
 def add_or_set_rows(
     rows: Array, counts: Array, slots: Array, hit: Array, fresh: Array,
-    places: Array, new_keys: Array, mark: int, stamp: Array, ticket: int,
+    places: Array, new_index: Array, mark: int, stamp: Array, ticket: int,
 ) -> None:  # fmt: skip
     """As :func:`add_rows` (``stamp[0] = ticket`` last included), but the rows
     ``j`` where ``fresh[j]`` (free slots) are set to ``hit[j]`` and counted
-    once; when ``places`` (a slot map) is not empty, each of ``new_keys``
-    (from :func:`claim_rows`, whose checks make every index in them fall
-    inside the map) sets its row's entry to its slot + ``mark``."""
+    once; and each new row ``new_index[n]`` (from :func:`claim_rows`, whose
+    checks make every index in them fall inside the map, in the order their
+    slots were given) has its entry in the slot map ``places`` set to
+    ``n + mark``."""
     width = rows.shape[1]
     # apart from the rows: independent stores, whose cache misses overlap
-    for n in range(new_keys.shape[0] if places.shape[0] else 0):
-        key = new_keys[n]
-        places[key >> SLOT_BITS] = (key & SLOT_MASK) + mark
+    for n in range(new_index.shape[0]):
+        places[new_index[n]] = n + mark
     for j in range(slots.shape[0]):
         slot = slots[j]
         if fresh[j]:
@@ -109,20 +106,22 @@ def add_or_set_rows(
 
 
 def claim_rows(
-    places: Array, base: int, index: Array, used: int, keys: Array,
-    slots: Array, fresh: Array, new_keys: Array, merged: Array,
+    places: Array, base: int, index: Array, used: int, held_index: Array, held_slot: Array,
+    slots: Array, fresh: Array, new_index: Array, merged_index: Array, merged_slot: Array,
 ) -> int:  # fmt: skip
     """Find a gradient's rows through a round's slot map and give its new rows
     the free slots from ``used`` on, in index order.
 
-    ``index``: the gradient's rows, sorted and distinct (k of them); ``keys``:
-    the round's, sorted (``index << SLOT_BITS | slot``); ``places``: its map,
-    ``slot + base + 1`` for its rows, ``base`` or less elsewhere. Writes
-    ``slots[j]`` and ``fresh[j]`` for every row, the new rows' keys to the
-    start of ``new_keys`` (k entries) and the round's keys with those merged
-    in to the start of ``merged`` (``len(keys) + k`` entries). Returns the
-    number of new rows, or -1 when an index falls outside the map. Changes
-    nothing but its outputs, so an apply may still fail after it.
+    ``index``: the gradient's rows, sorted and distinct (k of them);
+    ``held_index``: the round's, sorted, and ``held_slot`` the slot of each;
+    ``places``: its map, ``slot + base + 1`` for its rows, ``base`` or less
+    elsewhere. Writes ``slots[j]`` and ``fresh[j]`` for every row, the new
+    rows' indices to the start of ``new_index`` (k entries; the n-th new row
+    has slot ``used + n``) and the round's indices and slots with the new
+    rows merged in to the start of ``merged_index`` and ``merged_slot``
+    (``len(held_index) + k`` entries each). Returns the number of new rows,
+    or -1 when an index falls outside the map. Changes nothing but its
+    outputs, so an apply may still fail after it.
     """
     k = index.shape[0]
     size = places.shape[0]
@@ -132,51 +131,55 @@ def claim_rows(
         row = index[j]
         if row < 0 or row >= size:
             return -1
-        new_keys[j] = row
+        new_index[j] = row
         # all the map's entries first: independent loads, whose cache misses overlap
         slots[j] = places[row]
     added = 0
     for j in range(k):
-        row = new_keys[j]  # added <= j: not overwritten yet
+        row = new_index[j]  # added <= j: not overwritten yet
         entry = slots[j]
         if entry > base:
             slots[j] = entry - base - 1
             fresh[j] = False
         else:
-            slot = used + added
-            slots[j] = slot
+            slots[j] = used + added
             fresh[j] = True
-            new_keys[added] = (row << SLOT_BITS) | slot
+            new_index[added] = row
             added += 1
     if not added:
         return 0
-    held = keys.shape[0]
+    held = held_index.shape[0]
     at = 0
     out = 0
     for new in range(added):
-        key = new_keys[new]
-        # the round's keys before this one, 8 at a time: all 8 copied, as many
+        key = new_index[new]
+        # the round's rows before this one, 8 at a time: all 8 copied, as many
         # kept as are smaller (later writes replace the others), so the branch
-        # is taken once per 8 keys, not mispredicted once per new key
+        # is taken once per 8 rows, not mispredicted once per new row
         while at + 8 <= held:
             smaller = 0
             for i in range(8):
-                older = keys[at + i]
-                merged[out + i] = older  # out + 8 <= held + new < len(merged)
+                older = held_index[at + i]
+                # out + 8 <= held + new < len(merged_index)
+                merged_index[out + i] = older
+                merged_slot[out + i] = held_slot[at + i]
                 smaller += older < key
             at += smaller
             out += smaller
             if smaller < 8:
                 break
         else:  # fewer than 8 left
-            while at < held and keys[at] < key:
-                merged[out] = keys[at]
+            while at < held and held_index[at] < key:
+                merged_index[out] = held_index[at]
+                merged_slot[out] = held_slot[at]
                 out += 1
                 at += 1
-        merged[out] = key
+        merged_index[out] = key
+        merged_slot[out] = used + new
         out += 1
     for rest in range(at, held):  # a loop: a slice assignment compiles for seconds
-        merged[out] = keys[rest]
+        merged_index[out] = held_index[rest]
+        merged_slot[out] = held_slot[rest]
         out += 1
     return added
 
@@ -207,11 +210,11 @@ def gather_dividing(divisor_type: Any) -> Any:
 
 class Kernels(NamedTuple):
     """The compiled loops (arguments: C-contiguous, aligned, 1-D but for the
-    rows; ``slots``, ``order``, ``counts``, ``index``, ``keys``, ``new_keys``,
-    ``merged`` and ``stamp`` int64, ``places`` int32, ``fresh`` bool). What a loop only
+    rows; ``slots``, ``order``, ``counts``, the indices, the merged arrays
+    and ``stamp`` int64, ``places`` int32, ``fresh`` bool). What a loop only
     reads may be read-only: ``hit``, ``slots``, ``fresh`` (but in
-    ``claim_rows``, which writes it), ``new_keys`` in ``add_or_set_rows``,
-    everything but ``out`` in ``gather_rows_dividing`` and the first five in
+    ``claim_rows``, which writes it), ``new_index`` in ``add_or_set_rows``,
+    everything but ``out`` in ``gather_rows_dividing`` and the first six in
     ``claim_rows``. The row loops take float32 or float64 rows;
     ``gather_rows_dividing`` picks the loop compiled for their dtype."""
 
@@ -249,9 +252,10 @@ def _compile() -> Kernels:
         gathers[rows.dtype](rows, counts, order, out)
 
     claim = types.int64(
-        # read: the map, base, index, used, keys; written: slots, fresh, new keys, merged
-        array(types.int32, 1, readonly=True), types.int64, slots, types.int64, slots,
-        counts, array(types.boolean, 1), counts, counts,
+        # read: the map, base, index, used, the round's indices and slots;
+        # written: slots, fresh, new indices, merged indices and slots
+        array(types.int32, 1, readonly=True), types.int64, slots, types.int64, slots, slots,
+        counts, array(types.boolean, 1), counts, counts, counts,
     )  # fmt: skip
     # nogil: other accumulators' applies run meanwhile, and a take's gather
     # runs on several threads

@@ -3,7 +3,7 @@
 A round keeps its row sums in order of arrival (``rows``, with spare capacity,
 growing by a quarter when full) and how many gradients touched each row
 (``counts``); how a row index finds its row is the business of the round's row
-index (tf_accum/accumulators/sparse_index.py and sparse_keys.py). Every apply
+index (tf_accum/accumulators/sparse_index.py). Every apply
 makes what it needs aside first (a MemoryError changes nothing), and returns
 the writes that change the round (a :data:`RoundWrites`): in-place array methods
 storing values made aside, which a second run stores again unchanged, and at
@@ -26,13 +26,9 @@ import numpy as np
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.division import divide_in_place
 from tf_accum.accumulators.float_errors import float_errors_ignored, in_place_adder
-from tf_accum.accumulators.pool import COPY_PARALLEL_MIN_ELEMENTS, split_elementwise
 
 Array = np.ndarray[Any, Any]
 GROWTH = 1.25  # spare capacity when the row buffer grows
-# the compiled add's slot map when the round has none (it marks nothing then)
-_NO_MAP = np.empty(0, np.int32)
-_NO_KEYS = np.empty(0, np.int64)
 
 # The writes that apply a prepared gradient to a round: running them again
 # after an exception cut them short finishes them, and changes nothing more.
@@ -54,20 +50,18 @@ class Writes:
 
 @dataclass
 class SparseRound:
-    index: Array | None  # first dimension unknown (or 2**31 and above)
-    slot: Array | None  # as index
-    keys: Array | None  # first dimension known: replaces index and slot
-    places: Array | None  # with keys: the slot map, when the round has one
+    index: Array  # the touched row indices, sorted (see sparse_index)
+    slot: Array  # the slot of each in ``rows``
+    places: Array | None  # the slot map, when the round has one
     rows: Array
     counts: Array
     used: int
     in_order: bool  # slots ascend with the index: rows are in index order
     items: Array | None = None  # ``rows`` as opaque items (see rows_as_items), once made
-    # a take that divided rows in ``rows`` itself: (their slots, their items as
-    # they were), so that a take that fails later puts the round back undivided
-    undivided: tuple[Array, Array] | None = None
     # entries of ``places`` above this are the round's rows (slot + base + 1)
     base: int = 0
+    # its buffers became a later round's (see KeptBuffers): it cannot go back
+    reused: bool = False
 
 
 @dataclass
@@ -78,6 +72,7 @@ class KeptBuffers:
     counts: Array
     places: Array | None
     top: int  # the largest entry of ``places`` the round may have set
+    source: SparseRound  # the round they are from
 
 
 def divide_rows(
@@ -146,30 +141,18 @@ def rows_as_items(rows: Array) -> Array:
 
 
 def gather(rows: Array, order: Array, dividing: Any = None) -> Array:
-    """``rows[order]`` in a new array; several threads share large gathers.
+    """``rows[order]`` in a new array.
 
     ``dividing``: (the compiled loop, the rows' counts) to divide each row by
     its count as it is gathered (see sparse_kernel.gather_dividing); ``rows``
     is then C-contiguous and its dtype the loop's.
     """
     values = np.empty((order.shape[0], *rows.shape[1:]), rows.dtype)
-    fill: Callable[[Array, Array], Any]
     if dividing is None:
-
-        def fill(out: Array, picked: Array) -> Any:
-            return np.take(rows, picked, axis=0, out=out, mode="clip")  # "raise" would buffer `out`
-
+        np.take(rows, order, axis=0, out=values, mode="clip")  # "raise" would buffer `out`
     else:
         loop, counts = dividing
-        flat = rows.reshape(rows.shape[0], -1)
-
-        def fill(out: Array, picked: Array) -> Any:
-            return loop(flat, counts, picked, out.reshape(out.shape[0], -1))
-
-    if values.size < COPY_PARALLEL_MIN_ELEMENTS:
-        fill(values, order)
-    else:
-        split_elementwise(fill, (values, order), COPY_PARALLEL_MIN_ELEMENTS)
+        loop(rows.reshape(rows.shape[0], -1), counts, order, values.reshape(values.shape[0], -1))
     return values
 
 
@@ -248,33 +231,20 @@ class HeldRows:
             return kernels
         return None
 
-    def add(
-        self,
-        state: SparseRound,
-        slots: Array,
-        hit: Array,
-        fresh_at: Array | None = None,
-        fresh: Array | None = None,
-    ) -> RoundWrites:
+    def add(self, state: SparseRound, slots: Array, hit: Array) -> RoundWrites:
         """Prepare adding ``hit[i]`` to the row of ``slots[i]``; the slots are
         distinct. Returns the writes that do it (see :data:`RoundWrites`).
 
-        The rows ``fresh_at`` (free slots; ``fresh`` marks them) are set to
-        ``hit``'s rows instead. The new rows and counts are made aside and
-        written by in-place array methods, which allocate nothing (or by the
-        compiled loop, which allocates nothing either, and runs once).
+        The new rows and counts are made aside and written by in-place array
+        methods, which allocate nothing (or by the compiled loop, which
+        allocates nothing either, and runs once).
         """
         kernels = self.loops_for(state, slots, hit)
         if kernels is not None:
             width = math.prod(state.rows.shape[1:])
             rows = state.rows.reshape(state.rows.shape[0], width)
             hit = hit.reshape(hit.shape[0], width)
-            if fresh is None:
-                return self.write_once(kernels.add_rows, (rows, state.counts, slots, hit))
-            return self.write_once(
-                kernels.add_or_set_rows,
-                (rows, state.counts, slots, hit, fresh, _NO_MAP, _NO_KEYS, 0),
-            )
+            return self.write_once(kernels.add_rows, (rows, state.counts, slots, hit))
         counts = np.take(state.counts, slots)
         counts += 1
         put_counts = partial(state.counts.put, slots, counts)
@@ -283,9 +253,7 @@ class HeldRows:
         items = self.held_items(state)
         held_items = np.take(items, slots)
         held = held_items.view(state.rows.dtype).reshape(hit.shape)
-        self._add(held, hit)  # free slots hold garbage: quietly added, then replaced
-        if fresh_at is not None:
-            np.put(held_items, fresh_at, rows_as_items(np.take(hit, fresh_at, axis=0)))
+        self._add(held, hit)
         return Writes(partial(items.put, slots, held_items), put_counts)
 
     def dividing_gather(self, state: SparseRound, order: Array) -> tuple[Any, Array] | None:
@@ -303,33 +271,3 @@ class HeldRows:
         ):
             return None
         return kernels.gather_rows_dividing, state.counts
-
-    def divide_held(self, state: SparseRound) -> bool:
-        """MEAN: divide the round's rows counted more than once where they are
-        held, before they are gathered into the result, when they are few; say
-        whether that was done. A few rows divided here cost less than finding
-        them again in index order (a gather of the counts and a pass over
-        them). Their undivided values are kept in ``state.undivided`` for a
-        take that fails after this, so the round goes back as it was."""
-        counts = state.counts[: state.used]
-        several = counts > 1
-        many = np.count_nonzero(several)
-        if many * 4 > counts.shape[0]:
-            # divided in the result: two copies of them here would take more
-            # memory than half the round's buffer
-            return False
-        if not many:
-            return True
-        picked = np.flatnonzero(several)
-        items = self.held_items(state)
-        saved = np.take(items, picked)
-        part = saved.copy()
-        tail = (1,) * (state.rows.ndim - 1)
-        divide_in_place(
-            part.view(state.rows.dtype).reshape((-1, *state.rows.shape[1:])),
-            np.take(counts, picked).reshape((-1, *tail)),
-        )
-        # recorded before the rows change: a put back restores them either way
-        state.undivided = (picked, saved)
-        items.put(picked, part)
-        return True

@@ -7,7 +7,7 @@ an accumulator's round together. :func:`run_uninterrupted` runs such work, calle
 from the main thread, on a helper thread instead, where no handler runs, and
 waits for it to end before it returns or raises: once queued, the work is
 done whole, and the interrupt is raised after it. Elsewhere the work runs in
-the calling thread. :class:`Helpers` are such threads (pool.py's too): a job
+the calling thread. :class:`Helpers` are such threads: a job
 queued to them runs to its end whatever happens to the thread that queued
 it. :func:`then_mark` makes one call and a store that records it a single
 step, for work that must not be repeated. Nothing here touches the
