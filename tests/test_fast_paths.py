@@ -10,9 +10,7 @@ on either side of each threshold).
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-import time
 import tracemalloc
 import warnings
 from collections.abc import Iterator
@@ -32,7 +30,6 @@ from tf_accum.accumulators import (
     division,
     float32_shadow,
     float_errors,
-    pool,
     running_sum,
     sparse_index,
     sparse_rows,
@@ -44,12 +41,10 @@ NARROW = {"float16": (tfa.float16, np.float16), "bfloat16": (tfa.bfloat16, ml_dt
 
 
 @contextlib.contextmanager
-def small_thresholds(chunk: int = 5, narrow_min: int = 8, parallel_min: int = 6) -> Iterator[None]:
+def small_thresholds(chunk: int = 5, narrow_min: int = 8) -> Iterator[None]:
     with (
         mock.patch.object(float32_shadow, "CHUNK", chunk),
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", narrow_min),
-        mock.patch.object(pool, "COPY_PARALLEL_MIN_ELEMENTS", parallel_min),
-        mock.patch.object(pool, "WORKERS", max(pool.WORKERS, 2)),
     ):
         yield
 
@@ -169,7 +164,7 @@ def test_a_means_division_gives_numpys_bits(dtype, size, count, seed, strided) -
     with np.errstate(all="ignore"):
         divisor = np.asarray(count).astype(dtype)
         expected = np.divide(total, divisor)
-    with small_thresholds(parallel_min=2):
+    with small_thresholds():
         divided = division.divide_in_place(total, count)
     assert divided is total and divided.dtype == dtype
     np.testing.assert_array_equal(_bytes(divided), _bytes(expected))
@@ -179,27 +174,12 @@ def _bytes(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.ascontiguousarray(array).view(np.uint8)
 
 
-def test_a_failing_part_waits_for_the_others_then_raises() -> None:
-    finished = []
-
-    def slow() -> None:
-        time.sleep(0.05)
-        finished.append("slow")
-
-    def bad() -> None:
-        raise ValueError("part failed")
-
-    with mock.patch.object(pool, "WORKERS", 2), pytest.raises(ValueError, match="part"):
-        pool.run_split([bad, slow])
-    assert finished == ["slow"]
-
-
 @pytest.mark.usefixtures("quiet_background")  # tracemalloc sees every thread
 @pytest.mark.parametrize("dtype", [tfa.float16, tfa.bfloat16, tfa.float32])
 def test_fast_applies_allocate_nothing_after_the_first(dtype: Any) -> None:
     size = 400_000  # a temporary the size of the result would be 800 kB
     gradient = np.ones(size, dtype.numpy_dtype)
-    with small_thresholds(chunk=4096, narrow_min=1000, parallel_min=10_000):
+    with small_thresholds(chunk=4096, narrow_min=1000):
         h = raw.ConditionalAccumulator(dtype=dtype, shape=[size], reduction_type="SUM")
         raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
         tracemalloc.start()
@@ -290,34 +270,6 @@ def test_no_private_numpy_names() -> None:
     for path in package.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "numpy._core" not in text and "_extobj" not in text, path
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-def test_a_forked_child_gets_a_working_pool() -> None:
-    def add_one(part: np.ndarray[Any, Any]) -> None:
-        part += 1
-
-    with small_thresholds(parallel_min=2):
-        total = np.zeros(64, np.float32)
-        pool.split_elementwise(add_one, (total,), 2)  # the parent's pool exists
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            try:
-                pool.split_elementwise(add_one, (total,), 2)
-                os._exit(0 if bool(np.all(total == 2)) else 1)
-            finally:
-                os._exit(2)
-    deadline = time.monotonic() + 10
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung on the thread pool")
-        time.sleep(0.01)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overflow(
@@ -426,7 +378,7 @@ def test_sparse_rounds_match_a_dense_reference(
     entry allowed is low, cleared), by numpy or by the compiled loops."""
     np_dtype = dtype.numpy_dtype
     with (
-        small_thresholds(parallel_min=4),
+        small_thresholds(),
         mock.patch.object(sparse_rows, "GROWTH", growth),
         sparse_row_loops(path),
     ):
