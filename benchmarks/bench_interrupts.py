@@ -88,21 +88,35 @@ def one_run(
     rng: random.Random,
 ) -> tuple[int, int]:
     acc = make()
-    stop = threading.Event()
     results: list[Any] = []
 
-    def apply_forever() -> None:
-        while not stop.is_set():
-            acc.apply_grad(gradient, local_step=FRESH)
+    def apply() -> None:
+        acc.apply_grad(gradient, local_step=FRESH)
 
-    thread = threading.Thread(target=apply_forever, daemon=True) if applier else None
+    _until_interrupted(lambda: body(acc, results), apply if applier else None, via, rng)
+    return _tally(tfa, acc, results, gradient)
+
+
+def _until_interrupted(
+    step: Callable[[], None], apply: Callable[[], None] | None, via: str, rng: random.Random
+) -> None:
+    """Run ``step`` in a loop (while a thread runs ``apply`` in one, if given) until
+    the one interrupt, sent after a random 0-20 ms, stops it; then settle."""
+    stop = threading.Event()
+
+    def apply_forever() -> None:
+        assert apply is not None
+        while not stop.is_set():
+            apply()
+
+    thread = threading.Thread(target=apply_forever, daemon=True) if apply else None
     if thread is not None:
         thread.start()
     killer = _interrupter(via, rng.uniform(0.0, 0.02))
     try:
         killer.start()
         while True:
-            body(acc, results)
+            step()
     except KeyboardInterrupt:
         pass
     finally:
@@ -111,7 +125,6 @@ def one_run(
         _settle()
         if thread is not None:
             thread.join()
-    return _tally(tfa, acc, results, gradient)
 
 
 def _free_port() -> int:
@@ -187,29 +200,14 @@ def tf1_chief(runs: int, via: str, rng: random.Random) -> tuple[str, int, int, i
 def _chief_run(
     sess: Any, apply: Any, take: Any, left: Any, acc: Any, via: str, rng: random.Random
 ) -> tuple[int, int]:
-    stop = threading.Event()
     applied = [0]
     results: list[Any] = []
 
-    def apply_forever() -> None:
-        while not stop.is_set():
-            sess.run(apply)
-            applied[0] += 1
+    def apply_once() -> None:
+        sess.run(apply)
+        applied[0] += 1
 
-    thread = threading.Thread(target=apply_forever, daemon=True)
-    thread.start()
-    killer = _interrupter(via, rng.uniform(0.0, 0.02))
-    try:
-        killer.start()
-        while True:
-            results.append(sess.run(take))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        stop.set()
-        killer.join()
-        _settle()
-        thread.join()
+    _until_interrupted(lambda: results.append(sess.run(take)), apply_once, via, rng)
     remaining = int(sess.run(left))
     if remaining:
         results.append(sess.run(acc.take_grad(remaining)))
