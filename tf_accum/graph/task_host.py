@@ -66,8 +66,9 @@ REMEMBERED_CANCELS = 10_000
 # Decoded requests kept (by their pickled steps): a session sends the same few each run.
 DECODED_REQUESTS = 1024
 
-# A request's served takes are kept for a give-back (see TaskHost.cancel) when their
-# outputs are no larger than this: a kept round holds its buffers until it is replaced.
+# A request's served takes are kept for a give-back (see _Host.give_back) when their
+# outputs are smaller than this (a kept round holds its buffers until it is replaced;
+# a dense round of this size or more recycles its buffer: see accumulators/dense.py).
 GIVE_BACK_MAX_BYTES = 1 << 20
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
@@ -342,7 +343,7 @@ class _Host:
         """Keep ``request``'s served takes as ``caller``'s latest (replacing the one
         before), if they are small and every round could still go back: a failed
         request's too (the caller's run fails, and gives them back)."""
-        if sum(size for _, _, size in served) > GIVE_BACK_MAX_BYTES or not all(
+        if sum(size for _, _, size in served) >= GIVE_BACK_MAX_BYTES or not all(
             accumulator.can_give_back(attempt) for accumulator, attempt, _ in served
         ):
             self._delivered.pop(caller, None)
