@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _local = threading.local()
 
@@ -57,6 +60,21 @@ def give_back(taken: list[tuple[Any, Any]] | None) -> None:
     finally:
         if getattr(_local, "open", None) is taken:
             _local.open = None
+
+
+def delivered(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)`` as a public take call: in a delivery of its own
+    (or the outermost one open), closed as its last step, its takes given back if
+    an exception leaves it."""
+    taken = None
+    try:
+        taken = open_delivery()
+        result = call(*args, **kwargs)
+        close_delivery(taken)  # last: nothing runs between this and the return
+        return result
+    except BaseException:
+        give_back(taken)
+        raise
 
 
 def joined(rounds: Any, attempt: Any) -> None:

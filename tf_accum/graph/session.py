@@ -21,7 +21,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.cancellation import Cancellation
-from tf_accum.accumulators.delivery import close_delivery, give_back, open_delivery
+from tf_accum.accumulators.delivery import delivered
 from tf_accum.dtypes import string
 from tf_accum.graph import mode
 from tf_accum.graph.executor import Plan, execute, make_plan
@@ -166,15 +166,7 @@ class Session:
         runner = execute if self._cluster is None else self._cluster.execute
         if plan.takes_go_back:
             # a round its takes took goes back unless this call returns it
-            taken = None
-            try:
-                taken = open_delivery()
-                result = self._run_plan(runner, plan, fed, options, elements, rebuild)
-                close_delivery(taken)  # last: nothing runs between this and the return
-                return result
-            except BaseException:
-                give_back(taken)
-                raise
+            return delivered(self._run_plan, runner, plan, fed, options, elements, rebuild)
         return self._run_plan(runner, plan, fed, options, elements, rebuild)
 
     def _run_plan(

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tf_accum.accumulators.delivery import close_delivery, give_back, open_delivery
+from tf_accum.accumulators.delivery import delivered
 
 F = TypeVar("F", bound=Callable[..., Any])
 GraphBuilder = Callable[[str, Callable[..., Any], dict[str, Any]], Any]
@@ -72,14 +72,6 @@ def raw_take_op(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        taken = None
-        try:
-            taken = open_delivery()
-            result = op(*args, **kwargs)
-            close_delivery(taken)  # last: nothing runs between this and the return
-            return result
-        except BaseException:
-            give_back(taken)
-            raise
+        return delivered(op, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

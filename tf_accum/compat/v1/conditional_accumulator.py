@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tf_accum import raw_ops
-from tf_accum.accumulators.delivery import close_delivery, give_back, open_delivery
+from tf_accum.accumulators.delivery import delivered
 from tf_accum.compat.v1 import _symbolic
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.graph.graph import is_symbolic
@@ -123,20 +123,17 @@ class ConditionalAccumulator(ConditionalAccumulatorBase):
             DeadlineExceededError: the timeout expired (nothing was consumed).
             CancelledError: the accumulator was destroyed while waiting.
         """
-        taken = None
-        try:  # the round goes back unless this call returns it
-            taken = open_delivery()
-            result: Any = raw_ops.ResourceAccumulatorTakeGradient(
-                handle=self._accumulator_ref,
-                num_required=_symbolic.num_required(num_required, _TAKE_OP),
-                dtype=self._dtype,
-                timeout=timeout,
-                name=name,
-            )
-            if is_symbolic(result) and self._shape is not None:
-                result.set_shape(list(self._shape))
-            close_delivery(taken)  # last: nothing runs between this and the return
-            return result
-        except BaseException:
-            give_back(taken)
-            raise
+        # the round goes back unless this call returns it
+        return delivered(self._take_grad, num_required, name, timeout)
+
+    def _take_grad(self, num_required: Any, name: str | None, timeout: float | None) -> Any:
+        result: Any = raw_ops.ResourceAccumulatorTakeGradient(
+            handle=self._accumulator_ref,
+            num_required=_symbolic.num_required(num_required, _TAKE_OP),
+            dtype=self._dtype,
+            timeout=timeout,
+            name=name,
+        )
+        if is_symbolic(result) and self._shape is not None:
+            result.set_shape(list(self._shape))
+        return result

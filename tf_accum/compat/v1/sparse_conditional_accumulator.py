@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import raw_ops
-from tf_accum.accumulators.delivery import close_delivery, give_back, open_delivery
+from tf_accum.accumulators.delivery import delivered
 from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.compat.v1 import _symbolic
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
@@ -146,36 +146,27 @@ class SparseConditionalAccumulator(ConditionalAccumulatorBase):
 
         See :func:`tf_accum.raw_ops.SparseAccumulatorTakeGradient`.
         """
-        taken = None
-        try:  # the round goes back unless this call returns it
-            taken = open_delivery()
-            result: SparseTakeResult = raw_ops.SparseAccumulatorTakeGradient(
-                handle=self._accumulator_ref,
-                num_required=_symbolic.num_required(num_required, _TAKE_OP),
-                dtype=self._dtype,
-                timeout=timeout,
-                name=name,
-            )
-            close_delivery(taken)  # last: nothing runs between this and the return
-            return result
-        except BaseException:
-            give_back(taken)
-            raise
+        # the raw op is a delivery of its own, and nothing runs after it
+        return raw_ops.SparseAccumulatorTakeGradient(
+            handle=self._accumulator_ref,
+            num_required=_symbolic.num_required(num_required, _TAKE_OP),
+            dtype=self._dtype,
+            timeout=timeout,
+            name=name,
+        )
 
     def take_indexed_slices_grad(
         self, num_required: Any, name: str | None = None, *, timeout: float | None = None
     ) -> IndexedSlices:
         """As :meth:`take_grad`, as ``IndexedSlices(values, indices, dense_shape)``."""
-        taken = None
-        try:  # the round goes back unless this call returns it
-            taken = open_delivery()
-            indices, values, shape = self.take_grad(num_required, name=name, timeout=timeout)
-            slices = IndexedSlices(values=values, indices=indices, dense_shape=shape)
-            close_delivery(taken)  # last: nothing runs between this and the return
-            return slices
-        except BaseException:
-            give_back(taken)
-            raise
+        # the round goes back unless this call returns it
+        return delivered(self._indexed_slices, num_required, name, timeout)
+
+    def _indexed_slices(
+        self, num_required: Any, name: str | None, timeout: float | None
+    ) -> IndexedSlices:
+        indices, values, shape = self.take_grad(num_required, name=name, timeout=timeout)
+        return IndexedSlices(values=values, indices=indices, dense_shape=shape)
 
     def num_accumulated(self, name: str | None = None) -> Any:
         """The number of gradients accepted since the last take, as numpy.int32
