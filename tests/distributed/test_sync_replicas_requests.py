@@ -157,10 +157,9 @@ EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("ps_tasks", [1, 2])
-def test_the_requests_of_a_worker_step_and_of_the_sync_op(
-    task: Any, ps_tasks: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def initialized(task: Any, ps_tasks: int) -> tuple[dict[str, Any], Any, Any]:
+    """The MLP on ``ps_tasks`` ps tasks of a cluster of its own, with a chief's
+    session that has run the initialization and put the first tokens in."""
     tag = uuid.uuid4().hex[:8]
     spec = {"ps": [f"ps{k}-{tag}:2222" for k in range(ps_tasks)], "worker": [f"w0-{tag}:2222"]}
     m = mlp(spec)
@@ -168,6 +167,14 @@ def test_the_requests_of_a_worker_step_and_of_the_sync_op(
     sess.run([m["init"], m["local_init"]])
     sess.run(m["opt"].chief_init_op)
     sess.run(m["tokens"])
+    return m, server, sess
+
+
+@pytest.mark.parametrize("ps_tasks", [1, 2])
+def test_the_requests_of_a_worker_step_and_of_the_sync_op(
+    task: Any, ps_tasks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m, server, sess = initialized(task, ps_tasks)
     fetches = [m["train_op"], m["global_step"]]
     step = lambda: sess.run(fetches, m["feed"], options=RUN_BOUND)  # noqa: E731
     sync = lambda: sess.run(m["sync_op"], options=RUN_BOUND)  # noqa: E731
@@ -198,13 +205,7 @@ def test_the_sync_ops_answers_leave_the_taken_means_on_the_hosts(
     the answers carry none of them (the 784x100 weight's alone is 313 KB), only
     small values (the beta powers', the step's), yet the run trains, and each
     take's counts still reach the session."""
-    tag = uuid.uuid4().hex[:8]
-    spec = {"ps": [f"ps{k}-{tag}:2222" for k in range(ps_tasks)], "worker": [f"w0-{tag}:2222"]}
-    m = mlp(spec)
-    server, sess = task(spec, m["graph"])
-    sess.run([m["init"], m["local_init"]])
-    sess.run(m["opt"].chief_init_op)
-    sess.run(m["tokens"])
+    m, server, sess = initialized(task, ps_tasks)
     before = sess.run(m["w1"])
     for _ in range(2):
         sess.run(m["opt"].local_step_init_op)
