@@ -313,8 +313,10 @@ class _Host:
             self._abandoned.add(request)
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
-        served: list[_Served] = []
-        self._served[cancellation] = served
+        # its served takes, kept only when they may go back (the run only fetches them)
+        served: list[_Served] | None = [] if gives_back else None
+        if served is not None:
+            self._served[cancellation] = served
         try:
             outcome = self._execute(session, steps, values, deadline, cancellation)
             self._wake()  # what it enqueued or dequeued may let waiting queue ops go on
@@ -329,13 +331,13 @@ class _Host:
                     self._running.pop(request, None)
                     self._callers.pop(request, None)
         finally:
-            del self._served[cancellation]
+            self._served.pop(cancellation, None)
             if request in self._abandoned:
                 self._abandoned.discard(request)
-                for accumulator, attempt, _ in served:
+                for accumulator, attempt, _ in served or ():
                     accumulator.cancel(attempt, INTERRUPTED)
-                served.clear()
-        if served and gives_back:
+                served = None
+        if served:
             self._keep_for_give_back(caller, request, served)
         return _answered(outcome, steps, unanswered)
 
