@@ -37,7 +37,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -160,12 +160,14 @@ def make_plan(targets: Sequence[Tensor | Operation], fed: frozenset[Tensor]) -> 
         FixedValues(fixed),
         calls,
         any(t in fed for _, _, outputs in calls for t in outputs),
-        _takes_go_back(order, consumers),
+        takes_go_back(order, consumers),
     )
 
 
-def _takes_go_back(order: list[Operation], consumers: dict[Operation, list[Operation]]) -> bool:
-    takes = [op for op in order if op.type in TAKE_OPS]
+def takes_go_back(ops: Sequence[Operation], consumers: Mapping[Operation, Sequence[Any]]) -> bool:
+    """Whether ``ops`` take from accumulators and nothing uses what they take (the
+    run only fetches it): then their rounds can go back if the run fails."""
+    takes = [op for op in ops if op.type in TAKE_OPS]
     return bool(takes) and not any(consumers[op] for op in takes)
 
 

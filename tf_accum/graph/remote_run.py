@@ -71,7 +71,7 @@ from tf_accum.graph.cluster_runtime import (
     TaskLink,
     task_label,
 )
-from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute
+from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute, takes_go_back
 from tf_accum.graph.host_steps import (
     HOST_KERNEL_BYTES,
     HOST_KERNEL_TYPES,
@@ -251,11 +251,11 @@ class ClusterSession:
                         done.add(op)
             generation = self._generation
         # requests sent whose takes go back if the run fails
-        answered: list[tuple[TaskLink, str]] = []
+        giving_back: list[tuple[TaskLink, str]] = []
         try:
             with using_table(session.table), cancelled_by(cancellation):
                 if route is not None:
-                    self._replay(route, plan, placed, values, done, run, fed, answered)
+                    self._replay(route, plan, placed, values, done, run, fed, giving_back)
                     return values
                 start = tuple((op, op.outputs[0]) for op in plan.ops if op in done)
                 actions: list[_Action] = []
@@ -266,14 +266,14 @@ class ClusterSession:
                     if batches:
                         actions.append(("send", batches))
                         self._send(
-                            batches, plan, placed, values, done, deadline, cancellation, answered
+                            batches, plan, placed, values, done, deadline, cancellation, giving_back
                         )
                     elif not ran and not self._run_local(
                         plan, placed, values, done, run, fed, True, actions
                     ):
                         raise errors.InternalError(None, None, "A run could not make progress")
         except BaseException:
-            _give_back(answered)
+            _give_back(giving_back)
             raise
         actions = self._without_inline_constants(plan, placed, actions)
         with self._lock:
@@ -323,13 +323,13 @@ class ClusterSession:
         done: set[Operation],
         run: RunContext,
         fed: dict[Tensor, Any],
-        answered: list[tuple[TaskLink, str]],
+        giving_back: list[tuple[TaskLink, str]],
     ) -> None:
         """Take ``route``'s actions again (see ``_Route``)."""
         for kind, what in route.actions:
             if kind == "send":
                 self._send(
-                    what, plan, placed, values, done, run.deadline, run.cancellation, answered
+                    what, plan, placed, values, done, run.deadline, run.cancellation, giving_back
                 )
                 continue
             for op in what:
@@ -390,8 +390,7 @@ class ClusterSession:
             slots: list[Tensor] = []
             steps = write_steps(ops, values, plan.producers, slots)
             unanswered = _unanswered(plan, ops)
-            takes = [op for op in ops if op.type.endswith("AccumulatorTakeGradient")]
-            gives_back = bool(takes) and not any(plan.consumers[op] for op in takes)
+            gives_back = takes_go_back(ops, plan.consumers)
             contents = (steps, unanswered, gives_back)
             if any(step[0] == KERNEL for step in steps):
                 from ray import cloudpickle  # a kernel is a closure: pickled by value
@@ -436,7 +435,7 @@ class ClusterSession:
         done: set[Operation],
         deadline: float | None,
         cancellation: Cancellation,
-        answered: list[tuple[TaskLink, str]],
+        giving_back: list[tuple[TaskLink, str]],
     ) -> None:
         import ray
 
@@ -461,7 +460,7 @@ class ClusterSession:
                 if made.gives_back:
                     # before it is sent: Ctrl-C may land inside Ray's submit, or as the
                     # answer arrives, before the run has stored it
-                    answered.append((link, request))
+                    giving_back.append((link, request))
                 life = link.life_once()
                 with self._lock:
                     known = self._known.setdefault(task, link.instance)
@@ -785,12 +784,12 @@ def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]
     return cancel
 
 
-def _give_back(answered: list[tuple[TaskLink, str]]) -> None:
+def _give_back(giving_back: list[tuple[TaskLink, str]]) -> None:
     """A run failed (Ctrl-C, say) after sending these requests: their takes' rounds,
     which only the run fetched, go back (see ``TaskHost.give_back``)."""
     if exiting():
         return  # the hosts withdraw an ended process's takes themselves
-    for link, request in answered:
+    for link, request in giving_back:
         with contextlib.suppress(Exception):
             link.actor.give_back.remote(request)
 
