@@ -1,7 +1,8 @@
 """A take's round goes back until the public call that took it returns.
 
-A public take (a raw op, a ``take_grad``) opens a delivery first, in its
-``try``: every take made in the thread while it is open joins it (nested
+A public take (a raw op, a ``take_grad``, a ``Session.run`` that only fetches
+what its takes take) runs through :func:`delivered`, which opens a delivery
+first, in its ``try``: every take made in the thread while it is open joins it (nested
 public calls join the outermost). If an exception (Ctrl-C's
 KeyboardInterrupt, say) leaves that call, whatever line of tf_accum it came
 from, the call's ``except`` gives each of those takes up: a waiting one is
@@ -11,8 +12,8 @@ closes its delivery as its last step inside the ``try`` and keeps its rounds;
 nothing runs between that and the return.
 
 Only a round whose result changed the round's own buffers cannot go back
-(see Rounds._keep_for_taker). Outside a delivery (a Session.run's kernels,
-a host's takes) a take is the caller's once it has returned.
+(see Rounds._keep_for_taker). Outside a delivery (a Session.run whose takes
+feed other ops, a host's takes) a take is the caller's once it has returned.
 """
 
 from __future__ import annotations
