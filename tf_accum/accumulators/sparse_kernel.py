@@ -150,36 +150,26 @@ def claim_rows(
         return 0
     held = held_index.shape[0]
     at = 0
+    new = 0
     out = 0
-    for new in range(added):
-        key = new_index[new]
-        # the round's rows before this one, 8 at a time: all 8 copied, as many
-        # kept as are smaller (later writes replace the others), so the branch
-        # is taken once per 8 rows, not mispredicted once per new row
-        while at + 8 <= held:
-            smaller = 0
-            for i in range(8):
-                older = held_index[at + i]
-                # out + 8 <= held + new < len(merged_index)
-                merged_index[out + i] = older
-                merged_slot[out + i] = held_slot[at + i]
-                smaller += older < key
-            at += smaller
-            out += smaller
-            if smaller < 8:
-                break
-        else:  # fewer than 8 left
-            while at < held and held_index[at] < key:
-                merged_index[out] = held_index[at]
-                merged_slot[out] = held_slot[at]
-                out += 1
-                at += 1
-        merged_index[out] = key
-        merged_slot[out] = used + new
+    while at < held and new < added:
+        if new_index[new] < held_index[at]:
+            merged_index[out] = new_index[new]
+            merged_slot[out] = used + new
+            new += 1
+        else:
+            merged_index[out] = held_index[at]
+            merged_slot[out] = held_slot[at]
+            at += 1
         out += 1
-    for rest in range(at, held):  # a loop: a slice assignment compiles for seconds
+    # what is left of either run; loops: a slice assignment compiles for seconds
+    for rest in range(at, held):
         merged_index[out] = held_index[rest]
         merged_slot[out] = held_slot[rest]
+        out += 1
+    for rest in range(new, added):
+        merged_index[out] = new_index[rest]
+        merged_slot[out] = used + rest
         out += 1
     return added
 
