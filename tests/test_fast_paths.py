@@ -28,8 +28,8 @@ import tf_accum as tfa
 from tests.helpers import SPARSE_PATHS, WAIT, sparse_row_loops
 from tf_accum.accumulators import (
     division,
-    float32_shadow,
     float_errors,
+    narrow_sum,
     running_sum,
     sparse_index,
     sparse_rows,
@@ -43,7 +43,7 @@ NARROW = {"float16": (tfa.float16, np.float16), "bfloat16": (tfa.bfloat16, ml_dt
 @contextlib.contextmanager
 def small_thresholds(chunk: int = 5, narrow_min: int = 8) -> Iterator[None]:
     with (
-        mock.patch.object(float32_shadow, "CHUNK", chunk),
+        mock.patch.object(narrow_sum, "CHUNK", chunk),
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", narrow_min),
     ):
         yield
@@ -122,7 +122,7 @@ def test_narrow_sum_of_a_multi_dimensional_transposed_gradient(kind: str) -> Non
             raw.AccumulatorApplyGradient(handle=h, local_step=0, gradient=g)
         # the round runs on the float32 path, not numpy's narrow loops
         running = current_table().lookup(h)._round  # type: ignore[attr-defined]
-        assert isinstance(running, float32_shadow.Float32ShadowSum)
+        assert isinstance(running, narrow_sum.NarrowSum)
         assert running.exact is None
         taken = raw.AccumulatorTakeGradient(handle=h, num_required=3, dtype=dtype)
     np.testing.assert_array_equal(taken.view(np.uint16), simple_sum(grads).view(np.uint16))

@@ -38,9 +38,8 @@ from tests.helpers import (
     loaded_on_a_thread,
 )
 from tests.test_fast_paths import HALF_EDGES, NARROW, narrow_bits, simple_sum, small_thresholds
-from tf_accum.accumulators import float32_shadow, half_kernel, running_sum
-from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
-from tf_accum.accumulators.half_sum import HalfSum
+from tf_accum.accumulators import half_kernel, narrow_sum, running_sum
+from tf_accum.accumulators.narrow_sum import BFloat16Sum, HalfSum
 
 Array = np.ndarray[Any, Any]
 HAS_NUMBA = importlib.util.find_spec("numba") is not None
@@ -496,7 +495,7 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) 
     dtype, np_dtype = NARROW[kind]
     gradients = gradients_of(kind, shape, terms, seed)
     passes: list[tuple[bool, bool]] = []  # (in the shadow, divided in one pass)
-    divided = float32_shadow.Float32ShadowSum.divided
+    divided = narrow_sum.NarrowSum.divided
 
     def spy(self: Any, count: int) -> Any:
         in_shadow = self.exact is None
@@ -506,7 +505,7 @@ def test_a_mean_take_with_the_loops_gives_numpys_bits(kind, shape, terms, seed) 
 
     with (
         kernels_from(1),
-        mock.patch.object(float32_shadow.Float32ShadowSum, "divided", spy),
+        mock.patch.object(narrow_sum.NarrowSum, "divided", spy),
     ):
         taken = mean_take(dtype, shape, gradients)
     expected = numpy_quotients(simple_sum(gradients).view(np.uint16), np_dtype, len(gradients))
@@ -544,11 +543,11 @@ def test_a_mean_take_with_the_loops_divides_by_the_count_in_the_dtype(
     later = np.array([[1, 2, 3, 4], [-1, 0.5, 0.125, 3], [-2, -1, 0, 1]], np_dtype)
     gradients = [first] + [later] * (count - 1)
     seen: list[bool] = []  # whether the round was in its float32 sum at the take
-    divided = float32_shadow.Float32ShadowSum.divided
+    divided = narrow_sum.NarrowSum.divided
     with (
         mock.patch.object(running_sum, "NARROW_MIN_ELEMENTS", 8),  # 12 elements: a narrow sum
         mock.patch.object(
-            float32_shadow.Float32ShadowSum,
+            narrow_sum.NarrowSum,
             "divided",
             lambda self, n: (seen.append(self.exact is None), divided(self, n))[1],
         ),

@@ -621,7 +621,7 @@ def test_an_interrupt_right_after_a_narrow_sums_compiled_add_leaves_it_whole(
     what the loop returned, which is found again from the gradient. With an
     infinity and a NaN in the gradient (the rare follow-up work), the round
     still holds exactly both gradients, counted twice, as numpy adds them."""
-    from tf_accum.accumulators import float32_shadow, half_kernel
+    from tf_accum.accumulators import half_kernel, narrow_sum
 
     if half_kernel.load() is None:
         pytest.skip("needs numba (the fast extra): without it the add is several calls")
@@ -632,7 +632,7 @@ def test_an_interrupt_right_after_a_narrow_sums_compiled_add_leaves_it_whole(
     second[half_kernel.BLOCK + 1] = np.inf  # in the second block: the loop stops there
     second[-1] = np.nan
     raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=first)
-    real = float32_shadow.Float32ShadowSum.one_call
+    real = narrow_sum.NarrowSum.one_call
 
     def interrupted_after(self: Any, gradient: Any) -> Any:
         call = real(self, gradient)
@@ -645,7 +645,7 @@ def test_an_interrupt_right_after_a_narrow_sums_compiled_add_leaves_it_whole(
 
         return run, arguments
 
-    monkeypatch.setattr(float32_shadow.Float32ShadowSum, "one_call", interrupted_after)
+    monkeypatch.setattr(narrow_sum.NarrowSum, "one_call", interrupted_after)
     with pytest.raises(KeyboardInterrupt):
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=second)
     monkeypatch.undo()

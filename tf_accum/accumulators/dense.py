@@ -15,8 +15,8 @@ from tf_accum import errors
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import divide_in_place
-from tf_accum.accumulators.float32_shadow import Float32ShadowSum
 from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, runner_ignoring_float_errors
+from tf_accum.accumulators.narrow_sum import NarrowSum
 from tf_accum.accumulators.running_sum import (
     NARROW_MIN_ELEMENTS,
     RoundSum,
@@ -290,17 +290,17 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             # the round's shape already fits the declared one
             self._n_rejected += 1
             raise _shape_mismatch(kernel_text(total.shape), shape)
-        elif isinstance(total, Float32ShadowSum):
+        elif isinstance(total, NarrowSum):
             self._add_narrow_locked(total, gradient)
         else:
             self._count_and_add_locked(total, gradient)
         if self._waiting:
             self._flush_locked()
 
-    def _add_narrow_locked(self, total: Float32ShadowSum, gradient: np.ndarray[Any, Any]) -> None:
+    def _add_narrow_locked(self, total: NarrowSum, gradient: np.ndarray[Any, Any]) -> None:
         """Count ``gradient`` and add it into the narrow sum ``total`` as one
         step: by one compiled loop, counted just before it (see
-        Float32ShadowSum.one_call), or else, in the main thread, on a thread
+        NarrowSum.one_call), or else, in the main thread, on a thread
         where no signal handler's exception lands."""
         call = total.one_call(gradient)
         if call is None:

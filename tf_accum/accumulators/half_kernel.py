@@ -1,6 +1,6 @@
 """Compiled loops for float16 and bfloat16 running sums (optional: needs numba).
 
-Why: a float16/bfloat16 running sum (half_sum.HalfSum, bfloat16_sum.BFloat16Sum) is a
+Why: a float16/bfloat16 running sum (narrow_sum.HalfSum, narrow_sum.BFloat16Sum) is a
 float32 "image" rounded to the narrow precision after every add. In numpy that
 is about ten passes over the array per apply (widen, add, four or five for the
 rounding, a scan for infinities and NaNs), each a separate loop over memory.
@@ -99,7 +99,7 @@ def largest_magnitude(bits: Array) -> int:
 
 def add_half(shadow: Array, gradient: Array) -> None:
     """``shadow`` (uint32 bits of float32 images of halves, see
-    half_sum.HalfSum) plus the half bit patterns ``gradient`` (finite),
+    narrow_sum.HalfSum) plus the half bit patterns ``gradient`` (finite),
     rounded to nearest-even at bit 13, in place."""
     total = shadow.view(np.float32)
     for i in range(shadow.size):
@@ -135,11 +135,11 @@ def _checked_half_adder(scan: Any, add: Any) -> Any:
 
 def narrow_half_into(shadow: Array, out: Array, clamp: bool) -> None:
     """The halves whose images ``shadow`` holds (uint32 bits, see
-    half_sum.HalfSum), as half bit patterns into ``out``, which may be
+    narrow_sum.HalfSum), as half bit patterns into ``out``, which may be
     ``shadow``'s own memory viewed as uint16: element ``i`` then lands in the
     bytes of element ``i // 2``, read before then, so narrowing allocates
     nothing. ``clamp``: a sum past the largest half becomes an infinity. The
-    same bits as half_sum.HalfSum._narrow."""
+    same bits as narrow_sum.HalfSum._narrow."""
     for i in range(shadow.size):
         bits = shadow[i]
         field = (bits >> _SHIFT13) & _HALF_FIELD

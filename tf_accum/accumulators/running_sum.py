@@ -1,7 +1,7 @@
 """A round's running sum, in the accumulator's own dtype, shared by dense and sparse.
 
 A sum is an ndarray of the dtype, or for large float16 and bfloat16 sums a
-:class:`~tf_accum.accumulators.float32_shadow.Float32ShadowSum` (a float32 sum rounded per
+:class:`~tf_accum.accumulators.narrow_sum.NarrowSum` (a float32 sum rounded per
 add); :func:`start_sum`, :func:`sum_adder`, :func:`divided_sum` and
 :func:`sum_result` hide which. IEEE overflow and NaN are results, not errors,
 as in TensorFlow's kernels: floating-point warnings are silenced around every
@@ -16,9 +16,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum.accumulators import float_errors
-from tf_accum.accumulators.bfloat16_sum import BFloat16Sum
-from tf_accum.accumulators.float32_shadow import Float32ShadowSum
-from tf_accum.accumulators.half_sum import HalfSum
+from tf_accum.accumulators.narrow_sum import BFloat16Sum, HalfSum, NarrowSum
 from tf_accum.dtypes import is_bfloat16
 
 Array = np.ndarray[Any, Any]
@@ -26,12 +24,12 @@ Array = np.ndarray[Any, Any]
 # Below this many elements numpy's own narrow loops cost less than the passes.
 NARROW_MIN_ELEMENTS = 4096
 
-RoundSum = Array | Float32ShadowSum
+RoundSum = Array | NarrowSum
 
 
 def start_sum(first: Array, dtype: np.dtype[Any], owned: bool = False) -> RoundSum:
     """A running sum of ``dtype`` whose first term is ``first`` (copied): an
-    ndarray, or for float16/bfloat16 a Float32ShadowSum (a float32 sum rounded per add).
+    ndarray, or for float16/bfloat16 a NarrowSum (a float32 sum rounded per add).
     An ``owned`` ``first`` (a new array no one else holds) that is already a
     C-ordered, writable array of ``dtype`` becomes the sum itself."""
     if first.size == 1:
@@ -116,10 +114,10 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
 def divided_sum(total: RoundSum, count: int) -> Array | None:
     """The running sum ``total`` divided by ``count`` in its dtype, in a new
     array, when one compiled pass can make it (a float16 or bfloat16 sum, see
-    Float32ShadowSum.divided); else None, and the caller divides the result."""
-    return total.divided(count) if isinstance(total, Float32ShadowSum) else None
+    NarrowSum.divided); else None, and the caller divides the result."""
+    return total.divided(count) if isinstance(total, NarrowSum) else None
 
 
 def sum_result(total: RoundSum) -> Array:
     """The running sum ``total`` as an array of its dtype (the buffer itself when it is one)."""
-    return total.result() if isinstance(total, Float32ShadowSum) else total
+    return total.result() if isinstance(total, NarrowSum) else total
