@@ -31,8 +31,7 @@ from tf_accum.accumulators import (
     float_errors,
     narrow_sum,
     running_sum,
-    sparse_index,
-    sparse_rows,
+    sparse_round,
 )
 from tf_accum.resources import current_table
 
@@ -280,7 +279,7 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
     once a round's entries could pass the largest allowed, the map is zeroed
     and starts again from 0."""
     # first dimension 16, 4 entries a round: round 3 (base 12) could reach 28
-    monkeypatch.setattr(sparse_index, "MARK_LIMIT", 27)
+    monkeypatch.setattr(sparse_round, "MARK_LIMIT", 27)
     h = raw.SparseConditionalAccumulator(dtype=tfa.float64, shape=[16, 2], reduction_type="SUM")
     acc: Any = current_table().lookup(h)  # the in-process accumulator
     bases = []
@@ -296,7 +295,7 @@ def test_a_slot_map_is_kept_between_rounds_and_cleared_before_its_entries_overfl
             )  # fmt: skip
         state = acc._round
         assert state.places is not None
-        assert state.base + 16 <= sparse_index.MARK_LIMIT  # every entry fits
+        assert state.base + 16 <= sparse_round.MARK_LIMIT  # every entry fits
         bases.append(state.base)
         marked = np.flatnonzero(state.places > state.base)
         assert marked.tolist() == sorted(rows)  # only this round's rows count as held
@@ -379,12 +378,12 @@ def test_sparse_rounds_match_a_dense_reference(
     np_dtype = dtype.numpy_dtype
     with (
         small_thresholds(),
-        mock.patch.object(sparse_rows, "GROWTH", growth),
+        mock.patch.object(sparse_round, "GROWTH", growth),
         sparse_row_loops(path),
     ):
-        mock.patch.object(sparse_index, "MAP_MIN_FILL", map_min_fill or 1.0).start()
+        mock.patch.object(sparse_round, "MAP_MIN_FILL", map_min_fill or 1.0).start()
         if mark_limit is not None:
-            mock.patch.object(sparse_index, "MARK_LIMIT", mark_limit).start()
+            mock.patch.object(sparse_round, "MARK_LIMIT", mark_limit).start()
         shape = None if map_min_fill is None else [12, None]
         try:
             h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)

@@ -17,11 +17,11 @@ import tf_accum as tfa
 from tests.helpers import Background, Spy, kernels_in_use, wait_for_waiting
 from tests.test_half_kernel import needs_numba
 from tf_accum import errors
-from tf_accum.accumulators import sparse, sparse_index, sparse_kernel, sparse_rows
+from tf_accum.accumulators import sparse, sparse_kernel, sparse_round
 from tf_accum.resources import current_table
 
 # the modules of a sparse round, whose numpy calls the tests below make fail
-SPARSE_MODULES = (sparse, sparse_rows, sparse_index)
+SPARSE_MODULES = (sparse, sparse_round)
 
 raw = tfa.raw_ops
 compat = tfa.compat.v1

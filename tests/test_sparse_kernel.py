@@ -36,7 +36,7 @@ from tests.helpers import (
     loaded_on_a_thread,
 )
 from tests.test_half_kernel import HAS_NUMBA, needs_numba
-from tf_accum.accumulators import half_kernel, sparse_index, sparse_kernel
+from tf_accum.accumulators import half_kernel, sparse_kernel, sparse_round
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -75,9 +75,9 @@ def apply_all(
     h = raw.SparseConditionalAccumulator(dtype=dtype, shape=shape, reduction_type=reduction)
     # whether a round has a slot map depends on its rows (the map may take no
     # more memory than the row buffer): "map" allows one always, "no map" never
-    fill = {"map": 0.0, "no map": math.inf}.get(layout, sparse_index.MAP_MIN_FILL)
+    fill = {"map": 0.0, "no map": math.inf}.get(layout, sparse_round.MAP_MIN_FILL)
     try:
-        with mock.patch.object(sparse_index, "MAP_MIN_FILL", fill):
+        with mock.patch.object(sparse_round, "MAP_MIN_FILL", fill):
             for indices, values in gradients:
                 raw.SparseAccumulatorApplyGradient(
                     handle=h,
@@ -350,19 +350,19 @@ def test_an_index_changed_after_its_range_check_is_refused_and_changes_nothing(
         )  # fmt: skip
 
     changing = np.array([2, 5, 9], np.int64)
-    cover = sparse_index.RowIndex.map_covering
+    cover = sparse_round.RowIndex.map_covering
 
     def changed_meanwhile(self: Any, state: Any, top: int) -> None:
         cover(self, state, top)  # the map now covers the gradient's rows
         changing[position] = bad  # as another thread might, just before the claim
 
     spy = Spy(compiled())
-    with using(spy.kernels), mock.patch.object(sparse_index, "MAP_MIN_FILL", 0.0):
+    with using(spy.kernels), mock.patch.object(sparse_round, "MAP_MIN_FILL", 0.0):
         apply(np.array([1, 2, 3], np.int64))
         state = current_table().lookup(h)._round  # type: ignore[attr-defined]
         places_before = state.places.copy()
         with (
-            mock.patch.object(sparse_index.RowIndex, "map_covering", changed_meanwhile),
+            mock.patch.object(sparse_round.RowIndex, "map_covering", changed_meanwhile),
             pytest.raises(tfa.errors.InvalidArgumentError, match=message),
         ):
             apply(changing)
@@ -450,7 +450,7 @@ def test_a_sum_take_and_rows_in_order_do_not_use_the_dividing_gather() -> None:
 # --- optional, lazy, loaded before the lock ------------------------------------
 
 
-def sparse_round(size: int, rows: int = 4) -> None:
+def two_applies(size: int, rows: int = 4) -> None:
     """Two applies of ``rows`` rows of ``size // rows`` float32 onto the same rows."""
     width = size // rows
     gradients = [(list(range(rows)), np.ones((rows, width), np.float32))] * 2
@@ -467,11 +467,11 @@ def test_only_a_large_gradient_loads_the_loops() -> None:
         mock.patch.object(sparse_kernel, "MIN_ELEMENTS", 40),
         mock.patch.object(sparse_kernel, "_compile", compile_),
     ):
-        sparse_round(36)
+        two_applies(36)
         assert compile_.call_count == 0 and sparse_kernel.loaded() is None
-        sparse_round(40)
+        two_applies(40)
         assert sparse_kernel.loaded() is kernels
-        sparse_round(8)
+        two_applies(8)
     assert compile_.call_count == 1
 
 
@@ -484,8 +484,8 @@ def test_without_the_loops_numpy_does_the_adds(failure: str) -> None:
         else mock.patch.object(sparse_kernel, "_compile", failing)
     )
     with fresh_kernels(sparse_kernel), patch, mock.patch.object(sparse_kernel, "MIN_ELEMENTS", 8):
-        sparse_round(8)
-        sparse_round(8)
+        two_applies(8)
+        two_applies(8)
         assert sparse_kernel.LOADER.tried and sparse_kernel.loaded() is None
     assert failing.call_count == (1 if failure == "compiler error" else 0)
 

@@ -1,9 +1,10 @@
 """The sparse accumulator: per-row sums of gradients given as (indices, values).
 
 A round (all of it guarded by the base's lock) holds the row sums in order of
-arrival and a count per row (tf_accum/accumulators/sparse_rows.py), and a row
+arrival and a count per row, and a row
 index that finds a gradient's rows among them: the sorted row indices, the
-slot of each, and a slot map while it is small enough (sparse_index.py). Rows
+slot of each, and a slot map while it is small enough (both in
+tf_accum/accumulators/sparse_round.py). Rows
 a gradient shares with the round are added in place; only the small index
 arrays are merged (TensorFlow's kernel rebuilds all rows in index order on
 every apply instead).
@@ -28,11 +29,11 @@ from tf_accum import errors
 from tf_accum.accumulators import sparse_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import COPY_MAX_BYTES
-from tf_accum.accumulators.sparse_index import RowIndex
-from tf_accum.accumulators.sparse_rows import (
+from tf_accum.accumulators.sparse_round import (
     HeldRows,
     KeptBuffers,
     RoundWrites,
+    RowIndex,
     SparseRound,
     divide_rows,
     gather,

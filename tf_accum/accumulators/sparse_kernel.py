@@ -5,7 +5,7 @@ a gather of the held rows into a temporary, the add, and a scatter back (plus
 a gather and a scatter of their counts): three passes over the rows and a
 temporary. One compiled loop adds each gradient row into its held row in
 place and counts it, several times faster. A round with a slot map (see
-sparse_index) takes two other loops instead: one finds a gradient's rows in
+sparse_round) takes two other loops instead: one finds a gradient's rows in
 the map (all the map's entries first, so that their cache misses overlap),
 gives the new rows their slots and merges them into the round's sorted
 indices and slots, writing only its own outputs; the other adds the held
