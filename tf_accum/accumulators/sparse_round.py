@@ -438,7 +438,7 @@ class RowIndex:
         if kernels is not None:
             return self._merge_claimed(state, index, rows, kernels)
         slots, fresh = self._find(state, index)
-        fresh_at = np.flatnonzero(fresh)
+        fresh_at = np.nonzero(fresh)[0]  # (flatnonzero: two calls more)
         added = fresh_at.shape[0]
         if not added:
             return self._held.add(state, slots, rows)
@@ -456,7 +456,7 @@ class RowIndex:
         marks = None if places is None else np.add(new_slots, state.base + 1, dtype=np.int32)
         held: RoundWrites | None = None
         if added < k:
-            hit_at = np.flatnonzero(~fresh)
+            hit_at = np.nonzero(~fresh)[0]
             held = self._held.add(state, np.take(slots, hit_at), np.take(rows, hit_at, axis=0))
         self._held.append_rows(state, rows, fresh_at)  # free slots
 
