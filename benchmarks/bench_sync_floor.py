@@ -156,7 +156,7 @@ def run_once(
 
     name = f"ps-{os.urandom(4).hex()}"
     options = {"name": name, "namespace": "tf_accum_floor", "num_cpus": 0}
-    ps = ray.remote(SyncPsFloor).options(**options).remote(workers, piggyback)  # type: ignore[call-overload]
+    ps: Any = ray.remote(SyncPsFloor).options(**options).remote(workers, piggyback)
     ray.get(ps.read.remote())
     total = warmup + steps
     env = dict(os.environ, TF_ACCUM_RAY_ADDRESS=address, OPENBLAS_NUM_THREADS="1")
