@@ -1,6 +1,6 @@
 """A synchronous-replicas MLP job on a cluster: tf_accum on Ray against TensorFlow's gRPC runtime.
 
-    python -m benchmarks.bench_sync_replicas [--configs 2,1 4,2] [--steps 150] [--repeat 3]
+    python -m benchmarks.bench_sync_replicas [--configs 2,1 4,2] [--steps 150] [--repeat 3] [--cpu]
 
 The same TF1 program runs on both, only its import changed: a 784-100-10 MLP
 (relu hidden layer, softmax cross entropy) on batches of 100, trained by
@@ -19,7 +19,10 @@ that saw ``--warmup`` and the first that saw ``--warmup + --steps``. Runs
 alternate between the runtimes; the table gives the medians. For tf_accum,
 each run also gives the requests its ps tasks' hosts served per global step
 and, measured by the chief right after the timed steps, the round trip of one
-bare call to a host (the floor of one request). Every process is ended by pid.
+bare call to a host (the floor of one request). ``--cpu`` also prints each
+run's CPU milliseconds per global step by kind of process (ps host, chief,
+workers, Ray's daemons; see ``bench_tf1_cluster.CpuSampler``). Every process
+is ended by pid.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_tf1_cluster import _compat, cluster_spec
+from benchmarks.bench_tf1_cluster import CpuSampler, _compat, cluster_spec
 
 BATCH = 100
 SIZES = (784, 100, 10)
@@ -210,7 +213,9 @@ def run_once(
                         json.dumps(dict(base, job=job, task=task)),
                     ],
                     env=env,
-                    stdout=subprocess.PIPE,
+                    # only the chief's lines are read: a worker's unread pipe would fill
+                    # (after some 1,600 steps) and stop the job
+                    stdout=subprocess.PIPE if (job, task) == ("worker", 0) else subprocess.DEVNULL,
                     stderr=errors,
                     text=True,
                 )
@@ -238,7 +243,9 @@ def run_once(
                 assert first is not None
                 found = {
                     "steps_per_second": (record["step"] - first["step"])
-                    / (record["t"] - first["t"])
+                    / (record["t"] - first["t"]),
+                    "window": [first["t"], record["t"]],
+                    "steps": record["step"] - first["step"],
                 }
                 if "round_trip" in record:
                     found["round_trip"] = record["round_trip"]
@@ -268,6 +275,11 @@ def main() -> None:
         help="OPENBLAS_NUM_THREADS of the tasks' processes ('' leaves it alone); one suits "
         "a busy machine (see docs/performance.md)",
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="also print CPU ms per global step by process kind (Linux)",
+    )
     parser.add_argument("--role", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role:
@@ -283,15 +295,16 @@ def main() -> None:
         for _ in range(args.repeat):
             for workers, ps_tasks in configs:
                 for runtime in runtimes:  # alternating, so drifts of the machine hit all
-                    result = run_once(
-                        runtime,
-                        workers,
-                        ps_tasks,
-                        args.steps,
-                        args.warmup,
-                        address,
-                        args.blas_threads,
-                    )
+                    with CpuSampler() if args.cpu else contextlib.nullcontext() as sampler:
+                        result = run_once(
+                            runtime,
+                            workers,
+                            ps_tasks,
+                            args.steps,
+                            args.warmup,
+                            address,
+                            args.blas_threads,
+                        )
                     rate = float(result["steps_per_second"])
                     figures.setdefault((workers, ps_tasks, runtime), []).append(rate)
                     note = ""
@@ -303,6 +316,10 @@ def main() -> None:
                             f"bare round trip {1000 * extra[1]:.2f} ms)"
                         )
                     print(f"  W={workers} K={ps_tasks} {runtime}: {rate:.2f} steps/s{note}")
+                    if sampler is not None:
+                        cpu = sampler.per_step(result["window"], result["steps"])
+                        parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(cpu.items()))
+                        print(f"    CPU ms per global step: total {sum(cpu.values()):.2f}: {parts}")
                     sys.stdout.flush()
     blas = args.blas_threads or "not set"
     print(

@@ -132,6 +132,21 @@ def test_a_run_time_shape_mismatch_is_an_invalid_argument_and_changes_nothing() 
         assert sess.run(w).tolist() == [1.0, 2.0]
 
 
+@pytest.mark.usefixtures("graph")
+@pytest.mark.parametrize("op", [tf.math.floordiv, tf.math.floormod, tf.add, tf.maximum])
+def test_shapes_that_do_not_broadcast_are_refused_before_a_zero_divisor(op: Any) -> None:
+    # as TensorFlow 2.21: the shapes are checked before any value
+    a = tf.placeholder(tf.int32, [None])
+    b = tf.placeholder(tf.int32, [None])
+    with (
+        tf.Session() as sess,
+        pytest.raises(
+            tf.errors.InvalidArgumentError, match=r"Incompatible shapes: \[2\] vs\. \[3\]"
+        ),
+    ):
+        sess.run(op(a, b), {a: [1, 2], b: [0, 0, 0]})
+
+
 def test_an_operator_builds_in_its_tensors_graph() -> None:
     g = tf.Graph()
     with g.as_default():
@@ -209,3 +224,23 @@ def test_the_math_names_are_exported() -> None:
     names = {"multiply", "subtract", "divide", "negative", "square", "reduce_sum",
              "reduce_mean", "zeros", "ones", "zeros_like", "ones_like"}  # fmt: skip
     assert names <= set(tf.__all__)
+
+
+@pytest.mark.usefixtures("graph")
+def test_kernels_give_infinities_and_nans_under_a_callers_raising_float_state() -> None:
+    # TensorFlow's kernels give IEEE results; numpy's error state of the caller
+    # (here: raise on everything) neither changes them nor is changed by the run
+    big = np.float32(3e38)
+    x = tf.placeholder(tf.float32, [None, 2])
+    fetches = [
+        x + x,
+        x / tf.zeros_like(x),
+        tf.matmul(x, tf.transpose(x)),
+        tf.reduce_sum(x, axis=1),
+        tf.nn.softmax_cross_entropy_with_logits_v2(labels=tf.ones_like(x), logits=x * x),
+    ]
+    with tf.Session() as sess, np.errstate(all="raise"):
+        total, quotient, product, summed, loss = sess.run(fetches, {x: [[big, big]]})
+        assert np.geterr()["over"] == "raise"
+    assert np.isinf(total).all() and np.isinf(quotient).all() and np.isinf(product).all()
+    assert np.isinf(summed).all() and np.isnan(loss).all()

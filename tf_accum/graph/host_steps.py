@@ -207,12 +207,26 @@ def kernel_step(step: tuple[Any, ...], values: list[Any]) -> tuple[Any, ...]:
     Raises:
         what the kernel raises.
     """
+    return tuple(step[3](_kernel_context(), values))
+
+
+@functools.cache
+def _kernel_context() -> Any:
+    """The run context of every KERNEL step: these kernels ask nothing of the run
+    (no session here), so one serves them all."""
     from tf_accum.accumulators.cancellation import Cancellation
     from tf_accum.graph.executor import RunContext
 
-    # these kernels ask nothing of the run (no session here)
-    context = RunContext(None, None, Cancellation())  # type: ignore[arg-type]
-    return tuple(step[3](context, values))
+    return RunContext(None, None, Cancellation())  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=1024)
+def _training_variables(op_type: str, variables: tuple[tuple[str, str], ...]) -> list[VariableKey]:
+    """A TRAIN step's variables as the host's store knows them, once their dtype is
+    checked (a host runs the same steps every run)."""
+    keys = [VariableKey(name, dtype_name) for name, dtype_name in variables]
+    check_kernel_dtype(op_type, keys[0].dtype)
+    return keys
 
 
 def training_step(store: Any, step: tuple[Any, ...], values: list[Any]) -> tuple[Any, ...]:
@@ -223,8 +237,7 @@ def training_step(store: Any, step: tuple[Any, ...], values: list[Any]) -> tuple
         uninitialised variable, InvalidArgumentError for bad shapes).
     """
     _, op_type, variables, (names, attrs), _sources = step
-    keys = [VariableKey(name, dtype_name) for name, dtype_name in variables]
-    check_kernel_dtype(op_type, keys[0].dtype)
+    keys = _training_variables(op_type, variables)
     given = {name: np.asarray(value) for name, value in zip(names, values, strict=True)}
     fresh = store.update_together(
         keys, lambda current: updated_values(op_type, current, given, attrs)

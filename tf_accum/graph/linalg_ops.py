@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators.float_errors import runner_ignoring_float_errors
 from tf_accum.dtypes import DType
 from tf_accum.graph.math_kernels import half_float
 from tf_accum.graph.math_ops import op_def_inputs
@@ -100,8 +101,8 @@ def matmul(
                     f"Matrix size-incompatible: In[0]: {kernel_text(x.shape)}, In[1]: "
                     f"{kernel_text(y.shape)}",
                 )
-            with np.errstate(all="ignore"):
-                return (np.asarray(_product(x, y), dtype=dtype.numpy_dtype),)
+            product = runner_ignoring_float_errors()(_product, x, y)
+            return (np.asarray(product, dtype=dtype.numpy_dtype),)
 
         def outputs(tensors: list[Any]) -> list[tuple[DType, TensorShape]]:
             return [(dtype, _product_shape(scope, op_type, tensors, flags, dtype))]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators.float_errors import runner_ignoring_float_errors
 from tf_accum.dtypes import DType, float32, float64, string
 from tf_accum.graph.math_shapes import type_enum
 from tf_accum.shapes import kernel_text
@@ -98,7 +99,7 @@ def _check_broadcast(a: Array, b: Array) -> None:
 
 
 def _refuse_zero_divisor(b: Array) -> None:
-    if b.dtype.kind in "iu" and np.any(b == 0):
+    if b.dtype.kind in "iu" and (b == 0).any():
         raise errors.InvalidArgumentError(None, None, "Integer division by zero")
 
 
@@ -168,15 +169,26 @@ def _concat(a: str | bytes, b: str | bytes) -> bytes:
 def elementwise(fn: Callable[..., Any], out: DType) -> Callable[[Any, list[Any]], Sequence[Any]]:
     """A kernel applying ``fn`` to the input arrays, its result stored as ``out``."""
     target = object if out == string else out.numpy_dtype
+    refused = fn is _floordiv and out.is_complex
+    # a ufunc refuses shapes that do not broadcast before it computes anything, so
+    # the check (which costs more than many an op) can wait for its refusal; other
+    # functions may refuse other inputs first (a zero divisor), so theirs comes first
+    check_first = not isinstance(fn, np.ufunc)
 
     def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
         arrays = [np.asarray(value) for value in inputs]
-        if fn is _floordiv and out.is_complex:
+        if refused:
             _no_complex_floordiv(context, out)
-        if len(arrays) == 2 and arrays[0].shape != arrays[1].shape:
+        pair = len(arrays) == 2 and arrays[0].shape != arrays[1].shape
+        if pair and check_first:
             _check_broadcast(arrays[0], arrays[1])
-        with np.errstate(all="ignore"):
-            return (np.asarray(fn(*arrays), dtype=target),)
+        try:
+            found = runner_ignoring_float_errors()(fn, *arrays)
+        except ValueError:
+            if pair:
+                _check_broadcast(arrays[0], arrays[1])
+            raise
+        return (np.asarray(found, dtype=target),)
 
     return kernel
 

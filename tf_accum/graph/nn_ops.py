@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators.float_errors import runner_ignoring_float_errors
 from tf_accum.dtypes import DType
 from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
@@ -38,10 +39,12 @@ def _widened(array: Array) -> Array:
 
 
 def _elementwise_kernel(fn: Any, dtype: DType) -> Kernel:
+    target = dtype.numpy_dtype
+
     def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
         arrays = [_widened(np.asarray(a)) for a in inputs]
-        with np.errstate(all="ignore"):
-            return (np.asarray(fn(*arrays)).astype(dtype.numpy_dtype, copy=False),)
+        found = runner_ignoring_float_errors()(fn, *arrays)
+        return (np.asarray(found).astype(target, copy=False),)
 
     return kernel
 
@@ -62,6 +65,7 @@ def _unary(op_type: str, fn: Any, x: Any, name: str | None, param: str = "featur
 def _binary(op_type: str, fn: Any, params: tuple[str, str], x: Any, y: Any, name: Any) -> Any:
     with building_in(graph_of([x, y])):
         dtype, inputs = op_def_inputs(op_type, list(zip(params, (x, y), strict=True)))
+        elementwise = _elementwise_kernel(fn, dtype)
 
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             if np.shape(arrays[0]) != np.shape(arrays[1]):
@@ -71,7 +75,7 @@ def _binary(op_type: str, fn: Any, params: tuple[str, str], x: Any, y: Any, name
                     f"{params[0]} and {params[1]} must be the same size: "
                     f"{kernel_text(np.shape(arrays[0]))} vs. {kernel_text(np.shape(arrays[1]))}",
                 )
-            return _elementwise_kernel(fn, dtype)(context, arrays)
+            return elementwise(context, arrays)
 
         return make_op(
             op_type,
@@ -273,9 +277,10 @@ def log_softmax(logits: Any, axis: Any = None, name: str | None = None, dim: Any
 
 
 def _xent(logits: Array, labels: Array) -> tuple[Any, Any]:
-    shifted = _shifted(logits)
-    log_sum = np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
-    loss = np.sum(labels * (log_sum - shifted), axis=-1)
+    # the arrays' own reductions: numpy's functions add a layer around the same ones
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_sum = np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    loss = (labels * (log_sum - shifted)).sum(axis=-1)
     backprop = np.exp(shifted - log_sum) - labels
     return loss, backprop
 
@@ -298,7 +303,8 @@ def xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, A
         def kernel(context: Any, arrays: list[Any]) -> Sequence[Any]:
             x, y = (_widened(np.asarray(a)) for a in arrays)
             try:
-                y = np.broadcast_to(y, x.shape)
+                if y.shape != x.shape:
+                    y = np.broadcast_to(y, x.shape)
             except ValueError:
                 raise errors.InvalidArgumentError(
                     None,
@@ -306,11 +312,10 @@ def xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, A
                     "logits and labels must be broadcastable: logits_size="
                     f"{kernel_text(x.shape)} labels_size={kernel_text(np.shape(arrays[1]))}",
                 ) from None
-            with np.errstate(all="ignore"):
-                loss, backprop = _xent(x, y)
+            loss, backprop = runner_ignoring_float_errors()(_xent, x, y)
             return (
-                np.asarray(loss).astype(dtype.numpy_dtype),
-                np.asarray(backprop).astype(dtype.numpy_dtype),
+                np.asarray(loss).astype(dtype.numpy_dtype, copy=False),
+                np.asarray(backprop).astype(dtype.numpy_dtype, copy=False),
             )
 
         def outputs(tensors: list[Tensor]) -> list[tuple[DType, TensorShape]]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
+from tf_accum.accumulators.float_errors import runner_ignoring_float_errors
 from tf_accum.dtypes import DType, int32, int64
 from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
@@ -249,22 +250,24 @@ def _kernel(op_type: str, dtype: DType, keep: bool, every_axis: bool) -> Any:
             axes = tuple(range(array.ndim))
         else:
             axes = _checked_axes(np.asarray(inputs[1]), array.ndim)
-        with np.errstate(all="ignore"):
-            if op_type == "Sum":
-                result = np.sum(array, axis=axes, dtype=array.dtype, keepdims=keep)
-            elif op_type == "Mean":
-                result = _mean(array, axes, keep)
-            elif op_type == "Prod":
-                result = np.prod(array, axis=axes, dtype=array.dtype, keepdims=keep)
-            elif op_type == "Any":
-                result = np.any(array, axis=axes, keepdims=keep)
-            elif op_type == "All":
-                result = np.all(array, axis=axes, keepdims=keep)
-            else:
-                result = _extreme(array, axes, keep, op_type == "Max")
+        result = runner_ignoring_float_errors()(_reduced, op_type, array, axes, keep)
         return (np.asarray(result, dtype=dtype.numpy_dtype),)
 
     return kernel
+
+
+def _reduced(op_type: str, array: Array, axes: tuple[int, ...], keep: bool) -> Any:
+    if op_type == "Sum":
+        return np.sum(array, axis=axes, dtype=array.dtype, keepdims=keep)
+    if op_type == "Mean":
+        return _mean(array, axes, keep)
+    if op_type == "Prod":
+        return np.prod(array, axis=axes, dtype=array.dtype, keepdims=keep)
+    if op_type == "Any":
+        return np.any(array, axis=axes, keepdims=keep)
+    if op_type == "All":
+        return np.all(array, axis=axes, keepdims=keep)
+    return _extreme(array, axes, keep, op_type == "Max")
 
 
 def _checked_axes(axes: Array, rank: int) -> tuple[int, ...]:
