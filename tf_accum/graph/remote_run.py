@@ -62,7 +62,7 @@ from tf_accum.distributed.small_messages import (
     split,
     unpack,
 )
-from tf_accum.distributed.wire import RESTARTED
+from tf_accum.distributed.wire import RESTARTED, Done, Outcome, Request, StepRefused
 from tf_accum.graph.cluster_runtime import (
     HANDLE_DTYPES,
     ClusterRuntime,
@@ -464,7 +464,7 @@ class ClusterSession:
                 life = link.life_once()
                 with self._lock:
                     known = self._known.setdefault(task, link.instance)
-                packed: Any = (
+                packed = Request(
                     known,
                     self.key,
                     runtime.caller(),
@@ -473,7 +473,6 @@ class ClusterSession:
                     made.blob,
                     sent,
                     remaining,
-                    blocking,
                     made.answer_pieces[0],
                 )
                 size = array_bytes(sent) if life is None else None
@@ -498,7 +497,7 @@ class ClusterSession:
                         if ref in answers
                         else _answer(ref, rest.get(ref, []), task, ops, key, self, link)
                     )
-                    outcome = unpack(answer, *pieces)
+                    outcome: Outcome = unpack(answer, *pieces)
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
                     cancellation.unregister(key)
@@ -542,15 +541,15 @@ class ClusterSession:
         self,
         task: Task,
         made: _Request,
-        outcome: Any,
+        outcome: Outcome,
         values: dict[Tensor, Any],
         done: set[Operation],
         link: TaskLink,
     ) -> tuple[Operation, BaseException] | None:
         """Store a request's outputs; (op, error) of its failing step, if one failed."""
-        if outcome[0] == "ok":
+        if isinstance(outcome, Done):
             for (op, tensors, constructor, answered), outputs in zip(
-                made.outputs, outcome[1], strict=True
+                made.outputs, outcome.outputs, strict=True
             ):
                 if not answered:  # only a take's counts come back (see _unanswered)
                     done.add(op)
@@ -570,11 +569,10 @@ class ClusterSession:
                 if len(outputs) > len(tensors) and op in _AFTER_TAKE:
                     _AFTER_TAKE[op](*outputs[len(tensors) :])
             return None
-        op = made.outputs[outcome[1]][0]
-        if outcome[0] == "python":
-            error_class = TypeError if outcome[2] == "TypeError" else ValueError
-            return op, error_class(outcome[3])
-        failure = outcome[2]
+        op = made.outputs[outcome.step][0]
+        if isinstance(outcome, StepRefused):
+            return op, outcome.error()
+        failure = outcome.failure
         if failure.kind == RESTARTED:
             if link.instance == self._known.get(task):
                 link.stale = True  # the host restarted since this process linked to it
@@ -610,15 +608,15 @@ class ClusterSession:
                     link.actor.close_session.remote(self.key)
 
 
-def _answer_pieces(answer: Any, pieces: list[bytes], outcome: Any) -> int:
+def _answer_pieces(answer: Any, pieces: list[bytes], outcome: Outcome) -> int:
     """The pieces to ask the next answer of the same request in: as many as this
     one's pickled bytes need, or, for one Ray serialised, as its arrays would
     (one when they are too large to travel pickled)."""
     if type(answer) is bytes:
         return pieces_for(len(answer) + sum(len(piece) for piece in pieces))
     size = None
-    if outcome[0] == "ok":
-        size = array_bytes(value for outputs in outcome[1] for value in outputs)
+    if type(outcome) is Done:
+        size = array_bytes(value for outputs in outcome.outputs for value in outputs)
     if size is None or size > MEDIUM_BYTES:
         return 1
     return pieces_for(size + 4096)  # and the pickled tuples around the arrays

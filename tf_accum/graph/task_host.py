@@ -29,7 +29,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -41,7 +41,16 @@ from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
 from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
 from tf_accum.distributed.caller_liveness import CallerLiveness
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
-from tf_accum.distributed.wire import RESTARTED, TIMED_OUT, Failure
+from tf_accum.distributed.wire import (
+    RESTARTED,
+    TIMED_OUT,
+    Done,
+    Failure,
+    Outcome,
+    Request,
+    StepFailed,
+    StepRefused,
+)
 from tf_accum.graph.host_steps import (
     KERNEL,
     MAKE,
@@ -116,6 +125,14 @@ class _Take:
 
 # A take a request was served: its accumulator, its attempt, the bytes of its outputs.
 _Served = tuple[AccumulatorBase[Any], TakeAttempt[Any], int]
+
+
+class _Pending(NamedTuple):
+    """A request stopped at a step that would wait: the outputs of the steps before
+    it, and the take waiting as an attempt (None: a queue op, which waits in a line)."""
+
+    outputs: list[tuple[Any, ...]]
+    take: _Take | None
 
 
 class _Host:
@@ -272,34 +289,29 @@ class _Host:
     # --- requests -------------------------------------------------------------------
 
     async def run(self, packed: Any, *pieces: bytes) -> Any:
-        """Run a request's steps in order; ("ok", outputs per step) or ("failed", step, Failure).
+        """Run a request's steps in order: Done, or the first failing step's StepFailed
+        or StepRefused.
 
-        ``packed`` is (instance, session, caller, life, request, blob, values,
-        remaining, blocking, answer_pieces), one argument (Ray serialises each
-        argument on its own), or that tuple packed by ``small_messages.pack``
-        (split into ``pieces`` after the first, when large). ``blob`` is the
-        steps and the indices of those whose outputs the answer leaves out,
-        pickled (a session sends the same ones every run, so they are decoded
-        once); their SLOT sources take ``values``. A step left out answers
-        nothing but, for a take, its accumulator's stale count and global step. ``life`` is the
-        caller's life token, sent with its first request only; ``remaining``
-        is the seconds left of the run's deadline (None: no deadline). An
-        answer whose outputs are small comes packed; with ``answer_pieces``
-        above 1 (the caller asked Ray for that many results), it comes packed
-        and split into that many pieces.
+        ``packed`` is a ``wire.Request``, one argument (Ray serialises each
+        argument on its own), or one packed by ``small_messages.pack`` (split
+        into ``pieces`` after the first, when large). A step the request's
+        steps leave unanswered answers nothing but, for a take, its
+        accumulator's stale count and global step. An answer whose outputs
+        are small comes packed; with ``answer_pieces`` above 1, packed and
+        split into that many pieces.
         """
-        message = unpack(packed, *pieces)
+        message: Request = unpack(packed, *pieces)
         outcome = await self._run(message)
-        if message[9] > 1:
-            return split(outcome, message[9])
-        if outcome[0] == "ok" and is_small(value for out in outcome[1] for value in out):
+        if message.answer_pieces > 1:
+            return split(outcome, message.answer_pieces)
+        if type(outcome) is Done and is_small(v for out in outcome.outputs for v in out):
             return pack(outcome)
         return outcome
 
-    async def _run(self, packed: tuple[Any, ...]) -> Any:
-        instance, session, caller, life, request, blob, values, remaining, blocking, _ = packed
+    async def _run(self, message: Request) -> Outcome:
+        instance, session, caller, life, request, blob, values, remaining, _ = message
         if instance != self._instance:
-            return ("failed", 0, Failure(RESTARTED))
+            return StepFailed(0, Failure(RESTARTED))
         steps, unanswered, gives_back = self._steps(blob)
         self.requests += 1
         self._lives.watch(caller, life)
@@ -318,18 +330,20 @@ class _Host:
         if served is not None:
             self._served[cancellation] = served
         try:
-            outcome = self._execute(session, steps, values, deadline, cancellation)
+            ran = self._execute(session, steps, values, deadline, cancellation)
             self._wake()  # what it enqueued or dequeued may let waiting queue ops go on
-            if outcome[0] == "pending":
+            if isinstance(ran, _Pending):
                 self._running[request] = cancellation
                 self._callers[request] = caller
                 try:
                     outcome = await self._wait_and_go_on(
-                        session, steps, values, deadline, cancellation, outcome[1], outcome[2]
+                        session, steps, values, deadline, cancellation, ran
                     )
                 finally:
                     self._running.pop(request, None)
                     self._callers.pop(request, None)
+            else:
+                outcome = ran
         finally:
             self._served.pop(cancellation, None)
             if request in self._abandoned:
@@ -372,13 +386,13 @@ class _Host:
         slots: list[Any],
         deadline: float | None,
         cancellation: Cancellation,
-        outputs: list[tuple[Any, ...]],
-        take: _Take | None,
-    ) -> Any:
+        pending: _Pending,
+    ) -> Outcome:
         """Wait at the step that would wait (a take's attempt queued in its accumulator,
         or a queue op in the host's line for its queue, in arrival order); go on with the
         request each time it is served, and wait again at the next such step."""
         loop = asyncio.get_running_loop()
+        outputs, take = pending
         while True:
             index = len(outputs)
             step = steps[index]
@@ -386,11 +400,11 @@ class _Host:
                 failed = await self._wait_for_take(take, step, outputs, deadline, index)
                 if failed is not None:
                     return failed
-                outcome = self._execute(session, steps, slots, deadline, cancellation, outputs)
+                ran = self._execute(session, steps, slots, deadline, cancellation, outputs)
                 self._wake()  # the queue ops run since may let others go on
-                if outcome[0] != "pending":
-                    return outcome
-                take = outcome[2]
+                if not isinstance(ran, _Pending):
+                    return ran
+                take = ran.take
                 continue
             enqueued = False
             handle = _line_of(step, int(inputs_of(step.sources, outputs, slots)[step.handle]))
@@ -402,29 +416,29 @@ class _Host:
                 while True:
                     if cancellation.cancelled:
                         assert cancellation.error is not None
-                        return ("failed", index, Failure.of(cancellation.error))
+                        return StepFailed(index, Failure.of(cancellation.error))
                     if waiter.failure is not None:
-                        return ("failed", index, waiter.failure)
+                        return StepFailed(index, waiter.failure)
                     if _handle_of_line(handle) not in self._table.live_handles():
                         # destroyed while the op waited, as in-process
-                        return ("failed", index, Failure("CancelledError", CLOSED_MESSAGE))
+                        return StepFailed(index, Failure("CancelledError", CLOSED_MESSAGE))
                     if self._ready(step, outputs, slots, waiter):
                         break
                     if step.queue_op == "QueueEnqueueManyV2":
                         # the elements go in as room appears, as in a process
                         added = self._add_what_fits(step, outputs, slots, waiter)
                         if added is not None:
-                            if added[0] != "ok":
-                                return (added[0], index, *added[1:])
+                            if type(added) is not Done:
+                                return added
                             enqueued = True
                             break
                     left = _remaining(step.attrs["timeout"], deadline)
                     if left == 0:
-                        return ("failed", index, TIMED_OUT)
+                        return StepFailed(index, TIMED_OUT)
                     try:
                         await asyncio.wait_for(asyncio.shield(waiter.future), left)
                     except asyncio.TimeoutError:
-                        return ("failed", index, TIMED_OUT)
+                        return StepFailed(index, TIMED_OUT)
                     waiter.future = loop.create_future()
             finally:
                 cancellation.unregister(key)
@@ -437,13 +451,13 @@ class _Host:
             if enqueued:
                 outputs.append(())  # every element added: the requests goes on after it
             # no await since the check: the take completes now
-            outcome = self._execute(
+            ran = self._execute(
                 session, steps, slots, deadline, cancellation, outputs, checked=not enqueued
             )
             self._wake()  # the next in line may go now
-            if outcome[0] != "pending":
-                return outcome
-            take = outcome[2]
+            if not isinstance(ran, _Pending):
+                return ran
+            take = ran.take
 
     async def _wait_for_take(
         self,
@@ -452,7 +466,7 @@ class _Host:
         outputs: list[tuple[Any, ...]],
         deadline: float | None,
         index: int,
-    ) -> Any:
+    ) -> StepFailed | None:
         """Wait until the attempt of ``take`` (step ``index``) is served or cancelled
         and add the take's outputs; out of time (its timeout or the run's deadline),
         withdraw it. None once the outputs are in, else the request's failed outcome."""
@@ -466,7 +480,7 @@ class _Host:
         except asyncio.TimeoutError:
             if not attempt.done:
                 accumulator.cancel(attempt, TIMED_OUT_REASON)  # consumes nothing
-                return ("failed", index, TIMED_OUT)
+                return StepFailed(index, TIMED_OUT)
         except BaseException:
             accumulator.cancel(attempt, INTERRUPTED)  # a round served goes back
             raise
@@ -477,7 +491,7 @@ class _Host:
             # was destroyed): collecting raises the error it was cancelled with
             found = _take_outputs(step, accumulator, accumulator.collect(attempt))
         except errors.OpError as error:
-            return ("failed", index, Failure.of(error))
+            return StepFailed(index, Failure.of(error))
         outputs.append(found)
         if take.served is not None:
             take.served.append((accumulator, attempt, _nbytes(found)))
@@ -586,10 +600,10 @@ class _Host:
         cancellation: Cancellation,
         outputs: list[tuple[Any, ...]] | None = None,
         checked: bool = False,
-    ) -> Any:
+    ) -> Outcome | _Pending:
         """Run ``steps`` from ``len(outputs)`` on (SLOT sources read ``slots``), stopping
-        at a step that would wait: ("pending", outputs, the take's _Take, or None for a
-        queue op); ``checked``: the first step is a queue op found ready just now."""
+        at a step that would wait (_Pending); ``checked``: the first step is a queue op
+        found ready just now."""
         outputs = [] if outputs is None else outputs
         first = len(outputs)
         with using_table(self._table), cancelled_by(cancellation):
@@ -600,25 +614,25 @@ class _Host:
                     if try_now and step.required is not None:
                         found = self._try_take(step, outputs, slots, cancellation)
                         if type(found) is _Take:
-                            return ("pending", outputs, found)
+                            return _Pending(outputs, found)
                         outputs.append(found)  # type: ignore[arg-type]
                         continue
                     ready = checked and index == first
                     if try_now and not ready and not self._ready(step, outputs, slots):
-                        return ("pending", outputs, None)
+                        return _Pending(outputs, None)
                     if type(step) is RawStep:
                         outputs.append(self._raw(session, step, outputs, slots))
                     else:
                         outputs.append(self._step(session, step, outputs, slots))
                 except errors.DeadlineExceededError as error:
                     if try_now and _remaining(step.attrs["timeout"], deadline) != 0:
-                        return ("pending", outputs, None)  # not served after all: wait
-                    return ("failed", index, Failure.of(error))
+                        return _Pending(outputs, None)  # not served after all: wait
+                    return StepFailed(index, Failure.of(error))
                 except errors.OpError as error:
-                    return ("failed", index, Failure.of(error))
+                    return StepFailed(index, Failure.of(error))
                 except (TypeError, ValueError) as error:
-                    return ("python", index, type(error).__name__, str(error))
-        return ("ok", outputs)
+                    return StepRefused(index, type(error).__name__, str(error))
+        return Done(outputs)
 
     def _try_take(
         self,
@@ -741,12 +755,13 @@ class _Host:
 
     def _add_what_fits(
         self, step: RawStep, outputs: list[tuple[Any, ...]], slots: list[Any], me: _Waiter
-    ) -> tuple[Any, ...] | None:
+    ) -> Outcome | None:
         """Add to a bounded queue the next elements of enqueue_many ``step`` that fit,
-        when ``me`` heads its line: ("ok",) once all are in; an outcome's kind and
-        details (without the step's index) when the op refuses them; None while
-        some remain (or the queue has no room, or is closed: the op itself then says so).
+        when ``me`` heads its line: Done (with no outputs) once all are in; the failed
+        outcome when the op refuses them; None while some remain (or the queue has no
+        room, or is closed: the op itself then says so).
         """
+        index = len(outputs)
         inputs = inputs_of(step.sources, outputs, slots)
         arguments = step.arguments(inputs)
         handle = int(arguments["handle"])
@@ -771,14 +786,14 @@ class _Host:
             with using_table(self._table):
                 step.kernel(**arguments)
         except errors.OpError as error:
-            return ("failed", Failure.of(error))
+            return StepFailed(index, Failure.of(error))
         except (TypeError, ValueError) as error:
-            return ("python", type(error).__name__, str(error))
+            return StepRefused(index, type(error).__name__, str(error))
         me.added = end
         if self._touched is not None:
             self._touched.add(handle)  # the dequeues waiting may go on
         self._wake()
-        return ("ok",) if end >= count else None
+        return Done([]) if end >= count else None
 
     def _step(
         self,
@@ -815,12 +830,12 @@ def replica_of(session: str) -> str:
     return session.rsplit("#", 1)[0]
 
 
-def _answered(outcome: Any, steps: list[Any], unanswered: tuple[int, ...]) -> Any:
+def _answered(outcome: Outcome, steps: list[Any], unanswered: tuple[int, ...]) -> Outcome:
     """``outcome`` without the outputs of the ``unanswered`` steps (no op of the caller
     uses them): a take's step keeps its accumulator's counts (see ``_take_outputs``)."""
-    if outcome[0] != "ok" or not unanswered:
+    if type(outcome) is not Done or not unanswered:
         return outcome
-    outputs = outcome[1]
+    outputs = outcome.outputs
     for index in unanswered:
         step = steps[index]
         counted = type(step) is RawStep and step.take and step.required is not None
