@@ -102,7 +102,7 @@ def test_the_listing_skips_other_processes_and_says_when_there_is_none(tmp_path)
     processes = [
         (10, 1, b"python\0train.py"),
         (11, 1, b"ray::AccumulatorHost"),
-        (14, 1, b"ray::TaskHost.run"),  # a TF1 cluster's ps task host
+        (14, 1, b"ray::ResourceHost.run"),  # a TF1 cluster's ps task host
     ]
     for pid, parent, title in processes:
         (fake / str(pid)).mkdir(parents=True)

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 import tf_accum as tfa
+from tf_accum.distributed.host import _Host
+from tf_accum.distributed.steps import MAKE, RAW, VALUE
 from tf_accum.distributed.wire import TIMED_OUT, Done, Failure, Request, StepFailed
-from tf_accum.graph.host_steps import MAKE, RAW, VALUE
-from tf_accum.graph.task_host import _Host
 
 WAIT = 30.0
 CANCELLED = Failure("CancelledError", "TakeGrad operation was cancelled")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Ray titles an actor's process ray::<class>: the container hosts, and TF1 clusters' task hosts
-HOST_TITLES = (b"AccumulatorHost", b"TaskHost")
+HOST_TITLES = (b"AccumulatorHost", b"ResourceHost")
 
 
 @dataclass(frozen=True)

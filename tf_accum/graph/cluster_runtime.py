@@ -61,16 +61,16 @@ class TaskLink:
 def _remote_class() -> Any:
     import ray
 
-    from tf_accum.graph.task_host import TaskHost
+    from tf_accum.distributed.host import ResourceHost
 
     with _class_lock:
-        global _task_host_class
-        if _task_host_class is None:
-            _task_host_class = ray.remote(TaskHost)
-        return _task_host_class
+        global _host_class
+        if _host_class is None:
+            _host_class = ray.remote(ResourceHost)
+        return _host_class
 
 
-_task_host_class: Any = None
+_host_class: Any = None
 _class_lock = threading.Lock()
 
 
@@ -128,7 +128,7 @@ class ClusterRuntime:
         return options
 
     def _job_args(self, where: str) -> dict[str, Any]:
-        """What a host this process makes knows of it (see ``TaskHost``)."""
+        """What a host this process makes knows of it (see ``ResourceHost``)."""
         import ray
 
         return {
@@ -147,6 +147,7 @@ class ClusterRuntime:
             UnknownError: another live process serves the task.
         """
         from tf_accum.graph import cluster_job
+        from tf_accum.graph.task_host import TaskSteps
 
         key = (job, task)
         with self._lock:
@@ -158,7 +159,7 @@ class ClusterRuntime:
         made = cluster_job.make_own_host(
             _remote_class(),
             cluster_job.host_name(self.job_identity, job, task),
-            (label, self._job_args(cluster_job.where_this_process_is())),
+            (label, self._job_args(cluster_job.where_this_process_is()), TaskSteps),
             self._options(job, task),
             label,
             self.job_identity,
@@ -198,6 +199,7 @@ class ClusterRuntime:
         import ray
 
         from tf_accum.graph import cluster_job
+        from tf_accum.graph.task_host import TaskSteps
 
         key = (job, task)
         with self._lock:
@@ -220,7 +222,7 @@ class ClusterRuntime:
             made = cluster_job.make_own_host(
                 _remote_class(),
                 name,
-                (label, self._job_args(where)),
+                (label, self._job_args(where), TaskSteps),
                 dict(self._host_options(job, task)),
                 label,
                 self.job_identity,

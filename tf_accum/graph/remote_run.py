@@ -3,7 +3,7 @@
 How a TF1 cluster maps onto Ray:
 
 - Every task other than the session's own (in practice each ps task) is a
-  host actor on the Ray cluster (``tf_accum.graph.task_host``), named from
+  host actor on the Ray cluster (``tf_accum.distributed.host``), named from
   the job's identity, the job and the task index
   (``tf_accum.graph.cluster_job``), so every process of the job finds the
   same host whatever order they start in. A ps task's host is made by the
@@ -135,7 +135,7 @@ class _Request:
     # are the same size from run to run)
     answer_pieces: list[int]
     # it takes from accumulators, and the run only fetches what they take: if the run
-    # fails, the rounds go back (see TaskHost.give_back)
+    # fails, the rounds go back (see ResourceHost.give_back)
     gives_back: bool
 
 
@@ -172,7 +172,7 @@ class ClusterSession:
     def __init__(self, runtime: ClusterRuntime) -> None:
         self.runtime = runtime
         # the session's task label, then a unique part: a host tells the replicas
-        # that applied gradients apart by it (``task_host.replica_of``)
+        # that applied gradients apart by it (``host.replica_of``)
         self.key = f"{task_label((runtime.job, runtime.task))}#{uuid.uuid4().hex}"
         # request ids: the session's key and a count (unique on every host, and cheap)
         self._count = itertools.count()
@@ -784,7 +784,7 @@ def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]
 
 def _give_back(giving_back: list[tuple[TaskLink, str]]) -> None:
     """A run failed (Ctrl-C, say) after sending these requests: their takes' rounds,
-    which only the run fetched, go back (see ``TaskHost.give_back``)."""
+    which only the run fetched, go back (see ``ResourceHost.give_back``)."""
     if exiting():
         return  # the hosts withdraw an ended process's takes themselves
     for link, request in giving_back:
