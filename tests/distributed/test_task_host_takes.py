@@ -192,6 +192,6 @@ def test_a_request_given_back_while_it_waits_or_before_it_comes_consumes_nothing
         stats = await requests.stats(handle)
         assert stats["num_accumulated"] == 1 and stats["takes_served"] == 0
         assert stats["takes_interrupted"] == 1 and stats["waiting"] == 0
-        assert not host._abandoned and not host._early_give_backs
+        assert not host._abandoned and not host._early_cancels
 
     asyncio.run(scenario())

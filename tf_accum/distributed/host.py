@@ -1,22 +1,26 @@
 """A host: accumulators, queues and variables in one Ray actor, shared by every process.
 
-Processes send it requests (a list of steps in dependency order: see
-tf_accum.distributed.steps); it runs them against an in-process resource
-table, so every op means exactly what it means in one process, and every
-process sees the same accumulators and queues (by shared_name). A TF1 cluster
-task's host (a ps task) gets from the graph layer what it runs beyond raw ops
-(``TaskExtension``: variables by name, training ops, graph kernels), and a
-worker session sends it, per ``Session.run``, the ops of the run placed on
-that task as one request.
+It holds them in an in-process resource table, so every op means exactly what
+it means in one process, and every process sees the same accumulators and
+queues (by shared_name). Two kinds of host share this class: a container's
+host (``tfa.distributed``), which a process asks one operation at a time
+(``OPERATIONS``: create, apply, take, ...), and a TF1 cluster task's host (a
+ps task), to which a worker session sends, per ``Session.run``, the ops of
+the run placed on that task as one request (a list of steps in dependency
+order: see tf_accum.distributed.steps). A task's host gets from the graph
+layer what it runs beyond raw ops (``TaskExtension``: variables by name,
+training ops, graph kernels).
 
 Everything runs on the actor's event loop. A request stopped at a take that
 cannot complete yet waits as a take attempt in that accumulator's own queue
 (``Rounds.try_take``: first in, first served, as in-process), whose callback
 wakes the request; it goes on once the attempt is served, and gives it up
 (consuming nothing) at its timeout or the run's deadline, when the request is
-cancelled or its caller dies. A request stopped at a queue's dequeue or
-enqueue waits in a line of the host's for that queue. A request stops at its
-first failing step and says which step failed and how. Nothing raises to the caller.
+cancelled or its caller dies. A container's take waits the same way, and is
+withdrawn at its timeout, at its caller's request or death. A request stopped
+at a queue's dequeue or enqueue waits in a line of the host's for that queue. A
+request stops at its first failing step and says which step failed and how.
+Nothing raises to the caller: errors are returned as ``wire.Failure`` values.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import collections
 import contextlib
 import functools
 import logging
+import math
 import os
 import pickle
 import threading
@@ -37,17 +42,25 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from tf_accum import errors, raw_ops
-from tf_accum.accumulators.attempts import TakeAttempt, copy_error
+from tf_accum.accumulators import half_kernel, sparse_kernel
+from tf_accum.accumulators.attempts import CANCELLED as CANCELLED_STAGE
+from tf_accum.accumulators.attempts import SERVED, TakeAttempt, copy_error
 from tf_accum.accumulators.base import AccumulatorBase
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
 from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
+from tf_accum.accumulators.spec import AccumulatorSpec
+from tf_accum.distributed.bulk import Bulk, HostMappings
 from tf_accum.distributed.caller_liveness import CallerLiveness
+from tf_accum.distributed.placement import Placement
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
 from tf_accum.distributed.steps import MAKE, RawStep, decode, inputs_of
 from tf_accum.distributed.wire import (
+    CANCELLED,
+    MISSING,
     RESTARTED,
     TIMED_OUT,
+    WITHDRAWN,
     Done,
     Failure,
     Outcome,
@@ -61,18 +74,40 @@ from tf_accum.raw_ops.queues import refused_before_waiting
 from tf_accum.resources import using_table
 from tf_accum.resources.local import LocalResourceTable
 
-# Cancellations that arrived before their request (calls are not ordered).
+# Cancellations, give-backs and withdrawals that arrived before their request or
+# take, which they may overtake (calls are not ordered): how many are remembered.
 REMEMBERED_CANCELS = 10_000
 
 # Decoded requests kept (by their pickled steps): a session sends the same few each run.
 DECODED_REQUESTS = 1024
 
-# A request's served takes are kept for a give-back (see _Host.give_back) when their
-# outputs are smaller than this (a kept round holds its buffers until it is replaced;
+# A request's (or a take's) served takes are kept for a give-back (see _Host.give_back)
+# when their outputs are smaller than this (a kept round holds its buffers until it is replaced;
 # a dense round of this size or more recycles its buffer: see accumulators/dense.py).
 GIVE_BACK_MAX_BYTES = 1 << 20
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
+
+# What a process may ask of a container's host, one operation at a time (see
+# ``ResourceHost.run``): each is a method of ``_Host``.
+OPERATIONS = frozenset(
+    {
+        "create",
+        "attach_buffer",
+        "release_buffer",
+        "apply_dense",
+        "apply_sparse",
+        "take",
+        "withdraw",
+        "give_back",
+        "num_accumulated",
+        "set_global_step",
+        "global_step",
+        "stats",
+        "num_waiting",
+        "destroy",
+    }
+)
 ENQUEUE_CANCELLED = Failure("CancelledError", "Enqueue operation was cancelled")
 
 
@@ -129,16 +164,18 @@ class _Waiter:
 
 
 class _Take:
-    """A request's take waiting as an attempt in its accumulator's queue: the
-    future the attempt's callback completes, and the request's list of served takes."""
+    """A take waiting as an attempt in its accumulator's queue: the future the
+    attempt's callback completes, the request's list of served takes, and the
+    failure it ends with when the host withdraws it (a container's take)."""
 
-    __slots__ = ("accumulator", "attempt", "future", "served")
+    __slots__ = ("accumulator", "attempt", "future", "served", "withdrawn")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, served: list[_Served] | None) -> None:
         self.future: asyncio.Future[None] = loop.create_future()
         self.accumulator: AccumulatorBase[Any] | None = None
         self.attempt: TakeAttempt[Any] | None = None
         self.served = served
+        self.withdrawn: Failure | None = None
 
 
 # A take a request was served: its accumulator, its attempt, the bytes of its outputs.
@@ -154,17 +191,27 @@ class _Pending(NamedTuple):
 
 
 class _Host:
-    """Accumulators and variables of one task, shared by every session of the cluster
-    (the state and work of a ``ResourceHost``, kept off the actor class, whose every method
-    Ray wraps for tracing)."""
+    """The state and work of a ``ResourceHost`` (kept off the actor class, whose every
+    method Ray wraps for tracing).
+
+    Every method runs on the actor's event loop, so each one is atomic with
+    respect to the others between its awaits: that is the lock.
+
+    Calls name what they act on with the host's ``instance``, which changes when
+    the actor restarts: a caller that linked to an earlier incarnation is told
+    its state is lost (RESTARTED) rather than finding nothing, or a namesake.
+    """
 
     def __init__(
         self,
-        task: str,
+        name: str,
         job: dict[str, Any] | None = None,
         extension: type[TaskExtension] | None = None,
+        placement: Placement | None = None,
     ) -> None:
-        self._task = task
+        self._task = name  # the container, or the task's label
+        self._placement = placement
+        self._mappings = HostMappings()
         self._instance = uuid.uuid4().hex
         # the process that made the host: its ClusterSpec (``cluster_job.spec_text``),
         # its task's label, caller id, where it is ("pid N on node X"), pid and node id
@@ -184,8 +231,14 @@ class _Host:
         self._private: dict[str, list[int]] = collections.defaultdict(list)
         self._sessions_of: dict[str, set[str]] = collections.defaultdict(set)
         self._running: dict[str, Cancellation] = {}
-        self._callers: dict[str, str] = {}  # request -> caller
-        self._early_cancels: collections.OrderedDict[str, None] = collections.OrderedDict()
+        # a container's takes waiting, by attempt id
+        self._waiting_takes: dict[str, _Take] = {}
+        self._callers: dict[str, str] = {}  # request or take waiting -> caller
+        # requests and takes stopped before they came (calls are not ordered): how
+        # (the reason their takes count, and whether rounds served go back)
+        self._early_cancels: collections.OrderedDict[str, tuple[str, bool]] = (
+            collections.OrderedDict()
+        )
         self._lives = CallerLiveness(self._caller_died)
         # requests waiting, in arrival order, per line (see _line_of): a queue's
         # dequeues, a queue's enqueues and closes (takes wait in their accumulators)
@@ -205,10 +258,9 @@ class _Host:
         # per caller, its latest answered request whose takes could still go back:
         # (request, its served takes)
         self._delivered: dict[str, tuple[str, list[_Served]]] = {}
-        # requests running whose callers gave them up, and those given up before they
-        # came (calls are not ordered): their takes go back once they have run
+        # requests running whose callers gave them up: their takes go back once they
+        # have run
         self._abandoned: set[str] = set()
-        self._early_give_backs: collections.OrderedDict[str, None] = collections.OrderedDict()
         self.requests = 0
 
     async def ping(self) -> tuple[str, int, str]:
@@ -217,8 +269,13 @@ class _Host:
 
         return self._instance, os.getpid(), ray.get_runtime_context().get_node_id()
 
+    async def placement(self) -> Placement | None:
+        """The placement a container's host was made with (see ``tfa.distributed.place``)."""
+        return self._placement
+
     async def counts(self) -> dict[str, int]:
-        """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
+        """Counts for tests and diagnostics: requests run, accumulators (and queues),
+        variables, waiting takes and queue ops, callers' buffers mapped."""
         handles = self._table.live_handles()
         waiting = self._takes_waiting + sum(len(queue) for queue in self._queues.values())
         return {
@@ -226,8 +283,9 @@ class _Host:
             "accumulators": len(handles),
             **(self._extension.counts() if self._extension is not None else {}),
             "waiting": waiting,
-            "running": len(self._running),
+            "running": len(self._running) + len(self._waiting_takes),
             "early_cancels": len(self._early_cancels),
+            "buffers": self._mappings.count(),
         }
 
     async def owner(self) -> tuple[int, str]:
@@ -297,16 +355,18 @@ class _Host:
         await self._lives.hold(caller)
 
     def _caller_died(self, caller: str) -> None:
-        """Cancel the dead process's requests (its takes consume nothing); end its sessions."""
+        """Cancel the dead process's requests and takes (they consume nothing); end its
+        sessions (a container's private accumulators are its own session's)."""
         for request, owner in list(self._callers.items()):
             if owner == caller:
-                self._cancel_now(request)
+                self._stop(request, INTERRUPTED, gives_back=False)
         for session in self._sessions_of.pop(caller, set()):
             self._end_session(session)
         for task, holder in list(self._holders.items()):
             if holder[0] == caller:
                 del self._holders[task]
         self._delivered.pop(caller, None)
+        self._mappings.release_caller(caller)
         self._lives.forget(caller)
 
     # --- requests -------------------------------------------------------------------
@@ -340,12 +400,10 @@ class _Host:
         self._lives.watch(caller, life)
         self._sessions_of[caller].add(session)
         cancellation = Cancellation()
-        if request in self._early_cancels:
-            del self._early_cancels[request]
-            cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
-        if request in self._early_give_backs:
-            del self._early_give_backs[request]
-            self._abandoned.add(request)
+        early = self._early_cancels.pop(request, None)
+        if early is not None:
+            if early[1]:
+                self._abandoned.add(request)
             cancellation.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
         deadline = None if remaining is None else time.monotonic() + remaining
         # its served takes, kept only when they may go back (the run only fetches them)
@@ -482,6 +540,26 @@ class _Host:
                 return ran
             take = ran.take
 
+    async def _await_take(self, take: _Take, timeout: float | None) -> Failure | None:
+        """Wait until the attempt of ``take`` is served or cancelled; out of time,
+        withdraw it. The failure it ended with here (TIMED_OUT, or what the host
+        withdrew it with), else None: collecting the attempt says the rest."""
+        accumulator, attempt = take.accumulator, take.attempt
+        assert accumulator is not None and attempt is not None
+        self._takes_waiting += 1
+        try:
+            await asyncio.wait_for(asyncio.shield(take.future), timeout)
+        except asyncio.TimeoutError:
+            if not attempt.done:
+                accumulator.cancel(attempt, TIMED_OUT_REASON)  # consumes nothing
+                return TIMED_OUT
+        except BaseException:
+            accumulator.cancel(attempt, INTERRUPTED)  # a round served goes back
+            raise
+        finally:
+            self._takes_waiting -= 1
+        return take.withdrawn
+
     async def _wait_for_take(
         self,
         take: _Take,
@@ -490,25 +568,14 @@ class _Host:
         deadline: float | None,
         index: int,
     ) -> StepFailed | None:
-        """Wait until the attempt of ``take`` (step ``index``) is served or cancelled
-        and add the take's outputs; out of time (its timeout or the run's deadline),
-        withdraw it. None once the outputs are in, else the request's failed outcome."""
+        """Wait for the attempt of ``take`` (step ``index``) and add the take's outputs
+        (its timeout is the step's, within the run's deadline). None once the outputs
+        are in, else the request's failed outcome."""
         accumulator, attempt = take.accumulator, take.attempt
         assert accumulator is not None and attempt is not None
-        self._takes_waiting += 1
-        try:
-            await asyncio.wait_for(
-                asyncio.shield(take.future), _remaining(step.attrs["timeout"], deadline)
-            )
-        except asyncio.TimeoutError:
-            if not attempt.done:
-                accumulator.cancel(attempt, TIMED_OUT_REASON)  # consumes nothing
-                return StepFailed(index, TIMED_OUT)
-        except BaseException:
-            accumulator.cancel(attempt, INTERRUPTED)  # a round served goes back
-            raise
-        finally:
-            self._takes_waiting -= 1
+        failure = await self._await_take(take, _remaining(step.attrs["timeout"], deadline))
+        if failure is not None:
+            return StepFailed(index, failure)
         try:
             # served, or cancelled (the request was, its caller died, or the accumulator
             # was destroyed): collecting raises the error it was cancelled with
@@ -549,23 +616,25 @@ class _Host:
 
     async def cancel(self, request: str) -> None:
         """Cancel a request's waiting takes (CancelledError; they consume nothing)."""
-        if request in self._running:
-            self._cancel_now(request)
-            return
-        self._early_cancels[request] = None
-        if len(self._early_cancels) > REMEMBERED_CANCELS:
-            self._early_cancels.popitem(last=False)
+        if not self._stop(request, CANCELLED_REASON, gives_back=False):
+            self._remember(request, CANCELLED_REASON, gives_back=False)
+
+    async def withdraw(self, instance: str, attempt: str, reason: str) -> None:
+        """Withdraw a container's take ``attempt`` (its caller gave up): it consumes
+        nothing, and ends with WITHDRAWN; a completed one keeps its round (see
+        give_back). ``reason``: "cancelled" (a run's deadline, a closing session) or
+        "interrupted" (the caller was), what the accumulator counts it as."""
+        if instance == self._instance and not self._stop(attempt, reason, gives_back=True):
+            self._remember(attempt, reason, gives_back=True)
 
     async def give_back(self, request: str) -> None:
-        """The caller's run failed (Ctrl-C, say) and will not read ``request``'s
-        answer, whose takes only it fetched: their rounds go back (see
-        ``Rounds.cancel``), counted as interrupted. A request still waiting is
-        cancelled, and what it was served goes back once it stops; one answered
-        goes back if it is its caller's latest kept (see _keep_for_give_back); one
-        not come yet is cancelled when it comes, and gives back what it is served."""
-        if request in self._running:
-            self._abandoned.add(request)
-            self._cancel_now(request)
+        """The caller failed (Ctrl-C, say) and will not read the answer of ``request``
+        (a request whose takes only its run fetched, or a container's take): the
+        rounds go back (see ``Rounds.cancel``), counted as interrupted. One still
+        waiting is cancelled, and what it was served goes back once it stops; one
+        answered goes back if it is its caller's latest kept (see _keep_for_give_back);
+        one not come yet is cancelled when it comes, and gives back what it is served."""
+        if self._stop(request, INTERRUPTED, gives_back=True):
             return
         for caller, (answered, served) in list(self._delivered.items()):
             if answered == request:
@@ -573,19 +642,237 @@ class _Host:
                 for accumulator, attempt, _ in served:
                     accumulator.cancel(attempt, INTERRUPTED)
                 return
-        self._early_give_backs[request] = None
-        if len(self._early_give_backs) > REMEMBERED_CANCELS:
-            self._early_give_backs.popitem(last=False)
+        self._remember(request, INTERRUPTED, gives_back=True)
 
-    def _cancel_now(self, request: str) -> None:
+    def _stop(self, request: str, reason: str, gives_back: bool) -> bool:
+        """Stop ``request`` (a request or a container's take) if it waits here: a
+        take is withdrawn (counted as ``reason``), a request cancelled (its waiting
+        take counted as cancelled), and with ``gives_back`` what it was served goes
+        back once it stops. Whether it was waiting."""
+        take = self._waiting_takes.get(request)
+        if take is not None:
+            _withdraw(take, reason)
+            return True
         found = self._running.get(request)
-        if found is not None:
-            found.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
+        if found is None:
+            return False
+        if gives_back:
+            self._abandoned.add(request)
+        found.cancel(errors.CancelledError(None, None, CLOSED_MESSAGE))
+        return True
 
+    def _remember(self, request: str, reason: str, gives_back: bool) -> None:
+        """Stop ``request`` when it comes (a cancellation may overtake it)."""
+        before = self._early_cancels.pop(request, None)
+        self._early_cancels[request] = (reason, gives_back or (before is not None and before[1]))
+        if len(self._early_cancels) > REMEMBERED_CANCELS:
+            self._early_cancels.popitem(last=False)
+
+    # --- a container's operations (tfa.distributed) ----------------------------------
+
+    async def operation(self, request: tuple[Any, ...]) -> Any:
+        """Run one operation: ``request`` is (operation name, *its arguments).
+
+        Names outside ``OPERATIONS`` are refused as a Failure.
+        """
+        operation = request[0]
+        if operation not in OPERATIONS:
+            return Failure("InternalError", f"no accumulator host operation {operation!r}")
+        return await getattr(self, operation)(*request[1:])
+
+    def _accumulator(self, instance: str, handle: int) -> Any:
+        """The accumulator ``handle`` names, or the Failure that says why there is none."""
+        if instance != self._instance:
+            return Failure(RESTARTED)
+        try:
+            return self._table.lookup(handle)
+        except errors.OpError:
+            return Failure(MISSING)
+
+    async def create(
+        self,
+        shared_name: str,
+        private_name: str,
+        spec: AccumulatorSpec,
+        caller: str,
+        life: list[Any] | None,
+    ) -> tuple[str, int] | Failure:
+        """Make an accumulator, or find the live one shared under ``shared_name``; a
+        private one (named ``private_name``) is its caller's, destroyed when it dies.
+
+        Returns (instance, handle).
+        """
+        self._lives.watch(caller, life)
+        try:
+            handle = self._table.create(
+                self._task, shared_name, private_name, spec, name_given=True
+            )
+        except errors.OpError as error:
+            return Failure.of(error)
+        if not shared_name:
+            self._sessions_of[caller].add(caller)
+            self._private[caller].append(handle)
+        return self._instance, handle
+
+    async def attach_buffer(self, bulk: Bulk) -> Failure | None:
+        """Map a caller's shared-memory buffer (see tf_accum.distributed.bulk)."""
+        try:
+            self._mappings.attach(bulk)
+        except (OSError, ValueError) as error:
+            return Failure("UnavailableError", f"cannot map the caller's buffer: {error}")
+        return None
+
+    async def release_buffer(self, name: str) -> None:
+        self._mappings.release(name)
+
+    async def apply_dense(
+        self, instance: str, handle: int, local_step: int, gradient: Any
+    ) -> Failure | None:
+        if half_kernel.load_pending(np.dtype(gradient.dtype), math.prod(gradient.shape)):
+            # Compiling the float16/bfloat16 loops is slow: on a thread of its own,
+            # not on the event loop that serves every accumulator of the host.
+            await asyncio.get_running_loop().run_in_executor(None, half_kernel.load)
+        accumulator = self._accumulator(instance, handle)
+        if type(accumulator) is Failure:
+            return accumulator
+        array = self._mappings.array(gradient) if type(gradient) is Bulk else gradient
+        try:
+            accumulator.apply_dense(local_step, array)
+        except errors.OpError as error:
+            return Failure.of(error)
+        return None
+
+    async def apply_sparse(
+        self,
+        instance: str,
+        handle: int,
+        local_step: int,
+        indices: Any,
+        values: Any,
+        gradient_shape: Any,
+    ) -> Failure | None:
+        dtype = getattr(values, "dtype", None)
+        if dtype is not None and sparse_kernel.load_pending(np.dtype(dtype), values.size):
+            # the compiled row adds: off the event loop, as for apply_dense
+            await asyncio.get_running_loop().run_in_executor(None, sparse_kernel.load)
+        accumulator = self._accumulator(instance, handle)
+        if type(accumulator) is Failure:
+            return accumulator
+        try:
+            accumulator.apply_sparse(local_step, indices, values, gradient_shape)
+        except errors.OpError as error:
+            return Failure.of(error)
+        return None
+
+    async def take(
+        self,
+        instance: str,
+        handle: int,
+        num_required: int,
+        timeout: float | None,
+        attempt_id: str,
+        caller: str,
+        life: list[Any] | None,
+        bulk: Bulk | None = None,
+        cancelled: bool = False,
+    ) -> Any:
+        """The round's result once ``num_required`` gradients are in and the take is first.
+
+        It waits as an attempt in the accumulator's queue, as a request's take does.
+        A timed-out take is withdrawn (it consumes nothing), as is one whose caller
+        asked (``withdraw``) or died: WITHDRAWN. With ``bulk``, a large result is
+        written into the caller's buffer and its descriptor returned.
+        ``cancelled``: the caller's run is cancelled already, so the take only
+        completes if it can at once, and is otherwise refused without queueing.
+        """
+        accumulator = self._accumulator(instance, handle)
+        if type(accumulator) is Failure:
+            return accumulator
+        self._lives.watch(caller, life)
+        take = _Take(asyncio.get_running_loop(), None)
+        try:
+            attempt = accumulator.try_take(
+                num_required, functools.partial(_wake_future, take.future)
+            )
+        except errors.OpError as error:
+            return Failure.of(error)
+        early = self._early_cancels.pop(attempt_id, None)
+        if early is not None:
+            # withdrawn before it came: a round served at once goes back
+            accumulator.cancel(attempt, early[0])
+            return Failure(WITHDRAWN)
+        if not attempt.done:
+            if cancelled or timeout == 0:
+                accumulator.cancel(attempt, CANCELLED_REASON if cancelled else TIMED_OUT_REASON)
+                return Failure(WITHDRAWN) if cancelled else TIMED_OUT
+            take.accumulator, take.attempt = accumulator, attempt
+            self._waiting_takes[attempt_id] = take
+            self._callers[attempt_id] = caller
+            try:
+                failure = await self._await_take(
+                    take, None if timeout is None or math.isinf(timeout) else timeout
+                )
+            finally:
+                del self._waiting_takes[attempt_id]
+                del self._callers[attempt_id]
+            if failure is not None:
+                return failure
+        if attempt.stage is not SERVED:
+            return CANCELLED if attempt.stage is CANCELLED_STAGE else Failure(WITHDRAWN)
+        try:
+            outcome = accumulator.collect(attempt)
+        except errors.OpError as error:
+            return Failure.of(error)
+        self._keep_for_give_back(caller, attempt_id, [(accumulator, attempt, _nbytes(outcome))])
+        if bulk is not None and isinstance(outcome, np.ndarray):
+            return self._mappings.give(outcome, bulk) or outcome
+        return outcome
+
+    async def num_accumulated(self, instance: str, handle: int) -> int | Failure:
+        found = self._accumulator(instance, handle)
+        return found if type(found) is Failure else found.num_accumulated()
+
+    async def set_global_step(self, instance: str, handle: int, step: int) -> int | Failure:
+        """Set the step; returns the previous one (the caller logs a lowered step)."""
+        accumulator = self._accumulator(instance, handle)
+        if type(accumulator) is Failure:
+            return accumulator
+        previous: int = accumulator.global_step()
+        accumulator.set_global_step(step)
+        return previous
+
+    async def global_step(self, instance: str, handle: int) -> int | Failure:
+        found = self._accumulator(instance, handle)
+        return found if type(found) is Failure else found.global_step()
+
+    async def stats(self, instance: str, handle: int) -> dict[str, int | None] | Failure:
+        """The accumulator's counters."""
+        found = self._accumulator(instance, handle)
+        if type(found) is Failure:
+            return found
+        try:
+            stats: dict[str, int | None] = found.stats()
+        except errors.OpError as error:
+            return Failure.of(error)
+        return stats
+
+    async def num_waiting(self, instance: str, handle: int) -> int | Failure:
+        found = self._accumulator(instance, handle)
+        return found if type(found) is Failure else found.num_waiting()
+
+    async def destroy(self, instance: str, handle: int) -> Failure | None:
+        """Destroy: waiting takes, from every process, fail with CancelledError."""
+        found = self._accumulator(instance, handle)
+        if type(found) is Failure:
+            return found
+        self._table.destroy(handle, ignore_lookup_error=True)
+        return None
+
+    # --- everything -------------------------------------------------------------------
     async def reset(self) -> None:
         """Drop everything: waiting takes are cancelled, accumulators destroyed, variables gone."""
         for request in list(self._running):
-            self._cancel_now(request)
+            self._stop(request, CANCELLED_REASON, gives_back=False)
         with self._lock:
             self._made.clear()
             self._private.clear()
@@ -874,8 +1161,23 @@ def _take_outputs(step: RawStep, accumulator: AccumulatorBase[Any], result: Any)
     return (*found, int(stats["stale"] or 0), int(stats["global_step"] or 0))
 
 
-def _nbytes(outputs: tuple[Any, ...]) -> int:
+def _nbytes(outputs: Any) -> int:
+    """The bytes of a take's outputs (an array, or a tuple of them and numbers)."""
+    if isinstance(outputs, np.ndarray):
+        return outputs.nbytes
     return sum(int(getattr(value, "nbytes", 0)) for value in outputs)
+
+
+def _withdraw(take: _Take, reason: str) -> None:
+    """Give up a container's take still waiting (a served one keeps its round): it
+    ends WITHDRAWN, and whoever was behind it may go."""
+    attempt, accumulator = take.attempt, take.accumulator
+    assert attempt is not None and accumulator is not None
+    if attempt.done or take.future.done():
+        return
+    accumulator.cancel(attempt, reason)
+    take.withdrawn = Failure(WITHDRAWN)
+    take.future.set_result(None)
 
 
 def _wake_future(future: asyncio.Future[None]) -> None:
@@ -924,20 +1226,30 @@ class ResourceHost:
     """A host as a Ray actor: its methods are what callers send.
 
     Args:
-        task: the label of the TF1 task it serves (``"/job:ps/task:0"``).
-        job: what the process that made it knows of it (see
+        name: the container whose accumulators it holds (with ``placement``, how
+            the container was placed: see ``tfa.distributed.place``), or the
+            label of the TF1 task it serves (``"/job:ps/task:0"``).
+        job: a task host's: what the process that made it knows of it (see
             ``ClusterRuntime._job_args``).
-        extension: what it runs beyond raw ops (a class, made here).
+        extension: a task host's: what it runs beyond raw ops (a class, made here).
+        placement: a container host's placement (None: not placed).
     """
 
     def __init__(
         self,
-        task: str,
+        name: str,
         job: dict[str, Any] | None = None,
         extension: type[TaskExtension] | None = None,
+        placement: Placement | None = None,
     ) -> None:
+        # The in-process accumulators log a lowered global step; the caller's
+        # process logs it where the user sees it.
         logging.getLogger("tf_accum").setLevel(logging.ERROR)
-        self._host = _Host(task, job, extension)
+        self._host = _Host(name, job, extension, placement)
+
+    async def placement(self) -> Placement | None:
+        """The placement a container's host was made with (see ``tfa.distributed.place``)."""
+        return await self._host.placement()
 
     async def ping(self) -> tuple[str, int, str]:
         """(instance, process id, node id)."""
@@ -970,7 +1282,11 @@ class ResourceHost:
         return await self._host.job_over()
 
     async def run(self, packed: Any, *pieces: bytes) -> Any:
-        """Run a request (see ``_Host.run``)."""
+        """Run one operation of a container's (a tuple: its name, then its arguments,
+        see ``_Host.operation``), or a request (see ``_Host.run``). Ray serialises each
+        argument of a call on its own, so one packed argument costs least."""
+        if type(packed) is tuple:
+            return await self._host.operation(packed)
         return await self._host.run(packed, *pieces)
 
     async def cancel(self, request: str) -> None:
@@ -988,3 +1304,18 @@ class ResourceHost:
     async def close_session(self, session: str) -> None:
         """Free what ``session`` made privately here (shared state stays)."""
         await self._host.close_session(session)
+
+
+def remote_class() -> Any:
+    """``ResourceHost`` as a Ray actor class (made once, on first use: Ray is imported lazily)."""
+    global _remote_class
+    with _remote_class_lock:
+        if _remote_class is None:
+            import ray
+
+            _remote_class = ray.remote(ResourceHost)
+        return _remote_class
+
+
+_remote_class: Any = None
+_remote_class_lock = threading.Lock()

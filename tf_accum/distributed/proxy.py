@@ -63,7 +63,7 @@ class HostLink:
     """One incarnation of a container's host actor, as this process talks to it.
 
     ``life`` is this process's life token for the host (see
-    ``AccumulatorHost.hold``): sent with creates and takes so the host can
+    ``ResourceHost.hold``): sent with creates and takes so the host can
     withdraw this process's takes, and destroy its private accumulators, once
     it dies.
     """
@@ -150,7 +150,7 @@ class HostLink:
         this process but not the program (not waited for; never raises, as
         :meth:`withdraw`)."""
         with contextlib.suppress(errors.OpError):
-            self.submit("give_back", self.instance, attempt, self.caller)
+            self.submit("give_back", attempt)
 
     def withdraw(self, attempt: str, reason: str) -> None:
         # Not waited for: the take's own call returns once it is withdrawn.
@@ -310,7 +310,7 @@ class RemoteAccumulator:
         returns the round and ``interrupt`` follows once the call has
         returned). Otherwise ``interrupt`` is raised, and such a round goes
         back to the host (when the host still has it: see
-        ``AccumulatorHost.give_back``); at once if the host does not answer
+        ``ResourceHost.give_back``); at once if the host does not answer
         within INTERRUPTED_TAKE_GRACE or the caller is interrupted again.
         """
         served, outcome = False, None

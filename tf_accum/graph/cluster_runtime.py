@@ -58,22 +58,6 @@ class TaskLink:
         return self.life
 
 
-def _remote_class() -> Any:
-    import ray
-
-    from tf_accum.distributed.host import ResourceHost
-
-    with _class_lock:
-        global _host_class
-        if _host_class is None:
-            _host_class = ray.remote(ResourceHost)
-        return _host_class
-
-
-_host_class: Any = None
-_class_lock = threading.Lock()
-
-
 class ClusterRuntime:
     """This process's view of a TF1 cluster on Ray: its task, and links to the others' hosts.
 
@@ -146,6 +130,7 @@ class ClusterRuntime:
         Raises:
             UnknownError: another live process serves the task.
         """
+        from tf_accum.distributed.host import remote_class
         from tf_accum.graph import cluster_job
         from tf_accum.graph.task_host import TaskSteps
 
@@ -157,7 +142,7 @@ class ClusterRuntime:
         self.attach()
         label = task_label(key)
         made = cluster_job.make_own_host(
-            _remote_class(),
+            remote_class(),
             cluster_job.host_name(self.job_identity, job, task),
             (label, self._job_args(cluster_job.where_this_process_is()), TaskSteps),
             self._options(job, task),
@@ -198,6 +183,7 @@ class ClusterRuntime:
         """
         import ray
 
+        from tf_accum.distributed.host import remote_class
         from tf_accum.graph import cluster_job
         from tf_accum.graph.task_host import TaskSteps
 
@@ -220,7 +206,7 @@ class ClusterRuntime:
             # a task that is not a ps task has no process making its host: it is made
             # on first use, owned by this process, unless another process made it
             made = cluster_job.make_own_host(
-                _remote_class(),
+                remote_class(),
                 name,
                 (label, self._job_args(where), TaskSteps),
                 dict(self._host_options(job, task)),
