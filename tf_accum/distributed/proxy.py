@@ -60,22 +60,32 @@ def ray_error(exc: BaseException, what: str) -> errors.OpError:
 
 
 class HostLink:
-    """One incarnation of a container's host actor, as this process talks to it.
+    """One incarnation of a host actor (a container's, or a TF1 task's), as this
+    process talks to it.
 
     ``life`` is this process's life token for the host (see
-    ``ResourceHost.hold``): sent with creates and takes so the host can
-    withdraw this process's takes, and destroy its private accumulators, once
-    it dies.
+    ``ResourceHost.hold``; made here unless given): sent with creates and takes
+    so the host can withdraw this process's takes, and destroy its private
+    accumulators, once it dies. ``life_sent``: the host has it already (a TF1
+    task's host, which this process joined with it).
     """
 
     def __init__(
-        self, container: str, actor: Any, instance: str, caller: str, same_machine: bool
+        self,
+        container: str,
+        actor: Any,
+        instance: str,
+        caller: str,
+        same_machine: bool = False,
+        life: list[Any] | None = None,
+        life_sent: bool = False,
     ) -> None:
-        self.container = container
+        self.container = container  # the container, or the task's label
         self.actor = actor
         self.instance = instance
         self.caller = caller
-        self.life = [actor.hold.remote(caller)]
+        self.life = [actor.hold.remote(caller)] if life is None else life
+        self.life_sent = life_sent
         self.stale = False
         self._attempts = itertools.count()
         self._run = actor.run
@@ -141,6 +151,14 @@ class HostLink:
         if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
             self.stale = True
         return ray_error(exc, f"the accumulator host of container {self.container}")
+
+    def life_once(self) -> list[Any] | None:
+        """The life token, the first time only (an ObjectRef in a call's arguments
+        costs Ray a borrow: a request sends it once)."""
+        if self.life_sent:
+            return None
+        self.life_sent = True
+        return self.life
 
     def new_attempt(self) -> str:
         return f"{self.caller}:{next(self._attempts)}"

@@ -17,6 +17,7 @@ from tf_accum.graph.devices import DeviceSpec
 
 if TYPE_CHECKING:
     from tf_accum.accumulators.cancellation import Cancellation
+    from tf_accum.distributed.proxy import HostLink
     from tf_accum.graph.cluster import ClusterSpec
     from tf_accum.graph.graph import Operation
     from tf_accum.graph.remote_run import ClusterSession
@@ -38,24 +39,6 @@ class RemoteHandle:
 
 def task_label(task: Task) -> str:
     return f"/job:{task[0]}/task:{task[1]}"
-
-
-@dataclass
-class TaskLink:
-    """One incarnation of a task's host, as this process talks to it."""
-
-    actor: Any
-    instance: str
-    life: list[Any]
-    stale: bool = False
-    life_sent: bool = False  # the host has this process's life token
-
-    def life_once(self) -> list[Any] | None:
-        # an ObjectRef in a call's arguments costs Ray a borrow: send it once
-        if self.life_sent:
-            return None
-        self.life_sent = True
-        return self.life
 
 
 class ClusterRuntime:
@@ -82,7 +65,7 @@ class ClusterRuntime:
         self._host_options = host_options or (lambda job, task: {})
         self._caller = uuid.uuid4().hex
         self._lock = threading.Lock()
-        self._links: dict[Task, TaskLink] = {}
+        self._links: dict[Task, HostLink] = {}
         self._served: set[Task] = set()  # ps tasks whose host this process made and owns
         # the hosts this process made: Ray ends a non-detached actor once its owner
         # holds no handle to it, so the handles are kept as long as this runtime
@@ -131,6 +114,7 @@ class ClusterRuntime:
             UnknownError: another live process serves the task.
         """
         from tf_accum.distributed.host import remote_class
+        from tf_accum.distributed.proxy import HostLink
         from tf_accum.graph import cluster_job
         from tf_accum.graph.task_host import TaskSteps
 
@@ -154,9 +138,9 @@ class ClusterRuntime:
         with self._lock:
             self._served.add(key)
             self._owned[key] = actor
-            self._links[key] = TaskLink(actor, instance, [actor.hold.remote(self._caller)])
+            self._links[key] = HostLink(label, actor, instance, self._caller)
 
-    def link(self, job: str, task: int) -> TaskLink | None:
+    def link(self, job: str, task: int) -> HostLink | None:
         """The link to task (job, task)'s host this process has, if any (never waits)."""
         with self._lock:
             return self._links.get((job, task))
@@ -167,7 +151,7 @@ class ClusterRuntime:
         task: int,
         deadline: float | None = None,
         cancellation: Cancellation | None = None,
-    ) -> TaskLink:
+    ) -> HostLink:
         """The link to task (job, task)'s host, once the task is up and its host has
         accepted this process.
 
@@ -184,6 +168,7 @@ class ClusterRuntime:
         import ray
 
         from tf_accum.distributed.host import remote_class
+        from tf_accum.distributed.proxy import HostLink
         from tf_accum.graph import cluster_job
         from tf_accum.graph.task_host import TaskSteps
 
@@ -251,7 +236,7 @@ class ClusterRuntime:
             raise errors.UnknownError(
                 None, None, cluster_job.refused_duplicate(mine, answer[1], self.job_identity)
             )
-        link = TaskLink(actor, answer[1], lives, life_sent=True)
+        link = HostLink(label, actor, answer[1], self._caller, life=lives, life_sent=True)
         with self._lock:
             current = self._links.get(key)
             if current is not None and not current.stale and current.instance == link.instance:
@@ -259,10 +244,10 @@ class ClusterRuntime:
             self._links[key] = link
         return link
 
-    def _relink(self, key: Task, name: str, label: str) -> TaskLink:
+    def _relink(self, key: Task, name: str, label: str) -> HostLink:
         import ray
 
-        from tf_accum.distributed.proxy import ray_error
+        from tf_accum.distributed.proxy import HostLink, ray_error
         from tf_accum.distributed.wire import NAMESPACE
 
         try:
@@ -274,7 +259,7 @@ class ClusterRuntime:
             return self._links[key]
         except ray.exceptions.RayError as exc:
             raise ray_error(exc, f"the host of task {label}") from None
-        link = TaskLink(actor, instance, [actor.hold.remote(self._caller)])
+        link = HostLink(label, actor, instance, self._caller)
         with self._lock:
             self._links[key] = link
         return link

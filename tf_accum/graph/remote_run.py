@@ -54,7 +54,7 @@ from tf_accum.distributed.process_exit import (
     hold_thread_when_exiting,
     refuse_when_exiting,
 )
-from tf_accum.distributed.proxy import ray_error
+from tf_accum.distributed.proxy import HostLink, ray_error
 from tf_accum.distributed.small_messages import (
     MEDIUM_BYTES,
     array_bytes,
@@ -68,7 +68,6 @@ from tf_accum.graph.cluster_runtime import (
     ClusterRuntime,
     RemoteHandle,
     Task,
-    TaskLink,
     task_label,
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute, takes_go_back
@@ -140,7 +139,7 @@ class _Request:
 
 
 # A request waiting for its answer: (task, ops, request id, link, cancellation key, request).
-_Pending = tuple[Task, "list[Operation]", str, TaskLink, "int | None", _Request]
+_Pending = tuple[Task, "list[Operation]", str, HostLink, "int | None", _Request]
 
 
 @dataclass
@@ -251,7 +250,7 @@ class ClusterSession:
                         done.add(op)
             generation = self._generation
         # requests sent whose takes go back if the run fails
-        giving_back: list[tuple[TaskLink, str]] = []
+        giving_back: list[tuple[HostLink, str]] = []
         try:
             with using_table(session.table), cancelled_by(cancellation):
                 if route is not None:
@@ -323,7 +322,7 @@ class ClusterSession:
         done: set[Operation],
         run: RunContext,
         fed: dict[Tensor, Any],
-        giving_back: list[tuple[TaskLink, str]],
+        giving_back: list[tuple[HostLink, str]],
     ) -> None:
         """Take ``route``'s actions again (see ``_Route``)."""
         for kind, what in route.actions:
@@ -435,7 +434,7 @@ class ClusterSession:
         done: set[Operation],
         deadline: float | None,
         cancellation: Cancellation,
-        giving_back: list[tuple[TaskLink, str]],
+        giving_back: list[tuple[HostLink, str]],
     ) -> None:
         import ray
 
@@ -544,7 +543,7 @@ class ClusterSession:
         outcome: Outcome,
         values: dict[Tensor, Any],
         done: set[Operation],
-        link: TaskLink,
+        link: HostLink,
     ) -> tuple[Operation, BaseException] | None:
         """Store a request's outputs; (op, error) of its failing step, if one failed."""
         if isinstance(outcome, Done):
@@ -646,7 +645,7 @@ class HostState:
     # a question to a host that does not answer this fast is left out of the report
     ANSWER_WITHIN = 10.0  # seconds
 
-    def __init__(self, session: ClusterSession, task: Task, link: TaskLink) -> None:
+    def __init__(self, session: ClusterSession, task: Task, link: HostLink) -> None:
         self._session = session
         self.task = task_label(task)
         self._link = link
@@ -694,7 +693,7 @@ def _answer(
     ops: list[Operation],
     key: Any,
     session: ClusterSession,
-    link: TaskLink,
+    link: HostLink,
 ) -> tuple[Any, list[Any]]:
     """The answer to a request and the pieces ``others`` of a split one, got together;
     one that may wait (a take: ``key`` is its cancellation's) logs what it waits for
@@ -772,7 +771,7 @@ def _answers_at_once(
     return answers
 
 
-def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]:
+def _canceller(link: HostLink, request: str) -> Callable[[errors.OpError], None]:
     def cancel(_error: errors.OpError) -> None:
         if exiting():
             return
@@ -782,7 +781,7 @@ def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]
     return cancel
 
 
-def _give_back(giving_back: list[tuple[TaskLink, str]]) -> None:
+def _give_back(giving_back: list[tuple[HostLink, str]]) -> None:
     """A run failed (Ctrl-C, say) after sending these requests: their takes' rounds,
     which only the run fetched, go back (see ``ResourceHost.give_back``)."""
     if exiting():
