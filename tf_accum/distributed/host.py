@@ -63,10 +63,14 @@ from tf_accum.distributed.wire import (
     WITHDRAWN,
     Done,
     Failure,
+    JoinAnswer,
+    Joined,
     Outcome,
     Request,
+    SpecRefused,
     StepFailed,
     StepRefused,
+    TaskTaken,
 )
 from tf_accum.queues.fifo import FIFOQueue
 from tf_accum.raw_ops.common import take_attempt
@@ -228,7 +232,8 @@ class _Host:
         self._lock = threading.Lock()
         # (session, constructor op name) -> handle, as a kernel caches its resource
         self._made: dict[tuple[str, str], int] = {}
-        self._private: dict[str, list[int]] = collections.defaultdict(list)
+        # per session (a container's caller: its own), the handles it made privately
+        self._private: dict[str, set[int]] = collections.defaultdict(set)
         self._sessions_of: dict[str, set[str]] = collections.defaultdict(set)
         self._running: dict[str, Cancellation] = {}
         # a container's takes waiting, by attempt id
@@ -312,13 +317,12 @@ class _Host:
 
     async def join(
         self, task: str, spec: str, caller: str, where: str, life: list[Any]
-    ) -> tuple[Any, ...]:
+    ) -> JoinAnswer:
         """Let ``caller``, the process of task ``task`` (a label) with ClusterSpec
         ``spec`` (``cluster_job.spec_text``), use this host.
 
-        Returns ("ok", instance, pid, node, the owner's pid, the owner's node);
-        ("disagree", reason, this host's spec) when the ClusterSpecs cannot be
-        one job's; ("taken", where) when another live process serves ``task``
+        Returns Joined; SpecRefused when the ClusterSpecs cannot be one job's;
+        TaskTaken when another live process serves ``task``
         (a process that died is noticed within the extension's ``handover``
         seconds: its successor waits for that).
         """
@@ -327,7 +331,7 @@ class _Host:
         if self._spec is not None:
             reason = extension.disagreement(self._spec, spec, self._task)
             if reason is not None:
-                return ("disagree", reason, self._spec)
+                return SpecRefused(reason, self._spec)
         self._lives.watch(caller, life)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + extension.handover
@@ -336,11 +340,11 @@ class _Host:
             if holder is None or holder[0] == caller:
                 break
             if loop.time() >= give_up:
-                return ("taken", holder[1])
+                return TaskTaken(holder[1])
             await asyncio.sleep(0.1)  # a dead holder is dropped by _caller_died
         self._holders[task] = (caller, where)
         self._joined.add(task)
-        return ("ok", *(await self.ping()), *self._owner)
+        return Joined(*(await self.ping()), *self._owner)
 
     async def job_over(self) -> str | None:
         """Why the job is over for this task (``cluster_job.job_over``); None while it is not."""
@@ -711,7 +715,7 @@ class _Host:
             return Failure.of(error)
         if not shared_name:
             self._sessions_of[caller].add(caller)
-            self._private[caller].append(handle)
+            self._private[caller].add(handle)
         return self._instance, handle
 
     async def attach_buffer(self, bulk: Bulk) -> Failure | None:
@@ -866,6 +870,9 @@ class _Host:
         if type(found) is Failure:
             return found
         self._table.destroy(handle, ignore_lookup_error=True)
+        with self._lock:
+            for handles in self._private.values():
+                handles.discard(handle)
         return None
 
     # --- everything -------------------------------------------------------------------
@@ -894,7 +901,7 @@ class _Host:
         with self._lock:
             for key in [k for k in self._made if k[0] == session]:
                 del self._made[key]
-            private = self._private.pop(session, [])
+            private = self._private.pop(session, set())
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
             self._contributions.pop(handle, None)
@@ -1130,7 +1137,7 @@ class _Host:
             handle = int(getattr(raw_ops, op_type)(**attrs, name=op_name))
             self._made[(session, op_name)] = handle
             if not attrs.get("shared_name"):
-                self._private[session].append(handle)
+                self._private[session].add(handle)
             return handle
 
 
@@ -1273,7 +1280,7 @@ class ResourceHost:
 
     async def join(
         self, task: str, spec: str, caller: str, where: str, life: list[Any]
-    ) -> tuple[Any, ...]:
+    ) -> JoinAnswer:
         """Let a process of task ``task`` use this host (see ``_Host.join``)."""
         return await self._host.join(task, spec, caller, where, life)
 

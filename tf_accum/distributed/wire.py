@@ -102,3 +102,31 @@ class StepRefused(NamedTuple):
 
 # What a host answers a Request with.
 Outcome = Done | StepFailed | StepRefused
+
+
+class Joined(NamedTuple):
+    """A TF1 task's host accepted a process: the host's incarnation and where it and
+    the process that owns it (whose end ends it) run."""
+
+    instance: str
+    pid: int
+    node: str
+    owner_pid: int
+    owner_node: str
+
+
+class SpecRefused(NamedTuple):
+    """A TF1 task's host refused a process whose ClusterSpec cannot be its job's."""
+
+    reason: str
+    host_spec: str
+
+
+class TaskTaken(NamedTuple):
+    """A TF1 task's host refused a process: another live one (``where``) serves the task."""
+
+    where: str
+
+
+# What a TF1 task's host answers a process that joins it.
+JoinAnswer = Joined | SpecRefused | TaskTaken

@@ -169,6 +169,7 @@ class ClusterRuntime:
 
         from tf_accum.distributed.host import remote_class
         from tf_accum.distributed.proxy import HostLink
+        from tf_accum.distributed.wire import SpecRefused, TaskTaken
         from tf_accum.graph import cluster_job
         from tf_accum.graph.task_host import TaskSteps
 
@@ -224,19 +225,19 @@ class ClusterRuntime:
             from tf_accum.distributed.proxy import ray_error
 
             raise ray_error(exc, f"the host of task {label}") from None
-        if answer[0] == "disagree":
+        if isinstance(answer, SpecRefused):
             raise errors.InvalidArgumentError(
                 None,
                 None,
                 cluster_job.refused_spec(
-                    label, answer[1], answer[2], self._spec, self.job_identity
+                    label, answer.reason, answer.host_spec, self._spec, self.job_identity
                 ),
             )
-        if answer[0] == "taken":
+        if isinstance(answer, TaskTaken):
             raise errors.UnknownError(
-                None, None, cluster_job.refused_duplicate(mine, answer[1], self.job_identity)
+                None, None, cluster_job.refused_duplicate(mine, answer.where, self.job_identity)
             )
-        link = HostLink(label, actor, answer[1], self._caller, life=lives, life_sent=True)
+        link = HostLink(label, actor, answer.instance, self._caller, life=lives, life_sent=True)
         with self._lock:
             current = self._links.get(key)
             if current is not None and not current.stale and current.instance == link.instance:
