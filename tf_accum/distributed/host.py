@@ -375,19 +375,15 @@ class _Host:
 
     # --- requests -------------------------------------------------------------------
 
-    async def run(self, packed: Any, *pieces: bytes) -> Any:
+    async def run(self, message: Request) -> Any:
         """Run a request's steps in order: Done, or the first failing step's StepFailed
         or StepRefused.
 
-        ``packed`` is a ``wire.Request``, one argument (Ray serialises each
-        argument on its own), or one packed by ``small_messages.pack`` (split
-        into ``pieces`` after the first, when large). A step the request's
-        steps leave unanswered answers nothing but, for a take, its
-        accumulator's stale count and global step. An answer whose outputs
-        are small comes packed; with ``answer_pieces`` above 1, packed and
-        split into that many pieces.
+        A step the request's steps leave unanswered answers nothing but, for a
+        take, its accumulator's stale count and global step. An answer whose
+        outputs are small comes packed; with ``answer_pieces`` above 1, packed
+        and split into that many pieces.
         """
-        message: Request = unpack(packed, *pieces)
         outcome = await self._run(message)
         if message.answer_pieces > 1:
             return split(outcome, message.answer_pieces)
@@ -677,12 +673,16 @@ class _Host:
     async def operation(self, request: tuple[Any, ...]) -> Any:
         """Run one operation: ``request`` is (operation name, *its arguments).
 
-        Names outside ``OPERATIONS`` are refused as a Failure.
+        Names outside ``OPERATIONS`` are refused as a Failure. A small array
+        answer (a take's) comes packed.
         """
         operation = request[0]
         if operation not in OPERATIONS:
             return Failure("InternalError", f"no accumulator host operation {operation!r}")
-        return await getattr(self, operation)(*request[1:])
+        answer = await getattr(self, operation)(*request[1:])
+        if type(answer) is np.ndarray and is_small((answer,)):
+            return pack(answer)
+        return answer
 
     def _accumulator(self, instance: str, handle: int) -> Any:
         """The accumulator ``handle`` names, or the Failure that says why there is none."""
@@ -1290,11 +1290,16 @@ class ResourceHost:
 
     async def run(self, packed: Any, *pieces: bytes) -> Any:
         """Run one operation of a container's (a tuple: its name, then its arguments,
-        see ``_Host.operation``), or a request (see ``_Host.run``). Ray serialises each
-        argument of a call on its own, so one packed argument costs least."""
-        if type(packed) is tuple:
-            return await self._host.operation(packed)
-        return await self._host.run(packed, *pieces)
+        see ``_Host.operation``), or a request (a ``wire.Request``, see ``_Host.run``).
+
+        Either comes as one argument (Ray serialises each argument of a call on
+        its own), or packed by ``small_messages.pack`` (split into ``pieces``
+        after the first, when large): see tf_accum.distributed.small_messages.
+        """
+        message = unpack(packed, *pieces)
+        if type(message) is tuple:
+            return await self._host.operation(message)
+        return await self._host.run(message)
 
     async def cancel(self, request: str) -> None:
         """Cancel a request's waiting takes (CancelledError; they consume nothing)."""

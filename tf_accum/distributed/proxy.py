@@ -26,6 +26,7 @@ from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
 from tf_accum.distributed.process_exit import hold_thread_when_exiting, refuse_when_exiting
+from tf_accum.distributed.small_messages import is_small, pack, unpack
 from tf_accum.distributed.wire import MISSING, RESTARTED, WITHDRAWN, Failure
 from tf_accum.resources.errors import missing_resource_error
 
@@ -125,8 +126,13 @@ class HostLink:
         import ray
 
         refuse_when_exiting(f"call the accumulator host of container {self.container}")
+        # small arguments (a tiny gradient, counts, ids) travel pickled by us: see
+        # small_messages; anything else (a spec, a life token, a large array) is Ray's
+        message: Any = (method, *args)
+        if is_small(args):
+            message = pack(message)
         try:
-            return self._run.remote((method, *args))
+            return self._run.remote(message)
         except ray.exceptions.RayError as exc:
             raise self._ray_error(exc) from None
 
@@ -137,13 +143,14 @@ class HostLink:
 
         refuse_when_exiting(f"wait for the accumulator host of container {self.container}")
         try:
-            return ray.get(call, timeout=timeout)
+            found = ray.get(call, timeout=timeout)
         except ray.exceptions.RayError as exc:
             hold_thread_when_exiting()
             raise self._ray_error(exc) from None
         except BaseException:
             hold_thread_when_exiting()
             raise
+        return unpack(found) if type(found) is bytes else found
 
     def _ray_error(self, exc: BaseException) -> errors.OpError:
         import ray
