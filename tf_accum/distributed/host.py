@@ -92,8 +92,9 @@ GIVE_BACK_MAX_BYTES = 1 << 20
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
 
-# What a process may ask of a container's host, one operation at a time (see
-# ``ResourceHost.run``): each is a method of ``_Host``.
+# What a process may ask of a host, one operation at a time (see ``ResourceHost.run``):
+# each is a method of ``_Host``. A container's accumulators are made, used and destroyed
+# by these; a TF1 task's host runs requests, and is asked the last few.
 OPERATIONS = frozenset(
     {
         "create",
@@ -106,12 +107,16 @@ OPERATIONS = frozenset(
         "give_back",
         "num_accumulated",
         "set_global_step",
-        "global_step",
-        "stats",
-        "num_waiting",
         "destroy",
+        "cancel",
+        "reset",
+        "close_session",
+        "accumulator_report",
+        "job_over",
     }
 )
+# Operations that only read an accumulator (instance, handle): its method of that name.
+READS = frozenset({"num_accumulated", "global_step", "stats", "num_waiting"})
 ENQUEUE_CANCELLED = Failure("CancelledError", "Enqueue operation was cancelled")
 
 
@@ -677,6 +682,14 @@ class _Host:
         answer (a take's) comes packed.
         """
         operation = request[0]
+        if operation in READS:
+            found = self._accumulator(*request[1:])
+            if type(found) is Failure:
+                return found
+            try:
+                return getattr(found, operation)()
+            except errors.OpError as error:
+                return Failure.of(error)
         if operation not in OPERATIONS:
             return Failure("InternalError", f"no accumulator host operation {operation!r}")
         answer = await getattr(self, operation)(*request[1:])
@@ -832,10 +845,6 @@ class _Host:
             return self._mappings.give(outcome, bulk) or outcome
         return outcome
 
-    async def num_accumulated(self, instance: str, handle: int) -> int | Failure:
-        found = self._accumulator(instance, handle)
-        return found if type(found) is Failure else found.num_accumulated()
-
     async def set_global_step(self, instance: str, handle: int, step: int) -> int | Failure:
         """Set the step; returns the previous one (the caller logs a lowered step)."""
         accumulator = self._accumulator(instance, handle)
@@ -844,25 +853,6 @@ class _Host:
         previous: int = accumulator.global_step()
         accumulator.set_global_step(step)
         return previous
-
-    async def global_step(self, instance: str, handle: int) -> int | Failure:
-        found = self._accumulator(instance, handle)
-        return found if type(found) is Failure else found.global_step()
-
-    async def stats(self, instance: str, handle: int) -> dict[str, int | None] | Failure:
-        """The accumulator's counters."""
-        found = self._accumulator(instance, handle)
-        if type(found) is Failure:
-            return found
-        try:
-            stats: dict[str, int | None] = found.stats()
-        except errors.OpError as error:
-            return Failure.of(error)
-        return stats
-
-    async def num_waiting(self, instance: str, handle: int) -> int | Failure:
-        found = self._accumulator(instance, handle)
-        return found if type(found) is Failure else found.num_waiting()
 
     async def destroy(self, instance: str, handle: int) -> Failure | None:
         """Destroy: waiting takes, from every process, fail with CancelledError."""
@@ -1274,19 +1264,11 @@ class ResourceHost:
         """(pid, node id) of the process that made this host."""
         return await self._host.owner()
 
-    async def accumulator_report(self, handles: list[int]) -> dict[int, dict[str, Any]]:
-        """Counters and contributions of accumulators (see ``_Host.accumulator_report``)."""
-        return await self._host.accumulator_report(handles)
-
     async def join(
         self, task: str, spec: str, caller: str, where: str, life: list[Any]
     ) -> JoinAnswer:
         """Let a process of task ``task`` use this host (see ``_Host.join``)."""
         return await self._host.join(task, spec, caller, where, life)
-
-    async def job_over(self) -> str | None:
-        """Why the job is over for this task; None while it is not (see ``_Host.job_over``)."""
-        return await self._host.job_over()
 
     async def run(self, packed: Any, *pieces: bytes) -> Any:
         """Run one operation of a container's (a tuple: its name, then its arguments,
@@ -1300,22 +1282,6 @@ class ResourceHost:
         if type(message) is tuple:
             return await self._host.operation(message)
         return await self._host.run(message)
-
-    async def cancel(self, request: str) -> None:
-        """Cancel a request's waiting takes (CancelledError; they consume nothing)."""
-        await self._host.cancel(request)
-
-    async def give_back(self, request: str) -> None:
-        """See ``_Host.give_back``."""
-        await self._host.give_back(request)
-
-    async def reset(self) -> None:
-        """Drop everything: waiting takes are cancelled, accumulators destroyed, variables gone."""
-        await self._host.reset()
-
-    async def close_session(self, session: str) -> None:
-        """Free what ``session`` made privately here (shared state stays)."""
-        await self._host.close_session(session)
 
 
 def remote_class() -> Any:

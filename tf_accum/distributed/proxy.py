@@ -335,7 +335,7 @@ class RemoteAccumulator:
         returns the round and ``interrupt`` follows once the call has
         returned). Otherwise ``interrupt`` is raised, and such a round goes
         back to the host (when the host still has it: see
-        ``ResourceHost.give_back``); at once if the host does not answer
+        ``host._Host.give_back``); at once if the host does not answer
         within INTERRUPTED_TAKE_GRACE or the caller is interrupted again.
         """
         served, outcome = False, None

@@ -281,7 +281,7 @@ class ClusterRuntime:
         if "ps" in self.cluster.jobs:
             tasks.update(("ps", index) for index in self.cluster.task_indices("ps"))
         tasks.discard((self.job, self.task))
-        ray.get([self.host(*task).actor.reset.remote() for task in sorted(tasks)])
+        ray.get([self.host(*task).actor.run.remote(("reset",)) for task in sorted(tasks)])
 
     def new_session(self) -> ClusterSession:
         from tf_accum.graph.remote_run import ClusterSession

@@ -134,7 +134,7 @@ class _Request:
     # are the same size from run to run)
     answer_pieces: list[int]
     # it takes from accumulators, and the run only fetches what they take: if the run
-    # fails, the rounds go back (see ResourceHost.give_back)
+    # fails, the rounds go back (see host._Host.give_back)
     gives_back: bool
 
 
@@ -534,7 +534,7 @@ class ClusterSession:
         for _task, ops, request, link, _key, made in pending.values():
             if not made.gives_back and any(op.blocking for op in ops):
                 with contextlib.suppress(Exception):
-                    link.actor.cancel.remote(request)
+                    link.actor.run.remote(("cancel", request))
 
     def _absorb(
         self,
@@ -604,7 +604,7 @@ class ClusterSession:
             link = self.runtime.link(*task)
             if link is not None and not link.stale:
                 with contextlib.suppress(Exception):
-                    link.actor.close_session.remote(self.key)
+                    link.actor.run.remote(("close_session", self.key))
 
 
 def _answer_pieces(answer: Any, pieces: list[bytes], outcome: Outcome) -> int:
@@ -678,7 +678,7 @@ class HostState:
                 return None
         try:
             found: dict[int, dict[str, Any]] = ray.get(
-                link.actor.accumulator_report.remote([handle.handle]),
+                link.actor.run.remote(("accumulator_report", [handle.handle])),
                 timeout=self.ANSWER_WITHIN,
             )
         except Exception:
@@ -776,19 +776,19 @@ def _canceller(link: HostLink, request: str) -> Callable[[errors.OpError], None]
         if exiting():
             return
         with contextlib.suppress(Exception):
-            link.actor.cancel.remote(request)
+            link.actor.run.remote(("cancel", request))
 
     return cancel
 
 
 def _give_back(giving_back: list[tuple[HostLink, str]]) -> None:
     """A run failed (Ctrl-C, say) after sending these requests: their takes' rounds,
-    which only the run fetched, go back (see ``ResourceHost.give_back``)."""
+    which only the run fetched, go back (see ``host._Host.give_back``)."""
     if exiting():
         return  # the hosts withdraw an ended process's takes themselves
     for link, request in giving_back:
         with contextlib.suppress(Exception):
-            link.actor.give_back.remote(request)
+            link.actor.run.remote(("give_back", request))
 
 
 def _move_to_hosts(plan: Plan, remote: dict[Operation, Task]) -> None:
