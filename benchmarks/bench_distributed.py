@@ -301,8 +301,17 @@ def waiters_main() -> None:
         acc: Any = current_table().lookup(h)
         link = acc.link
         refs = [
-            link.actor.take.remote(
-                link.instance, acc.entry_id, 10**9, None, f"bench-{trial}-{i}", link.caller, None
+            link.actor.run.remote(
+                (
+                    "take",
+                    link.instance,
+                    acc.entry_id,
+                    10**9,
+                    None,
+                    f"bench-{trial}-{i}",
+                    link.caller,
+                    None,
+                )
             )
             for i in range(WAITING)
         ]

@@ -267,7 +267,7 @@ def _label(pid: int) -> str | None:
     executable = raw.split(" ", 1)[0]
     if executable.startswith("ray::"):
         name = executable[5:].split(".")[0]
-        return "ps actor" if name in ("TaskHost", "PsFloor", "SyncPsFloor") else "ray other"
+        return "ps actor" if name in ("ResourceHost", "PsFloor", "SyncPsFloor") else "ray other"
     for daemon in ("raylet", "gcs_server"):
         if executable.endswith(f"/{daemon}"):
             return daemon

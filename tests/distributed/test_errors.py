@@ -201,7 +201,7 @@ def test_a_dead_ray_client_process_has_its_take_withdrawn_within_the_bound(
 
 def _host(options: dict[str, Any], container: str) -> tuple[Any, dict[str, Any]]:
     """A host actor made as the table makes one, with ``options`` added."""
-    from tf_accum.distributed.table import _remote_host_class
+    from tf_accum.distributed.host import remote_class
     from tf_accum.distributed.wire import NAMESPACE, host_name
 
     options = {
@@ -211,7 +211,7 @@ def _host(options: dict[str, Any], container: str) -> tuple[Any, dict[str, Any]]
         "name": host_name(container),
         "namespace": NAMESPACE,
     }
-    return _remote_host_class().options(**options).remote(container), options
+    return remote_class().options(**options).remote(container), options
 
 
 def _unplaceable(ray_table, options: dict[str, Any]) -> tuple[errors.OpError, float]:
@@ -253,15 +253,15 @@ def test_a_host_the_cluster_cannot_place_fails_its_start_within_the_bound(ray_ta
     """The path every host takes when it is first made (tf_accum/distributed/placement.py)."""
     import ray
 
+    from tf_accum.distributed.host import remote_class
     from tf_accum.distributed.placement import start_host
-    from tf_accum.distributed.table import _remote_host_class
     from tf_accum.distributed.wire import host_name
 
     container = unique("unplaceable-start")
     start = time.monotonic()
     with pytest.raises(errors.InvalidArgumentError, match="cannot be placed") as caught:
         start_host(
-            _remote_host_class(), host_name(container), (container,),
+            remote_class(), host_name(container), (container,),
             {"resources": {"ps_nowhere": 1}, "max_restarts": 0}, f"the host of {container}",
         )  # fmt: skip
     assert time.monotonic() - start < PLACEMENT_BOUND

@@ -58,15 +58,17 @@ def test_a_dead_process_leaves_nothing_behind_in_the_host(ray_table, spawn) -> N
 
     shared(unique("counts"))  # the default container's host runs
     host = ray.get_actor(host_name("localhost"), namespace=NAMESPACE)
-    accumulators, buffers = ray.get(host.counts.remote())
+
+    def held() -> tuple[int, int]:
+        counts = ray.get(host.counts.remote())
+        return counts["accumulators"], counts["buffers"]
+
+    accumulators, buffers = held()
     owner = spawn("hold_private", size=300_000)
-    wait_until(
-        lambda: ray.get(host.counts.remote()) == (accumulators + 1, buffers + 1),
-        timeout=PROCESS_WAIT,
-    )
+    wait_until(lambda: held() == (accumulators + 1, buffers + 1), timeout=PROCESS_WAIT)
     owner.kill()
     # its private accumulator and its shared-memory buffer go with it
-    wait_until(lambda: ray.get(host.counts.remote()) == (accumulators, buffers), timeout=DETECT)
+    wait_until(lambda: held() == (accumulators, buffers), timeout=DETECT)
 
 
 def test_a_killed_host_fails_waiting_takes_and_restarts_empty(ray_table) -> None:

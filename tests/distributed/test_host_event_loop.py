@@ -14,7 +14,7 @@ import tf_accum as tfa
 from tests.helpers import WAIT, BlockedCompile, fresh_kernels
 from tf_accum.accumulators import half_kernel, sparse_kernel
 from tf_accum.accumulators.spec import AccumulatorSpec
-from tf_accum.distributed.actor import AccumulatorHost
+from tf_accum.distributed.host import ResourceHost
 
 
 def dense_narrow() -> tuple[Any, AccumulatorSpec, tuple[Any, ...]]:
@@ -37,7 +37,7 @@ def test_the_first_large_apply_compiles_off_the_event_loop(case: Any) -> None:
     blocked = BlockedCompile()
 
     async def scenario() -> None:
-        host = AccumulatorHost("test")
+        host = ResourceHost("test")
         instance, entry = await host.run(("create", "big", "", spec, "caller", None))
         apply = asyncio.ensure_future(host.run((op, instance, entry, *arguments)))
         try:

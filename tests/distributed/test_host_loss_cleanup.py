@@ -20,7 +20,7 @@ from tests.helpers import wait_until
 from tf_accum.distributed import cleanup
 
 SLEEP = f"300.{os.getpid()}"  # tells this test's stand-in apart
-TITLE = f"ray::AccumulatorHost {SLEEP}"
+TITLE = f"ray::ResourceHost {SLEEP}"
 
 
 def _cleanup(*args: str) -> str:
@@ -42,7 +42,7 @@ def orphan() -> Iterator[int]:
     orphan is); ended by pid. (A host whose raylet is SIGKILLed here exits on its
     own within seconds, so the stand-in keeps the test deterministic.)"""
     launcher = subprocess.run(
-        ["bash", "-c", f"(exec -a ray::AccumulatorHost sleep {SLEEP} >/dev/null 2>&1 &); true"],
+        ["bash", "-c", f"(exec -a ray::ResourceHost sleep {SLEEP} >/dev/null 2>&1 &); true"],
         timeout=PROCESS_WAIT,
         check=True,
     )
@@ -70,7 +70,7 @@ def test_an_orphaned_host_is_listed_and_ended_and_a_live_one_left_alone(
     _, live_pid, _ = ray.get(live.ping.remote(), timeout=PROCESS_WAIT)
     try:
         listed = _cleanup()
-        assert f"{orphan}\tparent " in listed and "ray::AccumulatorHost" in listed
+        assert f"{orphan}\tparent " in listed and "ray::ResourceHost" in listed
         assert f"{live_pid}\t" not in listed
         assert "run again with --kill" in listed
         ended = _cleanup("--kill", str(orphan))  # only ours: other users' hosts are theirs
@@ -101,8 +101,8 @@ def test_the_listing_skips_other_processes_and_says_when_there_is_none(tmp_path)
     fake = tmp_path / "proc"
     processes = [
         (10, 1, b"python\0train.py"),
-        (11, 1, b"ray::AccumulatorHost"),
-        (14, 1, b"ray::TaskHost.run"),  # a TF1 cluster's ps task host
+        (11, 1, b"ray::ResourceHost"),
+        (14, 1, b"ray::ResourceHost.run"),  # a host that is running a call
     ]
     for pid, parent, title in processes:
         (fake / str(pid)).mkdir(parents=True)
@@ -110,7 +110,7 @@ def test_the_listing_skips_other_processes_and_says_when_there_is_none(tmp_path)
         rest = " ".join(["S", str(parent)] + ["0"] * 19 + ["25"])
         (fake / str(pid) / "stat").write_text(f"{pid} (x) {rest}")
     (fake / "12").mkdir()
-    (fake / "12" / "cmdline").write_bytes(b"ray::AccumulatorHost")
+    (fake / "12" / "cmdline").write_bytes(b"ray::ResourceHost")
     (fake / "12" / "stat").write_text("12 (x) " + " ".join(["S", "13"] + ["0"] * 19 + ["25"]))
     (fake / "13").mkdir()
     (fake / "13" / "cmdline").write_bytes(b"/opt/ray/core/src/ray/raylet/raylet\0--flag")

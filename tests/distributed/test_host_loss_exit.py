@@ -25,7 +25,7 @@ from tests.test_main_job_processes import (
     start_job,
 )
 
-HOST = b"AccumulatorHost"  # in the host actor's process title (ray::AccumulatorHost)
+HOST = b"ResourceHost"  # in the host actor's process title (ray::ResourceHost)
 WORKER = b"tf_accum.examples.processes"
 
 

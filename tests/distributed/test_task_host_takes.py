@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 import tf_accum as tfa
-from tf_accum.distributed.wire import TIMED_OUT, Failure
-from tf_accum.graph.host_steps import MAKE, RAW, VALUE
-from tf_accum.graph.task_host import _Host
+from tf_accum.distributed.host import _Host
+from tf_accum.distributed.steps import MAKE, RAW, VALUE
+from tf_accum.distributed.wire import TIMED_OUT, Done, Failure, Request, StepFailed
 
 WAIT = 30.0
 CANCELLED = Failure("CancelledError", "TakeGrad operation was cancelled")
@@ -35,31 +35,20 @@ class Requests:
         self.last = request = f"{caller}/{self.count}"
         # every step's outputs answered; its takes may go back (a run only fetches them)
         blob = pickle.dumps((steps, (), True))
-        message: tuple[Any, ...] = (
-            self.host._instance,
-            "s#1",
-            caller,
-            None,
-            request,
-            blob,
-            [],
-            remaining,
-            True,
-            1,
-        )
+        message = Request(self.host._instance, "s#1", caller, None, request, blob, [], remaining, 1)
         return self.host._run(message)
 
     async def make(self) -> int:
         attrs = {"dtype": tfa.int64, "shape": [2], "shared_name": "g", "reduction_type": "SUM"}
         outcome = await self.send([(MAKE, "ConditionalAccumulator", "acc", attrs)])
-        assert outcome[0] == "ok"
-        return int(outcome[1][0][0])
+        assert type(outcome) is Done
+        return int(outcome.outputs[0][0])
 
     async def apply(self, handle: int, gradient: list[int]) -> None:
         names = ("handle", "local_step", "gradient")
         sources = ((VALUE, handle), (VALUE, 0), (VALUE, np.array(gradient, np.int64)))
         outcome = await self.send([(RAW, "AccumulatorApplyGradient", names, {}, sources, 0)])
-        assert outcome[0] == "ok"
+        assert type(outcome) is Done
 
     def take(self, handle: int, required: int, **options: Any) -> asyncio.Task[Any]:
         names = ("handle", "num_required")
@@ -94,21 +83,21 @@ def test_takes_wait_counted_by_their_accumulator_and_withdrawn_ones_consume_noth
         assert (await host.counts())["waiting"] == 1
         # out of time behind the first: withdrawn, counted as timed out
         late = await requests.take(handle, 1, remaining=0.05)
-        assert late == ("failed", 0, TIMED_OUT)
+        assert late == StepFailed(0, TIMED_OUT)
         assert (await requests.stats(handle))["takes_timed_out"] == 1
         # a dead caller's take is cancelled
         dead = requests.take(handle, 2, caller="dead")
         behind = requests.take(handle, 1)
         await until(lambda: host._takes_waiting == 3)
         host._caller_died("dead")
-        assert await asyncio.wait_for(dead, WAIT) == ("failed", 0, CANCELLED)
+        assert await asyncio.wait_for(dead, WAIT) == StepFailed(0, CANCELLED)
         assert not behind.done()  # the first still waits, ahead of it
         # a request's cancellation cancels its take: the one behind takes the round
         await host.cancel(first_request)
-        assert await asyncio.wait_for(first, WAIT) == ("failed", 0, CANCELLED)
+        assert await asyncio.wait_for(first, WAIT) == StepFailed(0, CANCELLED)
         outcome = await asyncio.wait_for(behind, WAIT)
-        assert outcome[0] == "ok"
-        value, stale, step = outcome[1][0]
+        assert type(outcome) is Done
+        value, stale, step = outcome.outputs[0]
         assert value.tolist() == [1, 1] and (stale, step) == (0, 1)
         stats = await requests.stats(handle)
         assert stats["takes_cancelled"] == 2 and stats["takes_served"] == 1
@@ -125,7 +114,7 @@ def test_a_take_waiting_when_its_accumulator_is_destroyed_fails_and_the_host_for
         waiting = requests.take(handle, 1)
         await until(lambda: host._takes_waiting == 1)
         await host.reset()
-        assert await asyncio.wait_for(waiting, WAIT) == ("failed", 0, CANCELLED)
+        assert await asyncio.wait_for(waiting, WAIT) == StepFailed(0, CANCELLED)
         assert (await host.counts())["waiting"] == 0
 
     asyncio.run(scenario())
@@ -141,9 +130,9 @@ def test_a_request_cancelled_before_it_arrives_takes_only_a_round_ready_at_once(
             await host.cancel(f"caller/{requests.count + 1}")  # overtakes its request
             outcome = await asyncio.wait_for(requests.take(handle, required), WAIT)
             if ready:  # as a take in one process: a round ready at once is taken
-                assert outcome[0] == "ok" and outcome[1][0][0].tolist() == [2, 3]
+                assert type(outcome) is Done and outcome.outputs[0][0].tolist() == [2, 3]
             else:  # one that would wait is refused, consuming nothing
-                assert outcome == ("failed", 0, CANCELLED)
+                assert outcome == StepFailed(0, CANCELLED)
         stats = await requests.stats(handle)
         assert stats["takes_cancelled"] == 1 and stats["takes_served"] == 1
         assert stats["waiting"] == 0 and stats["num_accumulated"] == 0
@@ -162,13 +151,13 @@ def test_a_request_given_back_after_its_answer_puts_its_round_back() -> None:
         handle = await requests.make()
         await requests.apply(handle, [2, 3])
         outcome = await asyncio.wait_for(requests.take(handle, 1), WAIT)
-        assert outcome[0] == "ok" and outcome[1][0][0].tolist() == [2, 3]
+        assert type(outcome) is Done and outcome.outputs[0][0].tolist() == [2, 3]
         await host.give_back(requests.last)
         stats = await requests.stats(handle)
         assert stats["num_accumulated"] == 1 and stats["takes_served"] == 0
         assert stats["takes_interrupted"] == 1
         again = await asyncio.wait_for(requests.take(handle, 1), WAIT)
-        assert again[0] == "ok" and again[1][0][0].tolist() == [2, 3]
+        assert type(again) is Done and again.outputs[0][0].tolist() == [2, 3]
         # given back twice, a request gives its round back once
         await host.give_back(requests.last)
         await host.give_back(requests.last)
@@ -194,15 +183,15 @@ def test_a_request_given_back_while_it_waits_or_before_it_comes_consumes_nothing
         waiting = requests.take(handle, 1)
         await until(lambda: host._takes_waiting == 1)
         await host.give_back(requests.last)
-        assert await asyncio.wait_for(waiting, WAIT) == ("failed", 0, CANCELLED)
+        assert await asyncio.wait_for(waiting, WAIT) == StepFailed(0, CANCELLED)
         # given back before it came: a round ready at once is served, then goes back
         await requests.apply(handle, [4, 5])
         await host.give_back(f"caller/{requests.count + 1}")
         outcome = await asyncio.wait_for(requests.take(handle, 1), WAIT)
-        assert outcome[0] == "ok"
+        assert type(outcome) is Done
         stats = await requests.stats(handle)
         assert stats["num_accumulated"] == 1 and stats["takes_served"] == 0
         assert stats["takes_interrupted"] == 1 and stats["waiting"] == 0
-        assert not host._abandoned and not host._early_give_backs
+        assert not host._abandoned and not host._early_cancels
 
     asyncio.run(scenario())

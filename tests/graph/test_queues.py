@@ -621,7 +621,8 @@ def test_many_threads_move_every_element_once() -> None:
 
 @pytest.mark.usefixtures("graph")
 def test_queue_ops_on_another_task_are_written_as_steps_for_its_host() -> None:
-    from tf_accum.graph.host_steps import MAKE, RAW, RawStep, decode, write_steps
+    from tf_accum.distributed.steps import MAKE, RAW, RawStep, decode
+    from tf_accum.graph.host_steps import write_steps
 
     with tf.device("/job:ps/task:0"):
         q = tf.FIFOQueue(2, [tf.int32, tf.float32], shapes=[[], [2]], shared_name="q")

@@ -19,8 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-# Ray titles an actor's process ray::<class>: the container hosts, and TF1 clusters' task hosts
-HOST_TITLES = (b"AccumulatorHost", b"TaskHost")
+# Ray titles an actor's process ray::<class> (a container's host and a TF1 task's alike)
+HOST_TITLES = (b"ResourceHost",)
 
 
 @dataclass(frozen=True)

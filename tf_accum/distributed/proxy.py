@@ -26,6 +26,7 @@ from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
 from tf_accum.distributed.process_exit import hold_thread_when_exiting, refuse_when_exiting
+from tf_accum.distributed.small_messages import is_small, pack, unpack
 from tf_accum.distributed.wire import MISSING, RESTARTED, WITHDRAWN, Failure
 from tf_accum.resources.errors import missing_resource_error
 
@@ -60,22 +61,32 @@ def ray_error(exc: BaseException, what: str) -> errors.OpError:
 
 
 class HostLink:
-    """One incarnation of a container's host actor, as this process talks to it.
+    """One incarnation of a host actor (a container's, or a TF1 task's), as this
+    process talks to it.
 
     ``life`` is this process's life token for the host (see
-    ``AccumulatorHost.hold``): sent with creates and takes so the host can
-    withdraw this process's takes, and destroy its private accumulators, once
-    it dies.
+    ``ResourceHost.hold``; made here unless given): sent with creates and takes
+    so the host can withdraw this process's takes, and destroy its private
+    accumulators, once it dies. ``life_sent``: the host has it already (a TF1
+    task's host, which this process joined with it).
     """
 
     def __init__(
-        self, container: str, actor: Any, instance: str, caller: str, same_machine: bool
+        self,
+        container: str,
+        actor: Any,
+        instance: str,
+        caller: str,
+        same_machine: bool = False,
+        life: list[Any] | None = None,
+        life_sent: bool = False,
     ) -> None:
-        self.container = container
+        self.container = container  # the container, or the task's label
         self.actor = actor
         self.instance = instance
         self.caller = caller
-        self.life = [actor.hold.remote(caller)]
+        self.life = [actor.hold.remote(caller)] if life is None else life
+        self.life_sent = life_sent
         self.stale = False
         self._attempts = itertools.count()
         self._run = actor.run
@@ -115,8 +126,13 @@ class HostLink:
         import ray
 
         refuse_when_exiting(f"call the accumulator host of container {self.container}")
+        # small arguments (a tiny gradient, counts, ids) travel pickled by us: see
+        # small_messages; anything else (a spec, a life token, a large array) is Ray's
+        message: Any = (method, *args)
+        if is_small(args):
+            message = pack(message)
         try:
-            return self._run.remote((method, *args))
+            return self._run.remote(message)
         except ray.exceptions.RayError as exc:
             raise self._ray_error(exc) from None
 
@@ -127,13 +143,14 @@ class HostLink:
 
         refuse_when_exiting(f"wait for the accumulator host of container {self.container}")
         try:
-            return ray.get(call, timeout=timeout)
+            found = ray.get(call, timeout=timeout)
         except ray.exceptions.RayError as exc:
             hold_thread_when_exiting()
             raise self._ray_error(exc) from None
         except BaseException:
             hold_thread_when_exiting()
             raise
+        return unpack(found) if type(found) is bytes else found
 
     def _ray_error(self, exc: BaseException) -> errors.OpError:
         import ray
@@ -141,6 +158,14 @@ class HostLink:
         if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
             self.stale = True
         return ray_error(exc, f"the accumulator host of container {self.container}")
+
+    def life_once(self) -> list[Any] | None:
+        """The life token, the first time only (an ObjectRef in a call's arguments
+        costs Ray a borrow: a request sends it once)."""
+        if self.life_sent:
+            return None
+        self.life_sent = True
+        return self.life
 
     def new_attempt(self) -> str:
         return f"{self.caller}:{next(self._attempts)}"
@@ -150,7 +175,7 @@ class HostLink:
         this process but not the program (not waited for; never raises, as
         :meth:`withdraw`)."""
         with contextlib.suppress(errors.OpError):
-            self.submit("give_back", self.instance, attempt, self.caller)
+            self.submit("give_back", attempt)
 
     def withdraw(self, attempt: str, reason: str) -> None:
         # Not waited for: the take's own call returns once it is withdrawn.
@@ -310,7 +335,7 @@ class RemoteAccumulator:
         returns the round and ``interrupt`` follows once the call has
         returned). Otherwise ``interrupt`` is raised, and such a round goes
         back to the host (when the host still has it: see
-        ``AccumulatorHost.give_back``); at once if the host does not answer
+        ``host._Host.give_back``); at once if the host does not answer
         within INTERRUPTED_TAKE_GRACE or the caller is interrupted again.
         """
         served, outcome = False, None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
@@ -20,27 +19,14 @@ from typing import Any
 
 from tf_accum import errors
 from tf_accum.accumulators.spec import AccumulatorSpec
-from tf_accum.distributed.actor import AccumulatorHost
 from tf_accum.distributed.connect import refuse_after_fork
+from tf_accum.distributed.host import remote_class
 from tf_accum.distributed.placement import HOST_START_TIMEOUT, HostGroup, Placement
 from tf_accum.distributed.proxy import HostLink, RemoteAccumulator, ray_error
 from tf_accum.distributed.wire import Failure, host_name
 from tf_accum.resources.errors import DEFAULT_CONTAINER, missing_resource_error
 from tf_accum.resources.local import next_handle, private_name
 from tf_accum.resources.table import HandleTable
-
-_host_class: Any = None
-_host_class_lock = threading.Lock()
-
-
-def _remote_host_class() -> Any:
-    global _host_class
-    with _host_class_lock:
-        if _host_class is None:
-            import ray
-
-            _host_class = ray.remote(AccumulatorHost)
-        return _host_class
 
 
 def host_actor_name(container: str, index: int, count: int) -> str:
@@ -146,8 +132,8 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
         return HostGroup(
             container,
             count,
-            _remote_host_class,
-            lambda index: (container, placement),
+            remote_class,
+            lambda index: (container, None, None, placement),
             lambda index: (
                 placement.options(index) if placement is not None else dict(self._host_options)
             ),

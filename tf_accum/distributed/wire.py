@@ -1,4 +1,4 @@
-"""What the host actor sends back instead of raising.
+"""The messages between a process and a host actor: requests, outcomes, failures.
 
 Errors travel as values: a Ray task that raises reaches its caller wrapped in
 a Ray exception class (with the actor's traceback), and a user must only ever
@@ -9,6 +9,7 @@ the message; a few kinds need the caller's knowledge to be spelled out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from tf_accum import errors
 
@@ -48,3 +49,84 @@ class Failure:
 
 CANCELLED = Failure("CancelledError", "TakeGrad operation was cancelled")
 TIMED_OUT = Failure("DeadlineExceededError", "Timed out waiting for notification")
+
+
+class Request(NamedTuple):
+    """A batch of steps for a host to run (one ``Session.run``'s ops on one task).
+
+    ``steps`` is the steps and the indices of those whose outputs the answer
+    leaves out, pickled (a session sends the same ones every run, so the host
+    decodes them once); their SLOT sources read ``values``. ``life`` is the
+    caller's life token, sent with its first request only; ``remaining`` the
+    seconds left of the run's deadline (None: none); ``answer_pieces`` how many
+    results the caller asked Ray for (above 1, the answer comes pickled and
+    split into that many).
+    """
+
+    instance: str
+    session: str
+    caller: str
+    life: list[Any] | None
+    request_id: str
+    steps: bytes
+    values: list[Any]
+    remaining: float | None
+    answer_pieces: int
+
+
+class Done(NamedTuple):
+    """Every step ran: its outputs, per step."""
+
+    outputs: list[tuple[Any, ...]]
+
+
+class StepFailed(NamedTuple):
+    """Step ``step`` failed (the steps after it did not run)."""
+
+    step: int
+    failure: Failure
+
+
+class StepRefused(NamedTuple):
+    """Step ``step`` refused its arguments with a Python ``TypeError`` or ``ValueError``."""
+
+    step: int
+    error_class: str
+    message: str
+
+    def error(self) -> TypeError | ValueError:
+        return (
+            TypeError(self.message) if self.error_class == "TypeError" else ValueError(self.message)
+        )
+
+
+# What a host answers a Request with.
+Outcome = Done | StepFailed | StepRefused
+
+
+class Joined(NamedTuple):
+    """A TF1 task's host accepted a process: the host's incarnation and where it and
+    the process that owns it (whose end ends it) run."""
+
+    instance: str
+    pid: int
+    node: str
+    owner_pid: int
+    owner_node: str
+
+
+class SpecRefused(NamedTuple):
+    """A TF1 task's host refused a process whose ClusterSpec cannot be its job's."""
+
+    reason: str
+    host_spec: str
+
+
+class TaskTaken(NamedTuple):
+    """A TF1 task's host refused a process: another live one (``where``) serves the task."""
+
+    where: str
+
+
+# What a TF1 task's host answers a process that joins it.
+JoinAnswer = Joined | SpecRefused | TaskTaken

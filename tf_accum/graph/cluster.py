@@ -328,7 +328,9 @@ class Server:
         if ready:
             return "its host ended (it was killed, or the Ray cluster stopped)"
         try:
-            found: str | None = ray.get(link.actor.job_over.remote(), timeout=JOIN_CHECK_TIMEOUT)
+            found: str | None = ray.get(
+                link.actor.run.remote(("job_over",)), timeout=JOIN_CHECK_TIMEOUT
+            )
         except ray.exceptions.GetTimeoutError:
             return None  # a host busy serving: the job is not over
         except ray.exceptions.RayActorError:

@@ -328,6 +328,8 @@ def find_host(
     """
     import ray
 
+    from tf_accum.distributed.wire import Joined
+
     started = time.monotonic()
     notice = started + WAIT_NOTICE
     woken = threading.Event()
@@ -344,7 +346,10 @@ def find_host(
                 with contextlib.suppress(ray.exceptions.RayActorError):
                     # a refusal comes back as an answer; a host that is going away, as an error
                     answer = ray.get(join(actor), timeout=2 * HANDOVER + 60.0)
-                    if not (answer[0] == "ok" and _owner_gone(answer[4], answer[5])):
+                    if not (
+                        isinstance(answer, Joined)
+                        and _owner_gone(answer.owner_pid, answer.owner_node)
+                    ):
                         return actor, answer
                     # its process ended a moment ago, and Ray has not ended it yet
             now = time.monotonic()

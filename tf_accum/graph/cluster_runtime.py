@@ -17,6 +17,7 @@ from tf_accum.graph.devices import DeviceSpec
 
 if TYPE_CHECKING:
     from tf_accum.accumulators.cancellation import Cancellation
+    from tf_accum.distributed.proxy import HostLink
     from tf_accum.graph.cluster import ClusterSpec
     from tf_accum.graph.graph import Operation
     from tf_accum.graph.remote_run import ClusterSession
@@ -38,40 +39,6 @@ class RemoteHandle:
 
 def task_label(task: Task) -> str:
     return f"/job:{task[0]}/task:{task[1]}"
-
-
-@dataclass
-class TaskLink:
-    """One incarnation of a task's host, as this process talks to it."""
-
-    actor: Any
-    instance: str
-    life: list[Any]
-    stale: bool = False
-    life_sent: bool = False  # the host has this process's life token
-
-    def life_once(self) -> list[Any] | None:
-        # an ObjectRef in a call's arguments costs Ray a borrow: send it once
-        if self.life_sent:
-            return None
-        self.life_sent = True
-        return self.life
-
-
-def _remote_class() -> Any:
-    import ray
-
-    from tf_accum.graph.task_host import TaskHost
-
-    with _class_lock:
-        global _task_host_class
-        if _task_host_class is None:
-            _task_host_class = ray.remote(TaskHost)
-        return _task_host_class
-
-
-_task_host_class: Any = None
-_class_lock = threading.Lock()
 
 
 class ClusterRuntime:
@@ -98,7 +65,7 @@ class ClusterRuntime:
         self._host_options = host_options or (lambda job, task: {})
         self._caller = uuid.uuid4().hex
         self._lock = threading.Lock()
-        self._links: dict[Task, TaskLink] = {}
+        self._links: dict[Task, HostLink] = {}
         self._served: set[Task] = set()  # ps tasks whose host this process made and owns
         # the hosts this process made: Ray ends a non-detached actor once its owner
         # holds no handle to it, so the handles are kept as long as this runtime
@@ -128,7 +95,7 @@ class ClusterRuntime:
         return options
 
     def _job_args(self, where: str) -> dict[str, Any]:
-        """What a host this process makes knows of it (see ``TaskHost``)."""
+        """What a host this process makes knows of it (see ``ResourceHost``)."""
         import ray
 
         return {
@@ -146,7 +113,10 @@ class ClusterRuntime:
         Raises:
             UnknownError: another live process serves the task.
         """
+        from tf_accum.distributed.host import remote_class
+        from tf_accum.distributed.proxy import HostLink
         from tf_accum.graph import cluster_job
+        from tf_accum.graph.task_host import TaskSteps
 
         key = (job, task)
         with self._lock:
@@ -156,9 +126,9 @@ class ClusterRuntime:
         self.attach()
         label = task_label(key)
         made = cluster_job.make_own_host(
-            _remote_class(),
+            remote_class(),
             cluster_job.host_name(self.job_identity, job, task),
-            (label, self._job_args(cluster_job.where_this_process_is())),
+            (label, self._job_args(cluster_job.where_this_process_is()), TaskSteps),
             self._options(job, task),
             label,
             self.job_identity,
@@ -168,9 +138,9 @@ class ClusterRuntime:
         with self._lock:
             self._served.add(key)
             self._owned[key] = actor
-            self._links[key] = TaskLink(actor, instance, [actor.hold.remote(self._caller)])
+            self._links[key] = HostLink(label, actor, instance, self._caller)
 
-    def link(self, job: str, task: int) -> TaskLink | None:
+    def link(self, job: str, task: int) -> HostLink | None:
         """The link to task (job, task)'s host this process has, if any (never waits)."""
         with self._lock:
             return self._links.get((job, task))
@@ -181,7 +151,7 @@ class ClusterRuntime:
         task: int,
         deadline: float | None = None,
         cancellation: Cancellation | None = None,
-    ) -> TaskLink:
+    ) -> HostLink:
         """The link to task (job, task)'s host, once the task is up and its host has
         accepted this process.
 
@@ -197,7 +167,11 @@ class ClusterRuntime:
         """
         import ray
 
+        from tf_accum.distributed.host import remote_class
+        from tf_accum.distributed.proxy import HostLink
+        from tf_accum.distributed.wire import SpecRefused, TaskTaken
         from tf_accum.graph import cluster_job
+        from tf_accum.graph.task_host import TaskSteps
 
         key = (job, task)
         with self._lock:
@@ -218,9 +192,9 @@ class ClusterRuntime:
             # a task that is not a ps task has no process making its host: it is made
             # on first use, owned by this process, unless another process made it
             made = cluster_job.make_own_host(
-                _remote_class(),
+                remote_class(),
                 name,
-                (label, self._job_args(where)),
+                (label, self._job_args(where), TaskSteps),
                 dict(self._host_options(job, task)),
                 label,
                 self.job_identity,
@@ -251,19 +225,19 @@ class ClusterRuntime:
             from tf_accum.distributed.proxy import ray_error
 
             raise ray_error(exc, f"the host of task {label}") from None
-        if answer[0] == "disagree":
+        if isinstance(answer, SpecRefused):
             raise errors.InvalidArgumentError(
                 None,
                 None,
                 cluster_job.refused_spec(
-                    label, answer[1], answer[2], self._spec, self.job_identity
+                    label, answer.reason, answer.host_spec, self._spec, self.job_identity
                 ),
             )
-        if answer[0] == "taken":
+        if isinstance(answer, TaskTaken):
             raise errors.UnknownError(
-                None, None, cluster_job.refused_duplicate(mine, answer[1], self.job_identity)
+                None, None, cluster_job.refused_duplicate(mine, answer.where, self.job_identity)
             )
-        link = TaskLink(actor, answer[1], lives, life_sent=True)
+        link = HostLink(label, actor, answer.instance, self._caller, life=lives, life_sent=True)
         with self._lock:
             current = self._links.get(key)
             if current is not None and not current.stale and current.instance == link.instance:
@@ -271,10 +245,10 @@ class ClusterRuntime:
             self._links[key] = link
         return link
 
-    def _relink(self, key: Task, name: str, label: str) -> TaskLink:
+    def _relink(self, key: Task, name: str, label: str) -> HostLink:
         import ray
 
-        from tf_accum.distributed.proxy import ray_error
+        from tf_accum.distributed.proxy import HostLink, ray_error
         from tf_accum.distributed.wire import NAMESPACE
 
         try:
@@ -286,7 +260,7 @@ class ClusterRuntime:
             return self._links[key]
         except ray.exceptions.RayError as exc:
             raise ray_error(exc, f"the host of task {label}") from None
-        link = TaskLink(actor, instance, [actor.hold.remote(self._caller)])
+        link = HostLink(label, actor, instance, self._caller)
         with self._lock:
             self._links[key] = link
         return link
@@ -307,7 +281,7 @@ class ClusterRuntime:
         if "ps" in self.cluster.jobs:
             tasks.update(("ps", index) for index in self.cluster.task_indices("ps"))
         tasks.discard((self.job, self.task))
-        ray.get([self.host(*task).actor.reset.remote() for task in sorted(tasks)])
+        ray.get([self.host(*task).actor.run.remote(("reset",)) for task in sorted(tasks)])
 
     def new_session(self) -> ClusterSession:
         from tf_accum.graph.remote_run import ClusterSession

@@ -1,9 +1,11 @@
-"""The steps of a request to a task's host: how a session writes them and how the host reads them.
+"""The steps of a request to a task's host: how a session writes them, and how the
+host runs those of the graph's own kinds.
 
 A request is a list of steps in dependency order, pickled once per shape of
 request (see tf_accum.graph.remote_run): ``(MAKE, op_type, op_name, attrs)``
 makes an accumulator, ``(RAW, op_type, input_names, attrs, sources,
-n_outputs)`` calls a raw op, ``(VAR, method, variable_name, dtype_name,
+n_outputs)`` calls a raw op (both run by every host: see
+tf_accum.distributed.steps), ``(VAR, method, variable_name, dtype_name,
 sources)`` reads or updates a variable, ``(TRAIN, op_type, variables,
 (input_names, attrs), sources)`` runs a training op on variables (a
 variable and its slots) by name, ``(KERNEL, op_type, op_name, kernel,
@@ -15,7 +17,7 @@ changes from run to run). The steps travel pickled together with the
 indices of those whose outputs no op outside the request uses and the run
 does not fetch (their answer leaves them out). The host decodes a request's
 steps once (a session sends the same ones every run) and runs them
-(tf_accum.graph.task_host).
+(tf_accum.distributed.host, with tf_accum.graph.task_host for the graph's kinds).
 """
 
 from __future__ import annotations
@@ -26,22 +28,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tf_accum import errors, raw_ops
+from tf_accum import errors
+from tf_accum.distributed.steps import MAKE, RAW, SLOT, STEP, VALUE
 from tf_accum.dtypes import DType, as_dtype
 from tf_accum.graph.scatter import CHANGES, changed_rows
 from tf_accum.graph.scatter import METHODS as SCATTER_METHODS
-from tf_accum.raw_ops.op_table import COMPONENT_TYPES, COMPONENTS
 from tf_accum.raw_ops.op_table import OPS as NODE_SPECS
 from tf_accum.raw_ops.training import TRAINING_OPS, check_kernel_dtype, updated_values
 
 if TYPE_CHECKING:
     from tf_accum.graph.graph import Operation, Tensor
 
-# Step kinds (the first element of every step).
-MAKE, RAW, VAR, TRAIN, KERNEL = "make", "raw", "var", "train", "kernel"
-# Where a step's input comes from: a value in the steps, an earlier step's output, or
-# a slot of the values sent with the request (what changes from run to run).
-VALUE, STEP, SLOT = "v", "s", "i"
+# Step kinds of the graph's own (a task's host runs them through tf_accum.graph.task_host).
+VAR, TRAIN, KERNEL = "var", "train", "kernel"
 
 # Op types of variables that run on the variable's task, and what they do there.
 VARIABLE_METHODS = {
@@ -65,81 +64,6 @@ HOST_KERNEL_TYPES = frozenset({"NoOp", "Identity", "Mul", "AddV2", "Sub", "Fill"
 # A kernel travels pickled by value in its request's steps; one that pickles larger
 # than this (a closure holding much) stays in the session's process.
 HOST_KERNEL_BYTES = 16 * 1024
-
-# The queue ops: a queue on a ps task is one queue for every session of the cluster,
-# as an accumulator is.
-QUEUE_TYPES = frozenset(name for name in NODE_SPECS if "Queue" in name)
-
-
-class RawStep:
-    """A RAW step, decoded: its kernel, which inputs are the handle and the count, and
-    for a queue op its type and whether its components are a list input or its outputs."""
-
-    __slots__ = (
-        "op_type",
-        "kernel",
-        "names",
-        "attrs",
-        "sources",
-        "n_outputs",
-        "take",
-        "handle",
-        "required",
-        "local_step",
-        "queue_op",
-        "listed_input",
-        "listed_outputs",
-    )
-
-    def __init__(self, step: tuple[Any, ...]) -> None:
-        _, self.op_type, self.names, self.attrs, self.sources, self.n_outputs = step
-        op_type: str = self.op_type
-        self.kernel = getattr(raw_ops, op_type)
-        self.take: bool = "timeout" in self.attrs
-        self.handle: int | None = self.names.index("handle") if "handle" in self.names else None
-        self.required: int | None = (
-            self.names.index("num_required") if "num_required" in self.names else None
-        )
-        # an accumulator's apply: where its local step is (the host notes who sent what)
-        self.local_step: int | None = (
-            self.names.index("local_step") if "local_step" in self.names else None
-        )
-        spec = NODE_SPECS[op_type]
-        self.queue_op: str | None = op_type if op_type in QUEUE_TYPES else None
-        # an enqueue's components: the inputs from the last name on
-        self.listed_input = any(kind == COMPONENTS for _, kind in spec.inputs)
-        # a dequeue's components: one output each
-        self.listed_outputs = spec.outputs == (COMPONENT_TYPES,)
-
-    def arguments(self, inputs: list[Any]) -> dict[str, Any]:
-        """The raw op's keyword arguments for these input values (attributes apart)."""
-        if not self.listed_input:
-            return dict(zip(self.names, inputs, strict=True))
-        last = len(self.names) - 1
-        found = dict(zip(self.names[:last], inputs[:last], strict=True))
-        found[self.names[last]] = list(inputs[last:])
-        return found
-
-
-def decode(step: tuple[Any, ...]) -> Any:
-    """A step as the host runs it: a RawStep for a RAW step, else the step itself."""
-    return RawStep(step) if step[0] == RAW else step
-
-
-def inputs_of(
-    sources: tuple[Any, ...], outputs: list[tuple[Any, ...]], slots: list[Any]
-) -> list[Any]:
-    """A step's input values, given the outputs of the steps before it and the slots."""
-    found = []
-    for source in sources:
-        kind = source[0]
-        if kind == STEP:
-            found.append(outputs[source[1]][source[2]])
-        elif kind == SLOT:
-            found.append(slots[source[1]])
-        else:
-            found.append(source[1])
-    return found
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 How a TF1 cluster maps onto Ray:
 
 - Every task other than the session's own (in practice each ps task) is a
-  host actor on the Ray cluster (``tf_accum.graph.task_host``), named from
+  host actor on the Ray cluster (``tf_accum.distributed.host``), named from
   the job's identity, the job and the task index
   (``tf_accum.graph.cluster_job``), so every process of the job finds the
   same host whatever order they start in. A ps task's host is made by the
@@ -54,7 +54,7 @@ from tf_accum.distributed.process_exit import (
     hold_thread_when_exiting,
     refuse_when_exiting,
 )
-from tf_accum.distributed.proxy import ray_error
+from tf_accum.distributed.proxy import HostLink, ray_error
 from tf_accum.distributed.small_messages import (
     MEDIUM_BYTES,
     array_bytes,
@@ -62,13 +62,12 @@ from tf_accum.distributed.small_messages import (
     split,
     unpack,
 )
-from tf_accum.distributed.wire import RESTARTED
+from tf_accum.distributed.wire import RESTARTED, Done, Outcome, Request, StepRefused
 from tf_accum.graph.cluster_runtime import (
     HANDLE_DTYPES,
     ClusterRuntime,
     RemoteHandle,
     Task,
-    TaskLink,
     task_label,
 )
 from tf_accum.graph.executor import Plan, RunContext, _call, _store, execute, takes_go_back
@@ -135,12 +134,12 @@ class _Request:
     # are the same size from run to run)
     answer_pieces: list[int]
     # it takes from accumulators, and the run only fetches what they take: if the run
-    # fails, the rounds go back (see TaskHost.give_back)
+    # fails, the rounds go back (see host._Host.give_back)
     gives_back: bool
 
 
 # A request waiting for its answer: (task, ops, request id, link, cancellation key, request).
-_Pending = tuple[Task, "list[Operation]", str, TaskLink, "int | None", _Request]
+_Pending = tuple[Task, "list[Operation]", str, HostLink, "int | None", _Request]
 
 
 @dataclass
@@ -172,7 +171,7 @@ class ClusterSession:
     def __init__(self, runtime: ClusterRuntime) -> None:
         self.runtime = runtime
         # the session's task label, then a unique part: a host tells the replicas
-        # that applied gradients apart by it (``task_host.replica_of``)
+        # that applied gradients apart by it (``host.replica_of``)
         self.key = f"{task_label((runtime.job, runtime.task))}#{uuid.uuid4().hex}"
         # request ids: the session's key and a count (unique on every host, and cheap)
         self._count = itertools.count()
@@ -251,7 +250,7 @@ class ClusterSession:
                         done.add(op)
             generation = self._generation
         # requests sent whose takes go back if the run fails
-        giving_back: list[tuple[TaskLink, str]] = []
+        giving_back: list[tuple[HostLink, str]] = []
         try:
             with using_table(session.table), cancelled_by(cancellation):
                 if route is not None:
@@ -323,7 +322,7 @@ class ClusterSession:
         done: set[Operation],
         run: RunContext,
         fed: dict[Tensor, Any],
-        giving_back: list[tuple[TaskLink, str]],
+        giving_back: list[tuple[HostLink, str]],
     ) -> None:
         """Take ``route``'s actions again (see ``_Route``)."""
         for kind, what in route.actions:
@@ -435,7 +434,7 @@ class ClusterSession:
         done: set[Operation],
         deadline: float | None,
         cancellation: Cancellation,
-        giving_back: list[tuple[TaskLink, str]],
+        giving_back: list[tuple[HostLink, str]],
     ) -> None:
         import ray
 
@@ -464,7 +463,7 @@ class ClusterSession:
                 life = link.life_once()
                 with self._lock:
                     known = self._known.setdefault(task, link.instance)
-                packed: Any = (
+                packed = Request(
                     known,
                     self.key,
                     runtime.caller(),
@@ -473,7 +472,6 @@ class ClusterSession:
                     made.blob,
                     sent,
                     remaining,
-                    blocking,
                     made.answer_pieces[0],
                 )
                 size = array_bytes(sent) if life is None else None
@@ -498,7 +496,7 @@ class ClusterSession:
                         if ref in answers
                         else _answer(ref, rest.get(ref, []), task, ops, key, self, link)
                     )
-                    outcome = unpack(answer, *pieces)
+                    outcome: Outcome = unpack(answer, *pieces)
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
                     cancellation.unregister(key)
@@ -536,21 +534,21 @@ class ClusterSession:
         for _task, ops, request, link, _key, made in pending.values():
             if not made.gives_back and any(op.blocking for op in ops):
                 with contextlib.suppress(Exception):
-                    link.actor.cancel.remote(request)
+                    link.actor.run.remote(("cancel", request))
 
     def _absorb(
         self,
         task: Task,
         made: _Request,
-        outcome: Any,
+        outcome: Outcome,
         values: dict[Tensor, Any],
         done: set[Operation],
-        link: TaskLink,
+        link: HostLink,
     ) -> tuple[Operation, BaseException] | None:
         """Store a request's outputs; (op, error) of its failing step, if one failed."""
-        if outcome[0] == "ok":
+        if isinstance(outcome, Done):
             for (op, tensors, constructor, answered), outputs in zip(
-                made.outputs, outcome[1], strict=True
+                made.outputs, outcome.outputs, strict=True
             ):
                 if not answered:  # only a take's counts come back (see _unanswered)
                     done.add(op)
@@ -570,11 +568,10 @@ class ClusterSession:
                 if len(outputs) > len(tensors) and op in _AFTER_TAKE:
                     _AFTER_TAKE[op](*outputs[len(tensors) :])
             return None
-        op = made.outputs[outcome[1]][0]
-        if outcome[0] == "python":
-            error_class = TypeError if outcome[2] == "TypeError" else ValueError
-            return op, error_class(outcome[3])
-        failure = outcome[2]
+        op = made.outputs[outcome.step][0]
+        if isinstance(outcome, StepRefused):
+            return op, outcome.error()
+        failure = outcome.failure
         if failure.kind == RESTARTED:
             if link.instance == self._known.get(task):
                 link.stale = True  # the host restarted since this process linked to it
@@ -607,18 +604,18 @@ class ClusterSession:
             link = self.runtime.link(*task)
             if link is not None and not link.stale:
                 with contextlib.suppress(Exception):
-                    link.actor.close_session.remote(self.key)
+                    link.actor.run.remote(("close_session", self.key))
 
 
-def _answer_pieces(answer: Any, pieces: list[bytes], outcome: Any) -> int:
+def _answer_pieces(answer: Any, pieces: list[bytes], outcome: Outcome) -> int:
     """The pieces to ask the next answer of the same request in: as many as this
     one's pickled bytes need, or, for one Ray serialised, as its arrays would
     (one when they are too large to travel pickled)."""
     if type(answer) is bytes:
         return pieces_for(len(answer) + sum(len(piece) for piece in pieces))
     size = None
-    if outcome[0] == "ok":
-        size = array_bytes(value for outputs in outcome[1] for value in outputs)
+    if type(outcome) is Done:
+        size = array_bytes(value for outputs in outcome.outputs for value in outputs)
     if size is None or size > MEDIUM_BYTES:
         return 1
     return pieces_for(size + 4096)  # and the pickled tuples around the arrays
@@ -648,7 +645,7 @@ class HostState:
     # a question to a host that does not answer this fast is left out of the report
     ANSWER_WITHIN = 10.0  # seconds
 
-    def __init__(self, session: ClusterSession, task: Task, link: TaskLink) -> None:
+    def __init__(self, session: ClusterSession, task: Task, link: HostLink) -> None:
         self._session = session
         self.task = task_label(task)
         self._link = link
@@ -681,7 +678,7 @@ class HostState:
                 return None
         try:
             found: dict[int, dict[str, Any]] = ray.get(
-                link.actor.accumulator_report.remote([handle.handle]),
+                link.actor.run.remote(("accumulator_report", [handle.handle])),
                 timeout=self.ANSWER_WITHIN,
             )
         except Exception:
@@ -696,7 +693,7 @@ def _answer(
     ops: list[Operation],
     key: Any,
     session: ClusterSession,
-    link: TaskLink,
+    link: HostLink,
 ) -> tuple[Any, list[Any]]:
     """The answer to a request and the pieces ``others`` of a split one, got together;
     one that may wait (a take: ``key`` is its cancellation's) logs what it waits for
@@ -774,24 +771,24 @@ def _answers_at_once(
     return answers
 
 
-def _canceller(link: TaskLink, request: str) -> Callable[[errors.OpError], None]:
+def _canceller(link: HostLink, request: str) -> Callable[[errors.OpError], None]:
     def cancel(_error: errors.OpError) -> None:
         if exiting():
             return
         with contextlib.suppress(Exception):
-            link.actor.cancel.remote(request)
+            link.actor.run.remote(("cancel", request))
 
     return cancel
 
 
-def _give_back(giving_back: list[tuple[TaskLink, str]]) -> None:
+def _give_back(giving_back: list[tuple[HostLink, str]]) -> None:
     """A run failed (Ctrl-C, say) after sending these requests: their takes' rounds,
-    which only the run fetched, go back (see ``TaskHost.give_back``)."""
+    which only the run fetched, go back (see ``host._Host.give_back``)."""
     if exiting():
         return  # the hosts withdraw an ended process's takes themselves
     for link, request in giving_back:
         with contextlib.suppress(Exception):
-            link.actor.give_back.remote(request)
+            link.actor.run.remote(("give_back", request))
 
 
 def _move_to_hosts(plan: Plan, remote: dict[Operation, Task]) -> None:

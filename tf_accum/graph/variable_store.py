@@ -97,6 +97,10 @@ class VariableStore:
         with self._lock:
             self._values.clear()
 
+    def count(self) -> int:
+        """How many variables hold a value."""
+        return len(self._values)
+
 
 def _numpy_dtype(variable: Variable) -> Any:
     # a string variable holds bytes objects, as string tensors do
