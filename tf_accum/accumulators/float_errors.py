@@ -54,7 +54,7 @@ def runner_ignoring_float_errors() -> Callable[..., Any]:
 
 
 def ignoring_float_errors(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` (one numpy call, which must not call back into
+    """``fn(*args, **kwargs)`` (numpy work, which must not call back into
     tf_accum) with numpy's floating-point errors ignored."""
     if not CONTEXT_LOCAL_ERRORS:
         with np.errstate(all="ignore"):

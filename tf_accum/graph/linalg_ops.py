@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.float_errors import runner_ignoring_float_errors
+from tf_accum.accumulators.float_errors import ignoring_float_errors
 from tf_accum.dtypes import DType
 from tf_accum.graph.math_kernels import half_float
 from tf_accum.graph.math_ops import op_def_inputs
@@ -101,7 +101,7 @@ def matmul(
                     f"Matrix size-incompatible: In[0]: {kernel_text(x.shape)}, In[1]: "
                     f"{kernel_text(y.shape)}",
                 )
-            product = runner_ignoring_float_errors()(_product, x, y)
+            product = ignoring_float_errors(_product, x, y)
             return (np.asarray(product, dtype=dtype.numpy_dtype),)
 
         def outputs(tensors: list[Any]) -> list[tuple[DType, TensorShape]]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.float_errors import runner_ignoring_float_errors
+from tf_accum.accumulators.float_errors import ignoring_float_errors
 from tf_accum.dtypes import DType, float32, float64, string
 from tf_accum.graph.math_shapes import type_enum
 from tf_accum.shapes import kernel_text
@@ -183,7 +183,7 @@ def elementwise(fn: Callable[..., Any], out: DType) -> Callable[[Any, list[Any]]
         if pair and check_first:
             _check_broadcast(arrays[0], arrays[1])
         try:
-            found = runner_ignoring_float_errors()(fn, *arrays)
+            found = ignoring_float_errors(fn, *arrays)
         except ValueError:
             if pair:
                 _check_broadcast(arrays[0], arrays[1])

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.float_errors import runner_ignoring_float_errors
+from tf_accum.accumulators.float_errors import ignoring_float_errors
 from tf_accum.dtypes import DType
 from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
@@ -43,7 +43,7 @@ def _elementwise_kernel(fn: Any, dtype: DType) -> Kernel:
 
     def kernel(context: Any, inputs: list[Any]) -> Sequence[Any]:
         arrays = [_widened(np.asarray(a)) for a in inputs]
-        found = runner_ignoring_float_errors()(fn, *arrays)
+        found = ignoring_float_errors(fn, *arrays)
         return (np.asarray(found).astype(target, copy=False),)
 
     return kernel
@@ -312,7 +312,7 @@ def xent_op(features: Any, labels: Any, name: str | None = None) -> tuple[Any, A
                     "logits and labels must be broadcastable: logits_size="
                     f"{kernel_text(x.shape)} labels_size={kernel_text(np.shape(arrays[1]))}",
                 ) from None
-            loss, backprop = runner_ignoring_float_errors()(_xent, x, y)
+            loss, backprop = ignoring_float_errors(_xent, x, y)
             return (
                 np.asarray(loss).astype(dtype.numpy_dtype, copy=False),
                 np.asarray(backprop).astype(dtype.numpy_dtype, copy=False),

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.float_errors import runner_ignoring_float_errors
+from tf_accum.accumulators.float_errors import ignoring_float_errors
 from tf_accum.dtypes import DType, int32, int64
 from tf_accum.dtypes import bool as bool_
 from tf_accum.graph import mode
@@ -250,7 +250,7 @@ def _kernel(op_type: str, dtype: DType, keep: bool, every_axis: bool) -> Any:
             axes = tuple(range(array.ndim))
         else:
             axes = _checked_axes(np.asarray(inputs[1]), array.ndim)
-        result = runner_ignoring_float_errors()(_reduced, op_type, array, axes, keep)
+        result = ignoring_float_errors(_reduced, op_type, array, axes, keep)
         return (np.asarray(result, dtype=dtype.numpy_dtype),)
 
     return kernel
