@@ -7,10 +7,12 @@ and pickling")."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -142,4 +144,22 @@ def test_a_forked_child_is_refused_clearly_and_the_parent_keeps_working(ray_tabl
     assert in_forked_child(lambda: _in_child(h)) == "refused"
     _apply(h, 2.0)  # the parent's connection is untouched
     np.testing.assert_array_equal(_take(h), np.full(4, 3.0, np.float32))
+    raw.DestroyResourceOp(resource=h)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")
+def test_a_forked_child_releases_nothing_of_the_parents_ray_objects(ray_table) -> None:
+    # A child inherits Ray's locks as the parent's threads held them at the fork:
+    # releasing an inherited actor handle or object ref there can wait on one of
+    # them for good, so the child disowns the parent's links without freeing them.
+    h = _accumulator()
+    _apply(h, 1.0)
+    link = weakref.ref(ray_table.lookup(h).link)
+
+    def in_child() -> str:
+        gc.collect()
+        return "kept" if link() is not None else "released"
+
+    assert in_forked_child(in_child) == "kept"
     raw.DestroyResourceOp(resource=h)

@@ -250,15 +250,24 @@ def _described(placement: Placement | None) -> str:
     return f"({placement.describe()})"
 
 
+# What a forked child inherited of its parent's Ray tables, kept for good: an
+# actor handle or object ref released in the child tells Ray's core worker,
+# whose locks the child may have inherited held by a thread that does not exist
+# there, and would wait for them forever.
+_inherited: list[Any] = []
+
+
 def _disown_after_fork() -> None:
     """Empty every Ray table in a forked child.
 
     Ray's connection does not survive ``fork``: a call through the parent's
     would hang or crash the child. So inherited handles are NotFoundError there
     (as in-process), and making accumulators is refused (see
-    ``refuse_after_fork``).
+    ``refuse_after_fork``). The parent's links are dropped from the tables but
+    never released (see ``_inherited``).
     """
     for table in list(_tables):
+        _inherited.append((table._live, table._links, table._groups))
         table._forget_after_fork()
 
 
