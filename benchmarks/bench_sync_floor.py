@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.bench_sync_replicas import LEARNING_RATE, batch, start_weights
-from benchmarks.bench_tf1_cluster import CpuSampler
+from benchmarks.bench_tf1_cluster import CpuSampler, end_processes
 
 Arrays = list[np.ndarray[Any, Any]]
 PROCESS_WAIT = 300.0  # seconds; generous, for a loaded machine
@@ -196,11 +196,7 @@ def run_once(
             found["cpu"] = sampler.per_step([first["t"], last["t"]], counted)
         return found
     finally:
-        for process in started:
-            if process.poll() is None:
-                process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
-                process.communicate(timeout=30)
+        end_processes(started)
         ray.kill(ps)
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bench_tf1_cluster import CpuSampler, _compat, cluster_spec
+from benchmarks.bench_tf1_cluster import CpuSampler, _compat, cluster_spec, end_processes
 
 BATCH = 100
 SIZES = (784, 100, 10)
@@ -254,11 +254,7 @@ def run_once(
                     )
                 return found
     finally:
-        for process in started:
-            if process.poll() is None:
-                process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
-                process.communicate(timeout=30)
+        end_processes(started)
         errors.close()
 
 

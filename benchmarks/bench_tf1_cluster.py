@@ -384,11 +384,16 @@ def run_once(
                 return found
         raise RuntimeError(f"{runtime} chief printed no result:\n{out[-3000:]}")
     finally:
-        for process in started:
-            if process.poll() is None:
-                process.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
-                process.communicate(timeout=30)
+        end_processes(started)
+
+
+def end_processes(started: list[subprocess.Popen[str]]) -> None:
+    """Kill the task processes a run started that are still running, and reap them (by pid)."""
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError, OSError):
+            process.communicate(timeout=30)
 
 
 def main() -> None:
