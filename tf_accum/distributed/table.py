@@ -68,6 +68,10 @@ class RayResourceTable(HandleTable[RemoteAccumulator]):
         self._placements: dict[str, Placement] = {}
         _tables.add(self)
 
+    def _forget_after_fork(self) -> None:
+        _inherited.append((self._live, self._links, self._groups))  # never released
+        super()._forget_after_fork()
+
     def _reset(self) -> None:
         super()._reset()
         # (container, host index) -> the link, the host's actor name and its node id
@@ -267,7 +271,6 @@ def _disown_after_fork() -> None:
     never released (see ``_inherited``).
     """
     for table in list(_tables):
-        _inherited.append((table._live, table._links, table._groups))
         table._forget_after_fork()
 
 
