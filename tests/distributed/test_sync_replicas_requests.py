@@ -2,15 +2,16 @@
 
 The program is benchmarks/bench_sync_replicas.py's: a 784-100-10 MLP trained
 by SyncReplicasOptimizer over Adam, its variables spread over the ps tasks
-by replica_device_setter. A worker's step and the chief's sync op are run
-one at a time (the chief's initial tokens let the worker go without the
-queue runner), and every call this process makes to a ps task's host is
-counted, by method, beside the requests each host says it ran. A change
-that adds a request to either fails here.
+by replica_device_setter. A worker's step runs on a thread while the chief's
+sync op runs on this one, as in a running job (the step's token comes from
+the sync op that used its gradients), and every call this process makes to a
+ps task's host is counted, by thread and method, beside the requests each
+host says it ran. A change that adds a request to either fails here.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -104,7 +105,7 @@ class CountingActor:
                 return Counted(method.options(**options))
 
             def remote(self, *args: Any, **kwargs: Any) -> Any:
-                calls[name] += 1
+                calls[f"{threading.current_thread().name}: {name}"] += 1
                 found = self.chosen.remote(*args, **kwargs)
                 answers.extend(found if isinstance(found, list) else [found])
                 return found
@@ -119,8 +120,8 @@ def counted(
     run: Callable[[], Any],
     answers: list[Any] | None = None,
 ) -> tuple[Counter[str], list[int]]:
-    """The calls ``run`` makes on the hosts' actors, and the requests each host ran
-    (the calls' results are added to ``answers``)."""
+    """The calls ``run`` makes on the hosts' actors (by thread name and method), and
+    the requests each host ran (the calls' results are added to ``answers``)."""
     calls: Counter[str] = Counter()
     links = [server.runtime.host("ps", k) for k in range(ps_tasks)]
     before = [server.runtime.counts("ps", k)["requests"] for k in range(ps_tasks)]
@@ -145,11 +146,15 @@ def answer_bytes(answers: list[Any]) -> int:
 
 # ps tasks -> (a worker's step: requests per host, the sync op: requests per host)
 EXPECTED = {
-    # the reads; the gradients' applies with the token's dequeue
+    # the gradients' applies with the token's dequeue: the variables' reads went
+    # ahead with the last step's dequeue, after the chief's update, and still hold
     # the sync op: takes, Adam's updates, the step and the tokens, all on the one host
-    1: ([2], [1]),
-    # the reads (one per host); ps task 1's applies; then ps task 0's applies with the
-    # dequeue (it comes after all the applies)
+    1: ([1], [1]),
+    # the reads (one per host: ps task 0's cannot go ahead, as ps task 1's applies
+    # come before its last request, and ps task 1's, read ahead with its applies,
+    # always change in the chief's update, so the step stopped reading them ahead);
+    # ps task 1's applies; then ps task 0's applies with the dequeue (it comes after
+    # all the applies)
     # the sync op: the beta powers' reads on ps task 0 (ps task 1's updates need them:
     # they go before the takes wait); each task's takes with its variables' updates;
     # the beta powers' and the step's updates and the tokens on ps task 0
@@ -157,44 +162,57 @@ EXPECTED = {
 }
 
 
-def initialized(task: Any, ps_tasks: int) -> tuple[dict[str, Any], Any, Any]:
+def initialized(task: Any, ps_tasks: int, tokens: bool = True) -> tuple[dict[str, Any], Any, Any]:
     """The MLP on ``ps_tasks`` ps tasks of a cluster of its own, with a chief's
-    session that has run the initialization and put the first tokens in."""
+    session that has run the initialization and put the first tokens in (with
+    ``tokens``)."""
     tag = uuid.uuid4().hex[:8]
     spec = {"ps": [f"ps{k}-{tag}:2222" for k in range(ps_tasks)], "worker": [f"w0-{tag}:2222"]}
     m = mlp(spec)
     server, sess = task(spec, m["graph"])
     sess.run([m["init"], m["local_init"]])
     sess.run(m["opt"].chief_init_op)
-    sess.run(m["tokens"])
+    if tokens:
+        sess.run(m["tokens"])
     return m, server, sess
+
+
+def job_step(m: dict[str, Any], sess: Any, fetches: list[Any] | None = None) -> Any:
+    """One global step of a running job: the worker's step on a thread named "step"
+    (its token comes from the sync op, once its gradients are in), the sync op on
+    this one; the step's results."""
+    found: list[Any] = []
+    fetched = [m["train_op"], m["global_step"]] if fetches is None else fetches
+    stepping = threading.Thread(
+        target=lambda: found.append(sess.run(fetched, m["feed"], options=RUN_BOUND)),
+        name="step",
+    )
+    stepping.start()
+    try:
+        sess.run(m["sync_op"], options=RUN_BOUND)
+    finally:
+        stepping.join(timeout=60)
+    assert not stepping.is_alive() and found, "the worker's step did not end"
+    return found[0]
 
 
 @pytest.mark.parametrize("ps_tasks", [1, 2])
 def test_the_requests_of_a_worker_step_and_of_the_sync_op(
     task: Any, ps_tasks: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    m, server, sess = initialized(task, ps_tasks)
-    fetches = [m["train_op"], m["global_step"]]
-    step = lambda: sess.run(fetches, m["feed"], options=RUN_BOUND)  # noqa: E731
-    sync = lambda: sess.run(m["sync_op"], options=RUN_BOUND)  # noqa: E731
+    m, server, sess = initialized(task, ps_tasks, tokens=False)
     worker, sync_op = EXPECTED[ps_tasks]
-    for counting in (False, True, True):  # the first runs learn the answers' sizes
-        # the gradient is at the current step whatever token the last step took
-        # (the initial ones say step 0), so the sync op finds it
-        sess.run(m["opt"].local_step_init_op)
-        if not counting:
-            step()
-            sync()
-            continue
-        calls, requests = counted(server, ps_tasks, monkeypatch, step)
-        assert requests == worker
-        assert calls == Counter(run=sum(worker))  # nothing else: no ping, no wait
-        calls, requests = counted(server, ps_tasks, monkeypatch, sync)
-        assert requests == sync_op
-        assert calls == Counter(run=sum(sync_op))
+    # the first steps learn the answers' sizes and which reads hold ahead
+    for _ in range(6):
+        job_step(m, sess)
+    for _ in range(2):
+        calls, requests = counted(server, ps_tasks, monkeypatch, lambda: job_step(m, sess))
+        assert requests == [a + b for a, b in zip(worker, sync_op, strict=True)]
+        # nothing else: no ping, no wait
+        assert calls == Counter({"step: run": sum(worker), "MainThread: run": sum(sync_op)})
     # and the steps trained: the global step went up once per sync op
-    assert sess.run(m["global_step"]) == 3
+    assert sess.run(m["global_step"]) == 8
+    assert all(server.runtime.counts("ps", k)["reads_changed"] <= 3 for k in range(ps_tasks))
 
 
 @pytest.mark.parametrize("ps_tasks", [1, 2])

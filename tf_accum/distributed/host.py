@@ -66,11 +66,13 @@ from tf_accum.distributed.wire import (
     JoinAnswer,
     Joined,
     Outcome,
+    ReadsChanged,
     Request,
     SpecRefused,
     StepFailed,
     StepRefused,
     TaskTaken,
+    answer_values,
 )
 from tf_accum.queues.fifo import FIFOQueue
 from tf_accum.raw_ops.common import take_attempt
@@ -89,6 +91,9 @@ DECODED_REQUESTS = 1024
 # when their outputs are smaller than this (a kept round holds its buffers until it is replaced;
 # a dense round of this size or more recycles its buffer: see accumulators/dense.py).
 GIVE_BACK_MAX_BYTES = 1 << 20
+# Reads ahead held per session (one per plan and task whose runs read ahead; the
+# oldest go first).
+READS_AHEAD_HELD = 16
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
 
@@ -191,6 +196,13 @@ class _Take:
 _Served = tuple[AccumulatorBase[Any], TakeAttempt[Any], int]
 
 
+class _ReadsAhead(NamedTuple):
+    """Reads run ahead for a session's next request: the steps and what they read."""
+
+    steps: list[Any]
+    outputs: list[tuple[Any, ...]]
+
+
 class _Pending(NamedTuple):
     """A request stopped at a step that would wait: the outputs of the steps before
     it, and the take waiting as an attempt (None: a queue op, which waits in a line)."""
@@ -271,7 +283,13 @@ class _Host:
         # requests running whose callers gave them up: their takes go back once they
         # have run
         self._abandoned: set[str] = set()
+        # per session, its reads ahead the host holds by the request that read them:
+        # (the read steps, the values they read), newest last. Values are replaced,
+        # never changed in place, and are held here: a variable still holding the very
+        # object read holds what was read.
+        self._reads_ahead: dict[str, collections.OrderedDict[str, _ReadsAhead]] = {}
         self.requests = 0
+        self.reads_changed = 0
 
     async def ping(self) -> tuple[str, int, str]:
         """(instance, process id, node id)."""
@@ -285,7 +303,8 @@ class _Host:
 
     async def counts(self) -> dict[str, int]:
         """Counts for tests and diagnostics: requests run, accumulators (and queues),
-        variables, waiting takes and queue ops, callers' buffers mapped."""
+        variables, waiting takes and queue ops, callers' buffers mapped, reads ahead
+        held, and requests refused because reads ahead had changed."""
         handles = self._table.live_handles()
         waiting = self._takes_waiting + sum(len(queue) for queue in self._queues.values())
         return {
@@ -296,6 +315,8 @@ class _Host:
             "running": len(self._running) + len(self._waiting_takes),
             "early_cancels": len(self._early_cancels),
             "buffers": self._mappings.count(),
+            "reads_ahead": sum(len(held) for held in self._reads_ahead.values()),
+            "reads_changed": self.reads_changed,
         }
 
     async def owner(self) -> tuple[int, str]:
@@ -392,14 +413,19 @@ class _Host:
         outcome = await self._run(message)
         if message.answer_pieces > 1:
             return split(outcome, message.answer_pieces)
-        if type(outcome) is Done and is_small(v for out in outcome.outputs for v in out):
+        if type(outcome) is Done and is_small(answer_values(outcome)):
             return pack(outcome)
         return outcome
 
     async def _run(self, message: Request) -> Outcome:
-        instance, session, caller, life, request, blob, values, remaining, _ = message
+        instance, session, caller, life, request, blob, values, remaining = message[:8]
         if instance != self._instance:
             return StepFailed(0, Failure(RESTARTED))
+        if message.reads_from is not None and not self._reads_still_hold(
+            session, message.reads_from
+        ):
+            self.reads_changed += 1
+            return ReadsChanged(message.reads_from)
         steps, unanswered, gives_back = self._steps(blob)
         self.requests += 1
         self._lives.watch(caller, life)
@@ -439,7 +465,37 @@ class _Host:
                 served = None
         if served:
             self._keep_for_give_back(caller, request, served)
-        return _answered(outcome, steps, unanswered)
+        outcome = _answered(outcome, steps, unanswered)
+        if message.read_ahead is not None and type(outcome) is Done:
+            outcome = self._read_ahead(session, request, message.read_ahead, outcome)
+        return outcome
+
+    def _read_ahead(self, session: str, request: str, blob: bytes, outcome: Done) -> Done:
+        """``outcome`` with the outputs of the read steps ``blob`` (held for the session's
+        next request, see wire.Request); as it is if they fail (the next run reads)."""
+        steps, _, _ = self._steps(blob)
+        read = self._execute(session, steps, [], None, Cancellation())
+        if type(read) is not Done:
+            return outcome
+        held = self._reads_ahead.setdefault(session, collections.OrderedDict())
+        held[request] = _ReadsAhead(steps, read.outputs)
+        while len(held) > READS_AHEAD_HELD:
+            held.popitem(last=False)
+        return Done(outcome.outputs, read.outputs)
+
+    def _reads_still_hold(self, session: str, request: str) -> bool:
+        """Whether the reads ahead of ``request`` read what the variables hold now (they
+        are let go either way)."""
+        held = self._reads_ahead.get(session)
+        found = None if held is None else held.pop(request, None)
+        if found is None:
+            return False
+        now = self._execute(session, found.steps, [], None, Cancellation())
+        return type(now) is Done and all(
+            a is b
+            for before, after in zip(found.outputs, now.outputs, strict=True)
+            for a, b in zip(before, after, strict=True)
+        )
 
     def _keep_for_give_back(self, caller: str, request: str, served: list[_Served]) -> None:
         """Keep ``request``'s served takes as ``caller``'s latest (replacing the one
@@ -888,6 +944,7 @@ class _Host:
         self._end_session(session)
 
     def _end_session(self, session: str) -> None:
+        self._reads_ahead.pop(session, None)
         with self._lock:
             for key in [k for k in self._made if k[0] == session]:
                 del self._made[key]

@@ -8,6 +8,7 @@ the message; a few kinds need the caller's knowledge to be spelled out.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -61,6 +62,13 @@ class Request(NamedTuple):
     seconds left of the run's deadline (None: none); ``answer_pieces`` how many
     results the caller asked Ray for (above 1, the answer comes pickled and
     split into that many).
+
+    Reads ahead (see tf_accum.graph.remote_run): ``read_ahead`` is the pickled
+    steps of a request of variable reads to run once the steps have run, whose
+    outputs the answer carries for the caller's next run; ``reads_from`` names
+    the earlier request whose reads ahead this request's run used: the host runs
+    nothing (``ReadsChanged``) unless every variable they read still holds the
+    value they read.
     """
 
     instance: str
@@ -72,12 +80,30 @@ class Request(NamedTuple):
     values: list[Any]
     remaining: float | None
     answer_pieces: int
+    read_ahead: bytes | None = None
+    reads_from: str | None = None
 
 
 class Done(NamedTuple):
-    """Every step ran: its outputs, per step."""
+    """Every step ran: its outputs, per step (and those of the reads ahead, if asked)."""
 
     outputs: list[tuple[Any, ...]]
+    read_ahead: list[tuple[Any, ...]] | None = None
+
+
+def answer_values(done: Done) -> Iterator[Any]:
+    """Every value a ``Done`` answer carries."""
+    for outputs in done.outputs:
+        yield from outputs
+    for outputs in done.read_ahead or ():
+        yield from outputs
+
+
+class ReadsChanged(NamedTuple):
+    """Nothing ran: a variable that the reads ahead of ``reads_from`` read has changed
+    since (or the host no longer holds them)."""
+
+    reads_from: str
 
 
 class StepFailed(NamedTuple):
@@ -101,7 +127,7 @@ class StepRefused(NamedTuple):
 
 
 # What a host answers a Request with.
-Outcome = Done | StepFailed | StepRefused
+Outcome = Done | StepFailed | StepRefused | ReadsChanged
 
 
 class Joined(NamedTuple):

@@ -132,7 +132,7 @@ def _fill_op(
         dims = np.shape(inputs[0]) if like else [int(d) for d in np.asarray(inputs[0])]
         return (_filled_array(dims, dtype, value),)
 
-    op = graph.create_op(op_type, [source], [(dtype, static)], fill, name=name)
+    op = graph.create_op(op_type, [source], [(dtype, static)], fill, name=name, effects=False)
     return op.outputs[0]
 
 

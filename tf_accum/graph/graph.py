@@ -51,6 +51,7 @@ class Operation:
         control_inputs: Sequence[Operation] = (),
         attrs: dict[str, Any] | None = None,
         blocking: bool = False,
+        effects: bool = True,
     ) -> None:
         self._graph = graph
         self._type = op_type
@@ -65,6 +66,9 @@ class Operation:
         # A blocking op (a take) may wait for ops of the same run: a session
         # runs it on a thread of its own when anything else is still to do.
         self.blocking = blocking
+        # False for an op whose kernel changes nothing and calls nothing outside: a
+        # cluster run may run it again (see remote_run's reads ahead)
+        self.effects = effects
         self._device = ""
 
     @property
@@ -302,6 +306,7 @@ class Graph:
         attrs: dict[str, Any] | None = None,
         blocking: bool = False,
         control_inputs: Sequence[Operation] = (),
+        effects: bool = True,
     ) -> Operation:
         """Add an op built under the current name scope and control dependencies.
 
@@ -334,7 +339,16 @@ class Graph:
                 raise RuntimeError("Graph is finalized and cannot be modified.")
             op_name = base[:-1] if base.endswith("/") else self.unique_name(base)
             op = Operation(
-                self, op_type, op_name, inputs, outputs, kernel, _unique(controls), attrs, blocking
+                self,
+                op_type,
+                op_name,
+                inputs,
+                outputs,
+                kernel,
+                _unique(controls),
+                attrs,
+                blocking,
+                effects,
             )
             self._ops[op_name] = op
         if self._build.devices:

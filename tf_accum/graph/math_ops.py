@@ -197,7 +197,13 @@ def build_binary(op_type: str, scope: str, params: Sequence[str], inputs: Sequen
         node = full[:-1]
         shape = broadcast_shape(node, op_type, tensors[0], tensors[1])
         op = graph.create_op(
-            op_type, tensors, [(dtype, shape)], kernel, name=full, attrs={"T": dtype}
+            op_type,
+            tensors,
+            [(dtype, shape)],
+            kernel,
+            name=full,
+            attrs={"T": dtype},
+            effects=False,
         )
     return op.outputs[0]
 
@@ -263,7 +269,13 @@ def _bool_mul(inputs: Sequence[Any]) -> Any:
         ]
         shape = broadcast_shape(full[:-1], "Mul", tensors[0], tensors[1])
         op = graph.create_op(
-            "Mul", tensors, [(int32, shape)], kernel, name=full, attrs={"T": int32}
+            "Mul",
+            tensors,
+            [(int32, shape)],
+            kernel,
+            name=full,
+            attrs={"T": int32},
+            effects=False,
         )
         return _cast_op(graph, op.outputs[0], bool_)
 
@@ -277,6 +289,7 @@ def _cast_op(graph: Graph, tensor: Tensor, dtype: DType) -> Tensor:
         lambda context, inputs: (cast_value(np.asarray(inputs[0]), dtype),),
         name="Cast",
         attrs={"SrcT": tensor.dtype, "DstT": dtype},
+        effects=False,
     )
     return op.outputs[0]
 
@@ -327,6 +340,7 @@ def truediv(x: Any, y: Any, scope: str = "truediv") -> Any:
             elementwise(np.true_divide, dtype),
             name=full,
             attrs={"T": dtype},
+            effects=False,
         )
     return op.outputs[0]
 
@@ -350,7 +364,13 @@ def unary(op_type: str, x: Any, name: str | None) -> Any:
         with graph.name_scope(name or scope) as full:
             tensor = materialize(graph, source, "x")
             op = graph.create_op(
-                op_type, [tensor], [(out, tensor.shape)], kernel, name=full, attrs={"T": dtype}
+                op_type,
+                [tensor],
+                [(out, tensor.shape)],
+                kernel,
+                name=full,
+                attrs={"T": dtype},
+                effects=False,
             )
         return op.outputs[0]
 

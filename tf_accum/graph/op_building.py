@@ -190,13 +190,15 @@ def make_op(
     outputs: Callable[[list[Tensor]], OutputSpec],
     attrs: dict[str, Any] | None = None,
     many: bool = False,
+    effects: bool = False,
 ) -> Any:
     """Run ``kernel`` on the inputs now (eager: its output array, or list of
     arrays with ``many``) or build an ``op_type`` op named ``name`` into the
     graph being built (its Tensor, or list of Tensors with ``many``).
 
     ``inputs`` are (parameter name, converted input) pairs; ``outputs`` gives the
-    dtypes and static shapes of the outputs from the input tensors.
+    dtypes and static shapes of the outputs from the input tensors. ``effects``:
+    the kernel changes state (a random op advances its sequence).
     """
     graph = mode.building_graph()
     if graph is None:
@@ -209,7 +211,9 @@ def make_op(
             specs = outputs(tensors)
         finally:
             _inferring.reset(token)
-        op = graph.create_op(op_type, tensors, specs, kernel, name=full, attrs=dict(attrs or {}))
+        op = graph.create_op(
+            op_type, tensors, specs, kernel, name=full, attrs=dict(attrs or {}), effects=effects
+        )
     return list(op.outputs) if many else op.outputs[0]
 
 

@@ -75,6 +75,7 @@ def _const_op(graph: Graph, array: Array, name: str | None) -> Tensor:
         lambda context, inputs: (array,),
         name=name or "Const",
         attrs={"value": array, "dtype": dtype_of_array(array)},
+        effects=False,
     )
     return op.outputs[0]
 
@@ -204,6 +205,7 @@ def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Tenso
         must_be_fed,
         name=name or "Placeholder",
         attrs={"dtype": wanted, "shape": static},
+        effects=False,
     )
     return op.outputs[0]
 
@@ -250,6 +252,7 @@ def placeholder_with_default(input: Any, shape: Any, name: str | None = None) ->
         [(source.dtype, static)],
         lambda context, inputs: (inputs[0],),
         name=name or "PlaceholderWithDefault",
+        effects=False,
     )
     return op.outputs[0]
 
@@ -266,6 +269,7 @@ def identity(input: Any, name: str | None = None) -> Any:  # noqa: A002
         [(source.dtype, source.shape)],
         lambda context, inputs: (inputs[0],),
         name=name or "Identity",
+        effects=False,
     )
     return op.outputs[0]
 
@@ -285,7 +289,9 @@ def group(*inputs: Any, name: str | None = None) -> Operation | None:
         elif item is not None:
             controls.append(item)
     with graph.control_dependencies(controls):
-        return graph.create_op("NoOp", [], [], _no_outputs, name=name or "group_deps")
+        return graph.create_op(
+            "NoOp", [], [], _no_outputs, name=name or "group_deps", effects=False
+        )
 
 
 def no_op(name: str | None = None) -> Operation | None:
@@ -293,7 +299,7 @@ def no_op(name: str | None = None) -> Operation | None:
     graph = _graph_or_none()
     if graph is None:
         return None
-    return graph.create_op("NoOp", [], [], _no_outputs, name=name or "NoOp")
+    return graph.create_op("NoOp", [], [], _no_outputs, name=name or "NoOp", effects=False)
 
 
 def _no_outputs(context: Any, inputs: list[Any]) -> Sequence[Any]:
@@ -320,6 +326,7 @@ def cast(x: Any, dtype: Any, name: str | None = None) -> Any:
         lambda context, inputs: (cast_value(np.asarray(inputs[0]), wanted),),
         name=name or "Cast",
         attrs={"SrcT": source.dtype, "DstT": wanted},
+        effects=False,
     )
     return op.outputs[0]
 

@@ -119,7 +119,7 @@ def _random_op(
 
     type_attr = "Tout" if op_type == "RandomUniformInt" else "dtype"
     attrs = {"seed": seed or 0, "seed2": seed2 or 0, type_attr: dtype, "T": shape_dtype}
-    return make_op(op_type, name, [("shape", shape), *extra], kernel, outputs, attrs)
+    return make_op(op_type, name, [("shape", shape), *extra], kernel, outputs, attrs, effects=True)
 
 
 def _uniform_int(key: int, counter: int, count: int, dtype: DType, low: Any, high: Any) -> Array:

@@ -207,6 +207,7 @@ def _reduce(
                 kernel,
                 name=full,
                 attrs={"T": dtype, "Tidx": _dtype_of_axis(axis_value), "keep_dims": keep},
+                effects=False,
             )
         return op.outputs[0]
 

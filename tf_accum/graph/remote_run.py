@@ -43,7 +43,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
@@ -62,7 +62,16 @@ from tf_accum.distributed.small_messages import (
     split,
     unpack,
 )
-from tf_accum.distributed.wire import RESTARTED, Done, Outcome, Request, StepRefused
+from tf_accum.distributed.wire import (
+    RESTARTED,
+    Done,
+    Outcome,
+    ReadsChanged,
+    Request,
+    StepFailed,
+    StepRefused,
+    answer_values,
+)
 from tf_accum.graph.cluster_runtime import (
     HANDLE_DTYPES,
     ClusterRuntime,
@@ -141,6 +150,53 @@ class _Request:
 # A request waiting for its answer: (task, ops, request id, link, cancellation key, request).
 _Pending = tuple[Task, "list[Operation]", str, HostLink, "int | None", _Request]
 
+# A route stops reading ahead on a task once its reads had changed this many times,
+# and more than once per this many runs that used them.
+READ_AHEAD_MISSES = 3
+READ_AHEAD_HITS_PER_MISS = 8
+
+
+@dataclass
+class _ReadAhead:
+    """A task whose runs of a route read ahead: its last request of a run also reads
+    what the next run's first request to it reads (variable reads only), so that run
+    sends it no request of reads. The next run's last request carries which reads it
+    used, and the host runs it only if the variables still hold what was read (a read
+    then, at the request's arrival, is a read within the run); if one changed, the run
+    starts again without them. So every action of the route before the task's last
+    request is one that can run again unseen: local ops without effects, requests
+    that only read."""
+
+    reads: int  # the index in the route's actions of the request of reads
+    last: int  # ... and of the task's last request, which goes alone
+    ops: tuple[Operation, ...]  # the reads
+    # the reads held for the next run: the id of the request that read them, and
+    # their outputs
+    held: tuple[str, list[tuple[Any, ...]]] | None = None
+    used: int = 0
+    changed: int = 0
+
+    @property
+    def on(self) -> bool:
+        return (
+            self.changed < READ_AHEAD_MISSES or self.changed * READ_AHEAD_HITS_PER_MISS <= self.used
+        )
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """What a task's last request of a run asks of reads ahead: to run ``reads`` (their
+    pickled steps) after its own, and whether the run used the reads of request
+    ``reads_from``."""
+
+    entry: _ReadAhead
+    reads: bytes
+    reads_from: str | None
+
+
+class _ReadsHadChanged(Exception):
+    """The host ran nothing of a request: reads ahead its run used had changed."""
+
 
 @dataclass
 class _Route:
@@ -148,12 +204,14 @@ class _Route:
     started from: a run of the same plan from the same handles takes the same actions
     (each is decided by what is done so far), so it replays them without the search.
     ``generation``: the session's handle cache when the run started (a route is
-    replayed only while the cache is unchanged)."""
+    replayed only while the cache is unchanged). ``ahead``: the tasks whose reads
+    its runs read ahead."""
 
     plan: Plan
     generation: int
     start: tuple[tuple[Operation, Tensor], ...]
     actions: list[_Action]
+    ahead: dict[Task, _ReadAhead] = field(default_factory=dict)
 
 
 def _run_here(
@@ -254,7 +312,21 @@ class ClusterSession:
         try:
             with using_table(session.table), cancelled_by(cancellation):
                 if route is not None:
-                    self._replay(route, plan, placed, values, done, run, fed, giving_back)
+                    if not route.ahead:
+                        self._replay(route, plan, placed, values, done, run, fed, giving_back)
+                        return values
+                    start_values, start_done = dict(values), set(done)
+                    try:
+                        self._replay(route, plan, placed, values, done, run, fed, giving_back, True)
+                    except _ReadsHadChanged:
+                        # nothing the run did so far was seen: it starts again
+                        values.clear()
+                        values.update(start_values)
+                        done.clear()
+                        done.update(start_done)
+                        self._replay(
+                            route, plan, placed, values, done, run, fed, giving_back, False
+                        )
                     return values
                 start = tuple((op, op.outputs[0]) for op in plan.ops if op in done)
                 actions: list[_Action] = []
@@ -275,11 +347,36 @@ class ClusterSession:
             _give_back(giving_back)
             raise
         actions = self._without_inline_constants(plan, placed, actions)
+        ahead = self._reads_ahead(plan, actions)
         with self._lock:
             if len(self._routes) > 256:
                 self._routes.clear()
-            self._routes[id(plan)] = _Route(plan, generation, start, actions)
+            self._routes[id(plan)] = _Route(plan, generation, start, actions, ahead)
         return values
+
+    def _reads_ahead(self, plan: Plan, actions: list[_Action]) -> dict[Task, _ReadAhead]:
+        """The tasks whose reads a route of ``actions`` can read ahead (see _ReadAhead)."""
+        sends: dict[Task, list[int]] = {}
+        for index, (kind, what) in enumerate(actions):
+            if kind == "send":
+                for task in what:
+                    sends.setdefault(task, []).append(index)
+        found: dict[Task, _ReadAhead] = {}
+        for task, indices in sends.items():
+            if len(indices) != 2 or len(actions[indices[1]][1]) != 1:
+                continue
+            ops = actions[indices[0]][1][task]
+            made = self._requests.get((id(plan), task, tuple(ops)))
+            if (
+                made is None
+                or made.plan is not plan
+                or made.slots
+                or not all(op.type == "ReadVariableOp" for op in ops)
+                or not _unseen_again(actions[: indices[1]])
+            ):
+                continue
+            found[task] = _ReadAhead(indices[0], indices[1], tuple(ops))
+        return found
 
     def _without_inline_constants(
         self, plan: Plan, placed: _Placed, actions: list[_Action]
@@ -323,16 +420,43 @@ class ClusterSession:
         run: RunContext,
         fed: dict[Tensor, Any],
         giving_back: list[tuple[HostLink, str]],
+        use_held: bool = False,
     ) -> None:
-        """Take ``route``'s actions again (see ``_Route``)."""
-        for kind, what in route.actions:
-            if kind == "send":
-                self._send(
-                    what, plan, placed, values, done, run.deadline, run.cancellation, giving_back
-                )
+        """Take ``route``'s actions again (see ``_Route``); with ``use_held``, using the
+        reads held ahead (see ``_ReadAhead``)."""
+        used: dict[Task, str] = {}  # per task, the request whose reads ahead the run used
+        for index, (kind, what) in enumerate(route.actions):
+            if kind != "send":
+                for op in what:
+                    _run_here(op, values, done, run, fed)
                 continue
-            for op in what:
-                _run_here(op, values, done, run, fed)
+            asks: dict[Task, _Ahead] = {}
+            for task, entry in route.ahead.items():
+                if not entry.on:
+                    continue
+                if index == entry.reads and use_held:
+                    with self._lock:
+                        held, entry.held = entry.held, None
+                    if held is not None:
+                        reads, _ = self._request(plan, task, list(entry.ops), values)
+                        self._store(task, reads, held[1], values, done)
+                        what = {t: ops for t, ops in what.items() if t != task}
+                        used[task] = held[0]
+                elif index == entry.last:
+                    reads, _ = self._request(plan, task, list(entry.ops), values)
+                    asks[task] = _Ahead(entry, reads.blob, used.get(task))
+            if what:
+                self._send(
+                    what,
+                    plan,
+                    placed,
+                    values,
+                    done,
+                    run.deadline,
+                    run.cancellation,
+                    giving_back,
+                    asks,
+                )
 
     @staticmethod
     def _run_local(
@@ -435,10 +559,19 @@ class ClusterSession:
         deadline: float | None,
         cancellation: Cancellation,
         giving_back: list[tuple[HostLink, str]],
+        asks: dict[Task, _Ahead] | None = None,
     ) -> None:
+        """Send a request to each host of ``batches`` (``asks``: their reads ahead), and
+        store the answers.
+
+        Raises:
+            the error of the failing op earliest in the plan; _ReadsHadChanged when
+            a host ran nothing because reads ahead the run used had changed.
+        """
         import ray
 
         runtime = self.runtime
+        changed = False
         pending: dict[Any, _Pending] = {}
         rest: dict[Any, list[Any]] = {}  # a split answer's pieces after the first
         try:
@@ -463,6 +596,7 @@ class ClusterSession:
                 life = link.life_once()
                 with self._lock:
                     known = self._known.setdefault(task, link.instance)
+                ask = None if asks is None else asks.get(task)
                 packed = Request(
                     known,
                     self.key,
@@ -473,6 +607,8 @@ class ClusterSession:
                     sent,
                     remaining,
                     made.answer_pieces[0],
+                    None if ask is None else ask.reads,
+                    None if ask is None else ask.reads_from,
                 )
                 size = array_bytes(sent) if life is None else None
                 arguments: tuple[Any, ...] = (packed,)
@@ -511,6 +647,21 @@ class ClusterSession:
                 # answered: a later cancellation must not reach for it
                 del pending[ref]
                 cancellation.unregister(key)
+                ask = None if asks is None else asks.get(task)
+                if isinstance(outcome, ReadsChanged):
+                    # nothing ran: nothing to give back either
+                    if (link, request) in giving_back:
+                        giving_back.remove((link, request))
+                    if ask is not None:
+                        ask.entry.changed += 1
+                    changed = True
+                    continue
+                if ask is not None:
+                    if ask.reads_from is not None:
+                        ask.entry.used += 1
+                    if type(outcome) is Done and outcome.read_ahead is not None:
+                        with self._lock:
+                            ask.entry.held = (request, outcome.read_ahead)
                 made.answer_pieces[0] = _answer_pieces(answer, pieces, outcome)
                 failed = self._absorb(task, made, outcome, values, done, link)
                 if failed is not None:
@@ -519,6 +670,8 @@ class ClusterSession:
             if failures:
                 order = {op: i for i, op in enumerate(plan.ops)}
                 raise min(failures, key=lambda found: order[found[0]])[1]
+            if changed:
+                raise _ReadsHadChanged
         except BaseException:
             hold_thread_when_exiting()
             # interrupted or failed while requests wait: withdraw their takes
@@ -540,33 +693,14 @@ class ClusterSession:
         self,
         task: Task,
         made: _Request,
-        outcome: Outcome,
+        outcome: Done | StepFailed | StepRefused,
         values: dict[Tensor, Any],
         done: set[Operation],
         link: HostLink,
     ) -> tuple[Operation, BaseException] | None:
         """Store a request's outputs; (op, error) of its failing step, if one failed."""
         if isinstance(outcome, Done):
-            for (op, tensors, constructor, answered), outputs in zip(
-                made.outputs, outcome.outputs, strict=True
-            ):
-                if not answered:  # only a take's counts come back (see _unanswered)
-                    done.add(op)
-                    if outputs and op in _AFTER_TAKE:
-                        _AFTER_TAKE[op](*outputs)
-                    continue
-                if constructor:
-                    handle = RemoteHandle(task_label(task), int(outputs[0]))
-                    with self._lock:
-                        self._handles[op] = handle
-                        self._generation += 1
-                    outputs = (handle,)
-                # a variable op's host step always returns the value; the op may not
-                for tensor, value in zip(tensors, outputs[: len(tensors)], strict=True):
-                    values[tensor] = value
-                done.add(op)
-                if len(outputs) > len(tensors) and op in _AFTER_TAKE:
-                    _AFTER_TAKE[op](*outputs[len(tensors) :])
+            self._store(task, made, outcome.outputs, values, done)
             return None
         op = made.outputs[outcome.step][0]
         if isinstance(outcome, StepRefused):
@@ -586,6 +720,36 @@ class ClusterSession:
             error = failure.error()
         error._op = op
         return op, error
+
+    def _store(
+        self,
+        task: Task,
+        made: _Request,
+        answered_outputs: list[tuple[Any, ...]],
+        values: dict[Tensor, Any],
+        done: set[Operation],
+    ) -> None:
+        """Store the outputs of a request's steps that ran (the handles it made are kept)."""
+        for (op, tensors, constructor, answered), outputs in zip(
+            made.outputs, answered_outputs, strict=True
+        ):
+            if not answered:  # only a take's counts come back (see _unanswered)
+                done.add(op)
+                if outputs and op in _AFTER_TAKE:
+                    _AFTER_TAKE[op](*outputs)
+                continue
+            if constructor:
+                handle = RemoteHandle(task_label(task), int(outputs[0]))
+                with self._lock:
+                    self._handles[op] = handle
+                    self._generation += 1
+                outputs = (handle,)
+            # a variable op's host step always returns the value; the op may not
+            for tensor, value in zip(tensors, outputs[: len(tensors)], strict=True):
+                values[tensor] = value
+            done.add(op)
+            if len(outputs) > len(tensors) and op in _AFTER_TAKE:
+                _AFTER_TAKE[op](*outputs[len(tensors) :])
 
     def _forget(self, task: Task) -> None:
         """Drop what this session knows of ``task``'s host: its state is gone."""
@@ -615,7 +779,7 @@ def _answer_pieces(answer: Any, pieces: list[bytes], outcome: Outcome) -> int:
         return pieces_for(len(answer) + sum(len(piece) for piece in pieces))
     size = None
     if type(outcome) is Done:
-        size = array_bytes(value for outputs in outcome.outputs for value in outputs)
+        size = array_bytes(answer_values(outcome))
     if size is None or size > MEDIUM_BYTES:
         return 1
     return pieces_for(size + 4096)  # and the pickled tuples around the arrays
@@ -961,3 +1125,15 @@ def _blocking_last(ops: list[Operation], placed: _Placed) -> list[Operation]:
         if op.blocking or any(p in downstream for p in placed.producers[op]):
             downstream.add(op)
     return [op for op in ops if op not in downstream] + [op for op in ops if op in downstream]
+
+
+def _unseen_again(actions: list[_Action]) -> bool:
+    """Whether running ``actions`` again would change nothing anyone sees: local ops
+    without effects, and requests that only read variables."""
+    for kind, what in actions:
+        if kind == "local":
+            if any(op.effects for op in what):
+                return False
+        elif any(op.type != "ReadVariableOp" for ops in what.values() for op in ops):
+            return False
+    return True

@@ -139,6 +139,7 @@ class Variable(TensorOperators):
             [(resource, TensorShape([]))],
             lambda context, inputs: (self,),
             name=name or "Variable",
+            effects=False,
         )
         self._handle = handle
         _variables_by_handle[handle] = self
@@ -174,6 +175,7 @@ class Variable(TensorOperators):
             [(self._dtype, self._shape)],
             lambda context, inputs: (store_of(context).read(inputs[0]),),
             name=name,
+            effects=False,
         )
         return op.outputs[0]
 
@@ -263,6 +265,7 @@ class Variable(TensorOperators):
             [(self._dtype, self._shape)],
             lambda context, inputs: (inputs[0],),
             name="Identity",
+            effects=False,
         )
         return op.outputs[0]
 

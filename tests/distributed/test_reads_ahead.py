@@ -1,0 +1,162 @@
+"""A cluster run's variable reads that went ahead with the run before: runs see
+every write all the same.
+
+A run whose first request to a ps task only reads variables, and whose ops
+before its last request to that task can run again unseen, has that last
+request also read them for the next run of the same plan (see
+``remote_run._ReadAhead``). The next run sends its last request with which
+reads it used, and the host runs it only if the variables still hold what
+was read; otherwise the run starts again. These tests check the values each
+run sees, that a refused request changed nothing, which runs read ahead, and
+that the host lets held reads go.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tf_accum.compat.v1 as tf
+
+RUN_BOUND = tf.RunOptions(timeout_in_ms=60_000)
+
+
+@pytest.fixture
+def worker(ray_cluster: Any, serve_ps: Any) -> Iterator[Callable[[Any, Any], tuple[Any, Any]]]:
+    """``worker(spec, graph)``: this process as the spec's worker task 0, its ps task
+    served here: (its Server, a Session on its target); sessions closed after."""
+    sessions: list[Any] = []
+
+    def start(spec: Any, graph: Any) -> tuple[Any, Any]:
+        serve_ps(spec)
+        server = tf.train.Server(spec, job_name="worker", task_index=0)
+        sess = tf.Session(server.target, graph=graph)
+        sessions.append(sess)
+        return server, sess
+
+    yield start
+    for sess in sessions:
+        sess.close()
+
+
+def job(local_effects: bool = False) -> dict[str, Any]:
+    """``u += square(v)`` with v and u on the ps task and the square in the session's
+    process (plus a random term with ``local_effects``): a request of v's read, a
+    local op, a request of u's update."""
+    tag = uuid.uuid4().hex[:8]
+    spec = {"ps": [f"ps-{tag}:2222"], "worker": [f"w-{tag}:2222"]}
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/job:ps/task:0"):
+            v = tf.Variable(np.array([1.0, 2.0, 3.0], np.float32), name="v")
+            u = tf.Variable(np.zeros(3, np.float32), name="u")
+        with tf.device("/job:worker/task:0"):
+            change = tf.square(v.read_value())
+            if local_effects:
+                change = change + tf.random_uniform([3]) * 0.0
+        update = u.assign_add(change)
+        init = tf.global_variables_initializer()
+    return {"spec": spec, "graph": graph, "v": v, "u": u, "update": update, "init": init}
+
+
+def host_counts(server: Any) -> dict[str, int]:
+    counts: dict[str, int] = server.runtime.counts("ps", 0)
+    return counts
+
+
+def requests_of(server: Any, run: Callable[[], Any]) -> tuple[Any, int]:
+    """``run()``'s result and the requests the ps task's host ran for it."""
+    before = host_counts(server)["requests"]
+    found = run()
+    return found, host_counts(server)["requests"] - before
+
+
+def test_runs_read_ahead_and_see_the_values_they_would_have_read(worker: Any) -> None:
+    m = job()
+    server, sess = worker(m["spec"], m["graph"])
+    sess.run(m["init"])
+    update = lambda: sess.run([m["update"], m["v"]], options=RUN_BOUND)  # noqa: E731
+    expected = np.zeros(3, np.float32)
+    spent = []
+    for _ in range(5):
+        (total, seen), requests = requests_of(server, update)
+        expected += np.square(np.array([1.0, 2.0, 3.0], np.float32))
+        np.testing.assert_array_equal(total, expected)
+        np.testing.assert_array_equal(seen, [1.0, 2.0, 3.0])
+        spent.append(requests)
+    # the first run finds its route, the second reads ahead, the others use the reads
+    assert spent == [2, 2, 1, 1, 1]
+    assert host_counts(server)["reads_ahead"] == 1
+    assert host_counts(server)["reads_changed"] == 0
+
+
+def test_a_write_between_runs_is_seen_and_the_refused_request_changed_nothing(
+    worker: Any,
+) -> None:
+    m = job()
+    server, sess = worker(m["spec"], m["graph"])
+    other = tf.Session(server.target, graph=m["graph"])
+    try:
+        sess.run(m["init"])
+        update = lambda: sess.run([m["update"], m["v"]], options=RUN_BOUND)  # noqa: E731
+        for _ in range(3):
+            before, _ = update()
+        other.run(m["v"].assign([5.0, 6.0, 7.0]))  # another session's write
+        (total, seen), requests = requests_of(server, update)
+    finally:
+        other.close()
+    np.testing.assert_array_equal(seen, [5.0, 6.0, 7.0])
+    # u's update ran once, with the new value
+    np.testing.assert_array_equal(total, before + np.square([5.0, 6.0, 7.0]).astype(np.float32))
+    np.testing.assert_array_equal(sess.run(m["u"]), total)
+    assert host_counts(server)["reads_changed"] == 1
+    assert requests == 2  # the refused request ran nothing: the run's reads, its update
+
+
+def test_a_run_whose_local_ops_have_effects_reads_within_the_run(worker: Any) -> None:
+    m = job(local_effects=True)
+    server, sess = worker(m["spec"], m["graph"])
+    sess.run(m["init"])
+    spent = [requests_of(server, lambda: sess.run(m["update"]))[1] for _ in range(4)]
+    assert spent == [2, 2, 2, 2]
+    assert host_counts(server)["reads_ahead"] == 0
+
+
+def test_reads_that_keep_changing_stop_going_ahead(worker: Any) -> None:
+    m = job()
+    server, sess = worker(m["spec"], m["graph"])
+    other = tf.Session(server.target, graph=m["graph"])
+    try:
+        sess.run(m["init"])
+        spent = []
+        for k in range(10):
+            other.run(m["v"].assign(np.full(3, k, np.float32)))
+            total, seen = sess.run([m["update"], m["v"]], options=RUN_BOUND)
+            np.testing.assert_array_equal(seen, np.full(3, k, np.float32))
+            spent.append(host_counts(server)["reads_changed"])
+    finally:
+        other.close()
+    # refused three times, then the route reads within its runs
+    assert spent[-1] == 3
+    assert spent[-4:] == [3, 3, 3, 3]
+    expected = sum(np.square(np.full(3, k, np.float32)) for k in range(10))
+    np.testing.assert_array_equal(total, expected)
+
+
+def test_held_reads_go_with_their_session(worker: Any) -> None:
+    m = job()
+    server, sess = worker(m["spec"], m["graph"])
+    sess.run(m["init"])
+    for _ in range(3):
+        sess.run(m["update"])
+    assert host_counts(server)["reads_ahead"] == 1
+    sess.close()  # tells the host without waiting for it
+    deadline = time.monotonic() + 30
+    while host_counts(server)["reads_ahead"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert host_counts(server)["reads_ahead"] == 0
