@@ -528,11 +528,19 @@ def test_the_guides_program_runs_on_tensorflow_through_the_launcher(tmp_path: Pa
 
 
 @NEEDS_RAY
-def test_the_guides_program_trains_on_a_head_of_its_own(tmp_path: Path) -> None:
+@pytest.mark.parametrize("home_token", [False, True], ids=["empty home", "token in home"])
+def test_the_guides_program_trains_on_a_head_of_its_own(tmp_path: Path, home_token: bool) -> None:
+    """With a token in ``~/.ray/auth_token`` (which a bare ``ray.init()`` writes), the
+    head (``ray start`` turns token mode on for it) and the tasks (Ray does not, for
+    an address it is given) use it alike."""
     program = tmp_path / "train.py"
     program.write_text(guide_program())
     home = tmp_path / "home"
     home.mkdir()
+    token = secrets.token_hex(32)
+    if home_token:
+        (home / ".ray").mkdir()
+        (home / ".ray" / "auth_token").write_text(token)
     with launched(tmp_path, "--ps", "1", "--workers", "2", str(program), home=home) as launch:
         assert launch.finish() == 0, "\n".join(launch.err[-60:])
         losses = [
@@ -550,7 +558,10 @@ def test_the_guides_program_trains_on_a_head_of_its_own(tmp_path: Path) -> None:
             re.match(r"\[launch\] job \w+ on Ray at 127\.0\.0\.1:\d+: ", x) for x in launch.err
         )
     # the head's token stayed in the environment: nothing was written to the home directory
-    assert list(home.iterdir()) == []
+    written = sorted(str(path.relative_to(home)) for path in home.rglob("*") if path.is_file())
+    assert written == ([".ray/auth_token"] if home_token else [])
+    if home_token:
+        assert (home / ".ray" / "auth_token").read_text() == token
 
 
 @NEEDS_RAY

@@ -148,6 +148,25 @@ def test_no_token_where_the_cluster_demands_one_says_missing(
     assert seconds < TOKEN_BOUND
 
 
+@pytest.mark.parametrize("kind", ["gcs", "client"])
+def test_a_home_token_ray_does_not_present_says_missing_and_why(
+    ray_cluster, addresses, kind, tmp_path
+):
+    """The cluster's own token in ``~/.ray/auth_token``, RAY_AUTH_MODE unset: Ray
+    presents no token to an address it is given, so the cluster refuses."""
+    address = addresses[kind]
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text(os.environ["RAY_AUTH_TOKEN"])
+    error, seconds, message = _attempt(address, _env(ray_cluster, tmp_path))
+    assert error == "UnauthenticatedError", message
+    assert f"The Ray cluster at {address!r} requires a token and this process presents none" in (
+        message
+    )
+    assert "it has one, in ~/.ray/auth_token" in message
+    assert message.endswith("run it with RAY_AUTH_MODE=token")
+    assert seconds < TOKEN_BOUND
+
+
 def _client_server_logs(cluster: Cluster) -> str:
     """The tails of the Ray Client servers' error logs (what Ray's message points to)."""
     logs = sorted(Path(cluster.temp_dir).glob("session_*/logs/ray_client_server*.err"))

@@ -150,6 +150,45 @@ def test_a_cluster_started_in_the_process_is_private_and_quiet(way: str, tmp_pat
     assert "SIGTERM" not in stderr, stderr[-3000:]
 
 
+HOME_TOKEN = """
+import json, os
+import tf_accum as tfa
+tfa.distributed.connect("local")
+from ray._raylet import AuthenticationTokenLoader
+print(json.dumps({
+    "mode": os.environ.get("RAY_AUTH_MODE"),
+    "token_in_environment": "RAY_AUTH_TOKEN" in os.environ,
+    "presented": AuthenticationTokenLoader.instance().get_raw_token(),
+}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("first", ["", "import ray\n"], ids=["tf_accum", "ray imported first"])
+def test_a_cluster_started_in_the_process_uses_the_token_in_the_home_directory_quietly(
+    first: str, tmp_path: Path
+) -> None:
+    """A token in ``~/.ray/auth_token`` (a bare ``ray.init()`` writes one) is the
+    cluster's: set in token mode by tf_accum, so Ray does not warn that it turned
+    token mode on, and processes started from here present it too."""
+    token = uuid.uuid4().hex
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text(token)
+    done = subprocess.run(
+        [sys.executable, "-c", first + HOME_TOKEN],
+        cwd=ROOT,
+        env=clean_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=PROCESS_WAIT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = _last_json(done.stdout)
+    assert report == {"mode": "token", "token_in_environment": False, "presented": token}
+    assert not RAY_WARNING.search(done.stderr), done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [".ray", "auth_token"]
+    assert (tmp_path / ".ray" / "auth_token").read_text() == token
+
+
 JOINS = {
     "connect": _timed("import tf_accum as tfa\ntfa.distributed.connect(ADDRESS)"),
     "connect, ray imported first": _timed(

@@ -44,19 +44,41 @@ def prepare_client(address: str) -> None:
 
 
 def find_token() -> str | None:
-    """The token Ray would present, looked up where Ray looks; None if there is none."""
+    """The token Ray would read in token mode, looked up where Ray looks; None if there is none."""
+    found = _find_token_and_place()
+    return found[0] if found else None
+
+
+def _find_token_and_place() -> tuple[str, str] | None:
+    """The token Ray would read in token mode, and where it is; None if there is none."""
     token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
     if token:
-        return token
+        return token, "RAY_AUTH_TOKEN"
     named = os.environ.get("RAY_AUTH_TOKEN_PATH")
-    for path in [Path(named).expanduser()] if named else [Path.home() / ".ray" / "auth_token"]:
-        try:
-            token = path.read_text().strip()
-        except OSError:
-            continue
-        if token:
-            return token
-    return None
+    if named:
+        path, place = Path(named).expanduser(), f"the file RAY_AUTH_TOKEN_PATH names ({named})"
+    else:
+        path, place = Path.home() / ".ray" / "auth_token", "~/.ray/auth_token"
+    try:
+        token = path.read_text().strip()
+    except OSError:
+        return None
+    return (token, place) if token else None
+
+
+def presented_token() -> str | None:
+    """The token Ray presents from this process to a cluster whose address it is given.
+
+    The one :func:`find_token` finds, with ``RAY_AUTH_MODE=token``; none otherwise:
+    Ray turns token mode on by itself when it finds a token only for a cluster it
+    starts (``ray start``, a bare ``ray.init()``) or finds (``"auto"``), never for
+    an address it is given.
+    """
+    return find_token() if _token_mode() else None
+
+
+def _token_mode() -> bool:
+    return os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
 
 
 def check_token(address: str, timeout: float = CHECK_TIMEOUT) -> None:
@@ -64,29 +86,40 @@ def check_token(address: str, timeout: float = CHECK_TIMEOUT) -> None:
 
     ``address`` is ``"host:port"`` of a GCS or ``"ray://host[:port]"``;
     ``"local"`` and ``"auto"`` are not checked. With ``RAY_AUTH_MODE=token``
-    and no token anywhere, it raises without contacting the cluster.
+    and no token anywhere, it raises without contacting the cluster. The call
+    carries the token Ray itself will present: none unless ``RAY_AUTH_MODE`` is
+    ``token``, even with a token in one of its places.
 
     Raises:
         UnauthenticatedError: the token is missing (token mode set and no token,
-            or the cluster demands one and this process has none) or wrong
-            (the cluster refused the one this process has).
+            or the cluster demands one and this process presents none) or wrong
+            (the cluster refused the one this process presents).
     """
     if address in ("local", "auto"):
         return
-    token = find_token()
-    token_mode = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
-    if token_mode and token is None:
+    found = _find_token_and_place()
+    if _token_mode() and found is None:
         raise errors.UnauthenticatedError(
             None,
             None,
             f"This process has no Ray token (missing) to present to the cluster at {address!r}: "
             f"RAY_AUTH_MODE=token is set, but none was found in {_TOKEN_PLACES}",
         )
-    if os.environ.get("RAY_AUTH_MODE", "").lower() == "disabled":
-        token = None  # Ray presents none
-    if not _refused(address, token, timeout):
+    presented = presented_token()
+    if not _refused(address, presented, timeout):
         return
-    if token is None:
+    if presented is None and found is not None:
+        mode = os.environ.get("RAY_AUTH_MODE")
+        raise errors.UnauthenticatedError(
+            None,
+            None,
+            f"The Ray cluster at {address!r} requires a token and this process presents none "
+            f"(missing): it has one, in {found[1]}, but Ray presents it only with "
+            f"RAY_AUTH_MODE=token (it is {'unset' if mode is None else repr(mode)}; Ray "
+            f"turns token mode on by itself only for a cluster it starts or finds with "
+            f"'auto'): run it with RAY_AUTH_MODE=token",
+        )
+    if presented is None:
         raise errors.UnauthenticatedError(
             None,
             None,

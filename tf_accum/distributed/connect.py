@@ -179,12 +179,8 @@ def prepare_ray_environment(address: str) -> None:
         # loopback node address, and Ray takes a loopback address for another
         # interface's; with it, everything stays on 127.0.0.1.
         _choose(*_LOOPBACK_ONLY)
-    if address == "local" and _needs_a_token():
-        # Ray's default writes a token file into the home directory; a cluster
-        # of this process gets a fresh token kept in the environment instead,
-        # which processes started from here inherit to join it.
-        os.environ["RAY_AUTH_MODE"] = "token"
-        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    if address == "local":
+        _choose_token_for_a_new_cluster()
     # A Ray imported earlier read its authentication settings then: it reads the
     # ones in force now (the processes it starts get these, and they must agree)
     _reload_ray_config()
@@ -209,11 +205,23 @@ def _reload_ray_config() -> None:
     raylet.AuthenticationTokenLoader.instance().reset_cache()
 
 
-def _needs_a_token() -> bool:
-    """Whether a cluster started here would have Ray make a token (and write it under
-    the home directory): token mode, by default or asked for, and no token to be found."""
-    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
-    return mode in ("", "token") and auth.find_token() is None
+def _choose_token_for_a_new_cluster() -> None:
+    """Token mode, in the environment, for a cluster started from this process (by
+    ``ray.init()`` here, or by the launcher's ``ray start``), unless the user set
+    another mode: the user's token if there is one, else a fresh one.
+
+    Ray turns token mode on by itself for a cluster it starts, but in a process
+    given the cluster's address (the launcher's tasks) only with
+    ``RAY_AUTH_MODE=token``: set here, every process started from this one
+    inherits the mode and presents the token the cluster has.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "").lower() not in ("", "token"):
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    if auth.find_token() is None:
+        # Ray's default writes a token file into the home directory; the cluster
+        # gets a fresh token kept in the environment instead.
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
 def _check_reachable(address: str, timeout: float) -> None:

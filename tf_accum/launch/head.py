@@ -2,10 +2,10 @@
 
 ``ray start --head --block`` in a session of its own, prepared the way
 :func:`tf_accum.distributed.connect` prepares a cluster it starts: every
-server on the loopback interface only, no usage statistics, and (unless the
-user configured a token) a fresh authentication token kept in the
-environment, which the job's tasks inherit, rather than written to the home
-directory. Its files (sockets, logs, Ray's own output) go to a temporary
+server on the loopback interface only, no usage statistics, and token
+authentication set in the environment, which the job's tasks inherit (so they
+present the token the head demands): the user's token if there is one, else a
+fresh one kept in the environment rather than written to the home directory. Its files (sockets, logs, Ray's own output) go to a temporary
 directory of its own, removed when it stops; its ports are free ones (the
 GCS's is picked by the system as it binds), so it coexists with other
 clusters on the machine.
