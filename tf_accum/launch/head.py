@@ -5,10 +5,10 @@
 server on the loopback interface only, no usage statistics, and token
 authentication set in the environment, which the job's tasks inherit (so they
 present the token the head demands): the user's token if there is one, else a
-fresh one kept in the environment rather than written to the home directory. Its files (sockets, logs, Ray's own output) go to a temporary
-directory of its own, removed when it stops; its ports are free ones (the
-GCS's is picked by the system as it binds), so it coexists with other
-clusters on the machine.
+fresh one kept in the environment rather than written to the home directory.
+Its files (sockets, logs, Ray's own output) go to a temporary directory of
+its own, removed when it stops; its ports are free ones (the GCS's is picked
+by the system as it binds), so it coexists with other clusters on the machine.
 
 Stopping it ends, by pid, the ``ray start`` process and every process below
 it or naming or holding open the head's directory (Ray's agents may outlive
