@@ -296,15 +296,18 @@ def test_a_run_on_two_ps_tasks_gets_both_answers_at_once_and_names_a_lost_one(
     assert "task /job:ps/task:1" in lost.value.message, lost.value.message
 
 
-def test_requests_and_answers_travel_pickled_in_pieces_and_large_ones_go_through_ray(
-    task, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("same_machine", [True, False])
+def test_requests_and_answers_travel_pickled_in_pieces_and_large_ones_in_shared_memory_or_ray(
+    task, monkeypatch: pytest.MonkeyPatch, same_machine: bool
 ) -> None:
     """A request or an answer whose arrays are small travels as one bytes object; one
     whose arrays come to at most MEDIUM_BYTES as bytes in pieces of at most
     PIECE_BYTES, each an argument or result of its own (an answer once the session
-    has seen its size: the first comes whole); a gradient larger than that, and the
-    mean it is taken into, are left to Ray. The values are the same either way, and a
-    fetched mean is an array the caller may write."""
+    has seen its size: the first comes whole). A gradient larger than that, and the
+    mean it is taken into, go through the calling thread's shared-memory buffer when
+    the host shares the machine (the mean once the session has seen its size), the
+    message itself a bytes object; else they are left to Ray. The values are the
+    same either way, and a fetched mean is an array the caller may write."""
     from tf_accum.distributed.small_messages import (
         MEDIUM_BYTES,
         PIECE_BYTES,
@@ -325,6 +328,8 @@ def test_requests_and_answers_travel_pickled_in_pieces_and_large_ones_go_through
     server, sess = task(spec, 0, g)
     sess.run(count)  # links to the host (and sends it the life token)
     link = server.runtime.host("ps", 0)
+    if not same_machine:
+        monkeypatch.setattr(link, "_same_machine", False)
     real_actor = link.actor
     sent: list[str] = []
     answered: list[str] = []
@@ -371,20 +376,19 @@ def test_requests_and_answers_travel_pickled_in_pieces_and_large_ones_go_through
                 sess.run(apply, {grad: np.full(size, value, np.float32)})
             means.setdefault(kind, []).append(sess.run(take))
     monkeypatch.undo()
-    # per kind: two applies and a take, twice
-    assert sent == ["bytes"] * 6 + ["pieces", "pieces", "bytes"] * 2 + ["ray", "ray", "bytes"] * 2
-    # applies answer with no arrays; a medium mean comes whole once, then in pieces
-    assert (
-        answered
-        == ["bytes"] * 6
-        + ["bytes", "bytes", "ray", "bytes", "bytes", "pieces"]
-        + [
-            "bytes",
-            "bytes",
-            "ray",
-        ]
-        * 2
-    )
+    large = "bytes" if same_machine else "ray"
+    # per kind: two applies and a take, twice (the buffer's attach call is not a run)
+    assert sent == ["bytes"] * 6 + ["pieces", "pieces", "bytes"] * 2 + [large, large, "bytes"] * 2
+    # applies answer with no arrays; a medium mean comes whole once, then in pieces; a
+    # large one through Ray, then in shared memory
+    assert answered == ["bytes"] * 6 + ["bytes", "bytes", "ray", "bytes", "bytes", "pieces"] + [
+        "bytes",
+        "bytes",
+        "ray",
+        "bytes",
+        "bytes",
+        large,
+    ]
     for kind, size in sizes.items():
         for mean in means[kind]:
             assert mean.dtype == np.float32 and mean.shape == (size,)

@@ -7,7 +7,9 @@ thread instead keeps one shared-memory buffer: it copies the gradient in and
 passes a descriptor, the host adds straight from its mapping of the same
 pages, and a take's result comes back the same way. Calls still go through
 Ray, and still wait for their answer, so a thread's buffer is never used by
-two calls at once.
+two calls at once. A TF1 cluster's request puts each large value it sends at
+an offset of its own, and the host writes the answer's large outputs after
+them (see tf_accum.graph.remote_run).
 
 The buffer's file lives in /dev/shm only until the host has mapped it: the
 name is then removed, so nothing is left behind when either process dies.
@@ -29,6 +31,8 @@ Array = np.ndarray[Any, Any]
 SHM_DIR = "/dev/shm"
 # Below this, Ray sends an array inside the call itself, which is cheaper.
 THRESHOLD = 100 * 1024
+# Arrays several share a buffer with start at multiples of this.
+ALIGN = 64
 
 
 def available() -> bool:
@@ -37,13 +41,20 @@ def available() -> bool:
 
 @dataclass(frozen=True)
 class Bulk:
-    """Where an array is: ``nbytes`` from the start of the caller's buffer ``name``."""
+    """Where an array is: in the caller's buffer ``name``, from byte ``offset`` (or,
+    without a dtype, the room from there on for results)."""
 
     name: str
     capacity: int
     owner: str
     dtype: Any = None
     shape: tuple[int, ...] = ()
+    offset: int = 0
+
+
+def aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to where the next array in a buffer may start."""
+    return -(-nbytes // ALIGN) * ALIGN
 
 
 class CallerBuffer:
@@ -62,19 +73,19 @@ class CallerBuffer:
         self.size = size
         self.mapped_by_host = False
 
-    def put(self, array: Array) -> Bulk:
-        """Copy ``array`` in; returns its descriptor."""
-        view: Array = np.ndarray(array.shape, array.dtype, buffer=self.map)
+    def put(self, array: Array, offset: int = 0) -> Bulk:
+        """Copy ``array`` in at ``offset``; returns its descriptor."""
+        view: Array = np.ndarray(array.shape, array.dtype, buffer=self.map, offset=offset)
         np.copyto(view, array)
-        return Bulk(self.name, self.size, self.owner, array.dtype, array.shape)
+        return Bulk(self.name, self.size, self.owner, array.dtype, array.shape, offset)
 
-    def describe(self) -> Bulk:
-        """A descriptor with room for a result and no array in it."""
-        return Bulk(self.name, self.size, self.owner)
+    def describe(self, offset: int = 0) -> Bulk:
+        """A descriptor with room for results from ``offset`` on and no array in it."""
+        return Bulk(self.name, self.size, self.owner, offset=offset)
 
     def take_out(self, bulk: Bulk) -> Array:
         """A copy of the array the host wrote (the buffer is reused by the next call)."""
-        view: Array = np.ndarray(bulk.shape, bulk.dtype, buffer=self.map)
+        view: Array = np.ndarray(bulk.shape, bulk.dtype, buffer=self.map, offset=bulk.offset)
         copy: Array = view.copy()
         return copy
 
@@ -116,17 +127,19 @@ class HostMappings:
 
     def array(self, bulk: Bulk) -> Array:
         """A read-only view of the array a caller put in its buffer."""
-        view: Array = np.ndarray(bulk.shape, bulk.dtype, buffer=self._map(bulk))
+        view: Array = np.ndarray(bulk.shape, bulk.dtype, buffer=self._map(bulk), offset=bulk.offset)
         view.flags.writeable = False
         return view
 
     def give(self, result: Array, bulk: Bulk) -> Bulk | None:
-        """Write ``result`` into the caller's buffer if it is large and fits; its descriptor."""
-        if result.nbytes < THRESHOLD or result.nbytes > bulk.capacity:
+        """Write ``result`` into the caller's buffer at the room's offset if it is large
+        and fits; its descriptor."""
+        if result.nbytes < THRESHOLD or bulk.offset + result.nbytes > bulk.capacity:
             return None
-        view: Array = np.ndarray(result.shape, result.dtype, buffer=self._map(bulk))
+        mapping = self._map(bulk)
+        view: Array = np.ndarray(result.shape, result.dtype, buffer=mapping, offset=bulk.offset)
         np.copyto(view, result)
-        return Bulk(bulk.name, bulk.capacity, bulk.owner, result.dtype, result.shape)
+        return Bulk(bulk.name, bulk.capacity, bulk.owner, result.dtype, result.shape, bulk.offset)
 
     def count(self) -> int:
         return len(self._maps)

@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -50,7 +51,8 @@ from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
 from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
 from tf_accum.accumulators.spec import AccumulatorSpec
-from tf_accum.distributed.bulk import Bulk, HostMappings
+from tf_accum.distributed.bulk import THRESHOLD as BULK_THRESHOLD
+from tf_accum.distributed.bulk import Bulk, HostMappings, aligned
 from tf_accum.distributed.caller_liveness import CallerLiveness
 from tf_accum.distributed.placement import Placement
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
@@ -427,6 +429,9 @@ class _Host:
             self.reads_changed += 1
             return ReadsChanged(message.reads_from)
         steps, unanswered, gives_back = self._steps(blob)
+        room = message.room
+        if room is not None:
+            values = [self._mappings.array(v) if type(v) is Bulk else v for v in values]
         self.requests += 1
         self._lives.watch(caller, life)
         self._sessions_of[caller].add(session)
@@ -468,7 +473,34 @@ class _Host:
         outcome = _answered(outcome, steps, unanswered)
         if message.read_ahead is not None and type(outcome) is Done:
             outcome = self._read_ahead(session, request, message.read_ahead, outcome)
+        if room is not None and type(outcome) is Done:
+            outcome = self._into_room(outcome, room)
         return outcome
+
+    def _into_room(self, outcome: Done, room: Bulk) -> Done:
+        """``outcome`` with its large arrays written into the caller's buffer from the
+        room's offset on (as many as fit), their descriptors in their places."""
+        offset = room.offset
+
+        def moved(outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+            nonlocal offset
+            found = []
+            for value in outputs:
+                if (
+                    type(value) is np.ndarray
+                    and value.nbytes >= BULK_THRESHOLD
+                    and not value.dtype.hasobject
+                ):
+                    given = self._mappings.give(value, replace(room, offset=offset))
+                    if given is not None:
+                        offset = aligned(offset + value.nbytes)
+                        value = given
+                found.append(value)
+            return tuple(found)
+
+        outputs = [moved(outputs) for outputs in outcome.outputs]
+        ahead = outcome.read_ahead
+        return Done(outputs, None if ahead is None else [moved(outputs) for outputs in ahead])
 
     def _read_ahead(self, session: str, request: str, blob: bytes, outcome: Done) -> Done:
         """``outcome`` with the outputs of the read steps ``blob`` (held for the session's

@@ -117,6 +117,17 @@ class HostLink:
         self._buffers.buffer = fresh
         return fresh
 
+    def drop_buffer(self) -> None:
+        """Stop using this thread's buffer (a call that may still read it was given up):
+        the next call that needs one makes another."""
+        found: bulk.CallerBuffer | None = getattr(self._buffers, "buffer", None)
+        if found is None:
+            return
+        self._buffers.buffer = None
+        with contextlib.suppress(Exception):
+            self.submit("release_buffer", found.name)  # the host unmaps it once unused
+        found.close()
+
     def call(self, method: str, *args: Any) -> Any:
         """Call the host and wait; returns its result, which may be a Failure."""
         return self.result(self.submit(method, *args))

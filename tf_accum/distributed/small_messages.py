@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from tf_accum.distributed.bulk import Bulk
+
 # Past this many bytes of arrays a message is left to Ray: far below Ray's limit for
 # arguments sent inline (100 KiB), so a pickled message never goes to the object store.
 SMALL_BYTES = 64 * 1024
@@ -41,8 +43,9 @@ _PLAIN = frozenset({int, float, bool, str, type(None)})
 
 
 def array_bytes(values: Iterable[Any]) -> int | None:
-    """The bytes of ``values``' arrays, when all are numbers, strings, numpy scalars
-    and numpy arrays; None otherwise (an ObjectRef, say, is left to Ray)."""
+    """The bytes of ``values``' arrays, when all are numbers, strings, numpy scalars,
+    numpy arrays and descriptors of arrays in shared memory (a few bytes each); None
+    otherwise (an ObjectRef, say, is left to Ray)."""
     total = 0
     for value in values:
         kind = type(value)
@@ -50,7 +53,7 @@ def array_bytes(values: Iterable[Any]) -> int | None:
             if value.dtype.hasobject:
                 return None
             total += value.nbytes
-        elif kind not in _PLAIN and not isinstance(value, np.generic):
+        elif kind not in _PLAIN and kind is not Bulk and not isinstance(value, np.generic):
             return None
     return total
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from tf_accum import errors
+from tf_accum.distributed.bulk import Bulk
 
 # Failure kinds that are not an error class name.
 MISSING = "missing"  # the accumulator was destroyed (by any process)
@@ -69,6 +70,10 @@ class Request(NamedTuple):
     the earlier request whose reads ahead this request's run used: the host runs
     nothing (``ReadsChanged``) unless every variable they read still holds the
     value they read.
+
+    ``room``: the caller's shared-memory buffer (see tf_accum.distributed.bulk),
+    when it shares the host's machine: the values that are descriptors are in
+    it, and the answer's large outputs go into it from the room's offset on.
     """
 
     instance: str
@@ -82,6 +87,7 @@ class Request(NamedTuple):
     answer_pieces: int
     read_ahead: bytes | None = None
     reads_from: str | None = None
+    room: Bulk | None = None
 
 
 class Done(NamedTuple):

@@ -134,11 +134,13 @@ class ClusterRuntime:
             self.job_identity,
         )
         assert made is not None  # without existing_ok, a taken name raises
-        actor, (instance, _pid, _node) = made
+        actor, (instance, _pid, node) = made
         with self._lock:
             self._served.add(key)
             self._owned[key] = actor
-            self._links[key] = HostLink(label, actor, instance, self._caller)
+            self._links[key] = HostLink(
+                label, actor, instance, self._caller, same_machine=_here(node)
+            )
 
     def link(self, job: str, task: int) -> HostLink | None:
         """The link to task (job, task)'s host this process has, if any (never waits)."""
@@ -237,7 +239,15 @@ class ClusterRuntime:
             raise errors.UnknownError(
                 None, None, cluster_job.refused_duplicate(mine, answer.where, self.job_identity)
             )
-        link = HostLink(label, actor, answer.instance, self._caller, life=lives, life_sent=True)
+        link = HostLink(
+            label,
+            actor,
+            answer.instance,
+            self._caller,
+            same_machine=_here(answer.node),
+            life=lives,
+            life_sent=True,
+        )
         with self._lock:
             current = self._links.get(key)
             if current is not None and not current.stale and current.instance == link.instance:
@@ -253,14 +263,14 @@ class ClusterRuntime:
 
         try:
             actor = ray.get_actor(name, namespace=NAMESPACE)
-            instance, _pid, _node = ray.get(actor.ping.remote())
+            instance, _pid, node = ray.get(actor.ping.remote())
         except ValueError:
             # ended for good (killed without restart): this process makes it again, empty
             self.serve(*key)
             return self._links[key]
         except ray.exceptions.RayError as exc:
             raise ray_error(exc, f"the host of task {label}") from None
-        link = HostLink(label, actor, instance, self._caller)
+        link = HostLink(label, actor, instance, self._caller, same_machine=_here(node))
         with self._lock:
             self._links[key] = link
         return link
@@ -316,3 +326,10 @@ class ClusterRuntime:
 
     def caller(self) -> str:
         return self._caller
+
+
+def _here(node: str) -> bool:
+    """Whether Ray node ``node`` is this process's (a host there shares its memory)."""
+    import ray
+
+    return bool(node) and node == ray.get_runtime_context().get_node_id()

@@ -46,9 +46,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tf_accum import errors
 from tf_accum.accumulators.attempts import copy_error
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.distributed.bulk import THRESHOLD as SHARED_MEMORY_BYTES
+from tf_accum.distributed.bulk import Bulk, CallerBuffer, aligned
 from tf_accum.distributed.process_exit import (
     exiting,
     hold_thread_when_exiting,
@@ -145,6 +149,13 @@ class _Request:
     # it takes from accumulators, and the run only fetches what they take: if the run
     # fails, the rounds go back (see host._Host.give_back)
     gives_back: bool
+    # the slots whose large values may travel through shared memory: every op of the
+    # request that takes one copies it or makes new values from it (the host reads
+    # them from the caller's buffer, which the caller reuses once answered)
+    shared_slots: tuple[int, ...]
+    # the bytes of the large arrays its answer carries (learnt from the last answer):
+    # the room left for them in the caller's buffer
+    answer_room: list[int]
 
 
 # A request waiting for its answer: (task, ops, request id, link, cancellation key, request).
@@ -530,7 +541,12 @@ class ClusterSession:
                 )
                 for i, op in enumerate(ops)
             )
-            found = _Request(plan, blob, tuple(slots), outputs, [1], gives_back)
+            shared = tuple(
+                i
+                for i, tensor in enumerate(slots)
+                if all(op.type in _COPY_THEIR_INPUTS for op in ops if tensor in op.inputs)
+            )
+            found = _Request(plan, blob, tuple(slots), outputs, [1], gives_back, shared, [0])
             with self._lock:
                 if len(self._requests) > 256:
                     self._requests.clear()
@@ -572,6 +588,9 @@ class ClusterSession:
 
         runtime = self.runtime
         changed = False
+        # the requests that put values in, or asked for room in, this thread's buffer
+        # of their host
+        buffers: dict[Any, CallerBuffer] = {}
         pending: dict[Any, _Pending] = {}
         rest: dict[Any, list[Any]] = {}  # a split answer's pieces after the first
         try:
@@ -596,6 +615,7 @@ class ClusterSession:
                 life = link.life_once()
                 with self._lock:
                     known = self._known.setdefault(task, link.instance)
+                buffer, room = _room(link, made, sent)
                 ask = None if asks is None else asks.get(task)
                 packed = Request(
                     known,
@@ -609,6 +629,7 @@ class ClusterSession:
                     made.answer_pieces[0],
                     None if ask is None else ask.reads,
                     None if ask is None else ask.reads_from,
+                    room,
                 )
                 size = array_bytes(sent) if life is None else None
                 arguments: tuple[Any, ...] = (packed,)
@@ -621,6 +642,8 @@ class ClusterSession:
                     ref, *others = run.remote(*arguments)
                     rest[ref] = others
                 pending[ref] = (task, ops, request, link, key, made)
+                if buffer is not None:
+                    buffers[ref] = buffer
             failures: list[tuple[Operation, BaseException]] = []
             answers = _answers_at_once(pending, rest)
             while pending:
@@ -633,8 +656,13 @@ class ClusterSession:
                         else _answer(ref, rest.get(ref, []), task, ops, key, self, link)
                     )
                     outcome: Outcome = unpack(answer, *pieces)
+                    buffer = buffers.pop(ref, None)
+                    if buffer is not None and type(outcome) is Done:
+                        outcome = _taken_out(outcome, buffer)
                 except ray.exceptions.RayError as exc:
                     del pending[ref]
+                    if buffers.pop(ref, None) is not None:
+                        link.drop_buffer()
                     cancellation.unregister(key)
                     if isinstance(exc, (ray.exceptions.RayActorError,)):
                         link.stale = True
@@ -663,6 +691,8 @@ class ClusterSession:
                         with self._lock:
                             ask.entry.held = (request, outcome.read_ahead)
                 made.answer_pieces[0] = _answer_pieces(answer, pieces, outcome)
+                if type(outcome) is Done:
+                    made.answer_room[0] = _large_bytes(outcome)
                 failed = self._absorb(task, made, outcome, values, done, link)
                 if failed is not None:
                     failures.append(failed)
@@ -676,6 +706,9 @@ class ClusterSession:
             hold_thread_when_exiting()
             # interrupted or failed while requests wait: withdraw their takes
             self._cancel_all(pending)
+            for ref in pending:
+                if ref in buffers:  # its host may still read the buffer
+                    pending[ref][3].drop_buffer()
             raise
 
     @staticmethod
@@ -1137,3 +1170,65 @@ def _unseen_again(actions: list[_Action]) -> bool:
         elif any(op.type != "ReadVariableOp" for ops in what.values() for op in ops):
             return False
     return True
+
+
+# Op types that copy their inputs or make new values from them, whatever they are: a
+# request whose slot only such ops take may send it through shared memory.
+_COPY_THEIR_INPUTS = frozenset(
+    {
+        "ResourceAccumulatorApplyGradient",
+        "AccumulatorApplyGradient",
+        "AssignVariableOp",
+        "AssignAddVariableOp",
+        "AssignSubVariableOp",
+        *TRAINING_OPS,
+    }
+)
+
+
+def _large(value: Any) -> bool:
+    return (
+        type(value) is np.ndarray
+        and value.nbytes >= SHARED_MEMORY_BYTES
+        and not value.dtype.hasobject
+    )
+
+
+def _room(
+    link: HostLink, made: _Request, sent: list[Any]
+) -> tuple[CallerBuffer | None, Bulk | None]:
+    """This thread's buffer for a request to ``link``'s host, when it shares this
+    machine and the request sends or is answered large arrays: those of its shared
+    slots are put in (replaced in ``sent`` by their descriptors), and the room after
+    them is for the answer's. (None, None) when none is used."""
+    shared = [i for i in made.shared_slots if _large(sent[i])]
+    need = sum(aligned(sent[i].nbytes) for i in shared) + made.answer_room[0]
+    buffer = link.buffer(need) if need >= SHARED_MEMORY_BYTES else None
+    if buffer is None:
+        return None, None
+    offset = 0
+    for i in shared:
+        value = sent[i]
+        sent[i] = buffer.put(value, offset)
+        offset += aligned(value.nbytes)
+    return buffer, buffer.describe(offset)
+
+
+def _taken_out(outcome: Done, buffer: CallerBuffer) -> Done:
+    """``outcome`` with the arrays its host wrote into ``buffer`` copied out."""
+
+    def out(outputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        if not any(type(value) is Bulk for value in outputs):
+            return outputs
+        return tuple(buffer.take_out(v) if type(v) is Bulk else v for v in outputs)
+
+    ahead = outcome.read_ahead
+    return Done(
+        [out(outputs) for outputs in outcome.outputs],
+        None if ahead is None else [out(outputs) for outputs in ahead],
+    )
+
+
+def _large_bytes(outcome: Done) -> int:
+    """The room the large arrays of an answer take in a buffer."""
+    return sum(aligned(value.nbytes) for value in answer_values(outcome) if _large(value))
