@@ -397,6 +397,44 @@ def test_requests_and_answers_travel_pickled_in_pieces_and_large_ones_in_shared_
     assert sess.run(count) == 0
 
 
+def test_a_request_given_up_while_it_may_read_the_buffer_leaves_it(
+    task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run interrupted while a request holding a large value in the thread's buffer
+    waits (its take) stops using that buffer: the host may still read it. The next
+    run's values arrive whole, through a buffer of its own."""
+    from tf_accum.graph import remote_run
+
+    spec = cluster_of(ps=1, workers=1)
+    size = 2**18
+    g = tf.Graph()
+    with g.as_default(), tf.device(tf.train.replica_device_setter(cluster=spec)):
+        acc = tf.ConditionalAccumulator(tf.float32, shape=[size], shared_name="given_up")
+        other = tf.ConditionalAccumulator(tf.float32, shape=[1], shared_name="empty")
+        grad = tf.placeholder(tf.float32, [size])
+        apply = acc.apply_grad(grad, local_step=FAR_AHEAD)
+        with tf.control_dependencies([apply]):
+            waits = other.take_grad(1)
+        take = acc.take_grad(1)
+    server, sess = task(spec, 0, g)
+    link = server.runtime.host("ps", 0)
+    sess.run(apply, {grad: np.full(size, 1.0, np.float32)})
+    first = link._buffers.buffer
+    assert first is not None
+
+    def interrupted(*args: Any) -> Any:
+        raise KeyboardInterrupt  # as Ctrl-C lands while the run waits for the answer
+
+    with monkeypatch.context() as patch:
+        patch.setattr(remote_run, "_answer", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            sess.run(waits, {grad: np.full(size, 2.0, np.float32)})
+    assert link._buffers.buffer is None
+    sess.run(apply, {grad: np.full(size, 3.0, np.float32)})
+    assert link._buffers.buffer is not None and link._buffers.buffer.name != first.name
+    assert (sess.run(take, options=RUN_BOUND) == 2.0).all()  # the mean of 1, 2 and 3
+
+
 def test_a_replayed_run_skips_constants_its_request_carries_and_keeps_the_rest(task) -> None:
     """Once a run's route is known, a local constant that only ops on a ps task use, and
     whose value the request carries in its steps, is not run again; a fetched constant
