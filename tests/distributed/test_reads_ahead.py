@@ -13,6 +13,7 @@ that the host lets held reads go.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -160,3 +161,58 @@ def test_held_reads_go_with_their_session(worker: Any) -> None:
     while host_counts(server)["reads_ahead"] and time.monotonic() < deadline:
         time.sleep(0.01)
     assert host_counts(server)["reads_ahead"] == 0
+
+
+def test_runs_on_threads_never_see_a_value_older_than_the_last_write_before_them(
+    worker: Any,
+) -> None:
+    """Two threads run the same plan while another session writes v = k for k = 1, 2,
+    ...: every run sees a value at least as new as the last write that ended before it
+    started, and u holds the sum of what the runs saw, each added once."""
+    m = job()
+    server, sess = worker(m["spec"], m["graph"])
+    other = tf.Session(server.target, graph=m["graph"])
+    sess.run(m["init"])
+    before = host_counts(server)["requests"]
+    other.run(m["v"].assign(np.zeros(3, np.float32)))
+    written: list[tuple[float, float]] = [(time.monotonic(), 0.0)]  # (ended, k)
+    seen: list[tuple[float, float]] = []  # (run started, value seen)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def runs() -> None:
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                _, value = sess.run([m["update"], m["v"]], options=RUN_BOUND)
+                assert (value == value[0]).all()
+                seen.append((started, float(value[0])))
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=runs, name=f"runs-{i}") for i in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        for k in range(1, 25):
+            time.sleep(0.05)  # a few runs between writes: the runs keep reading ahead
+            other.run(m["v"].assign(np.full(3, k, np.float32)))
+            written.append((time.monotonic(), float(k)))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+        other.close()
+    assert not any(thread.is_alive() for thread in threads)
+    assert not failures, failures
+    assert len(seen) > 40
+    counts = host_counts(server)
+    # the writes made some runs start again, and most runs used reads ahead
+    assert counts["reads_changed"] >= 3
+    for started, value in seen:
+        newest = max(k for ended, k in written if ended <= started)
+        assert value >= newest, (started, value, newest)
+    total = sess.run(m["u"])
+    np.testing.assert_allclose(total, np.full(3, sum(v * v for _, v in seen), np.float32))
+    writes = len(written)
+    assert counts["requests"] - before - writes < 1.5 * len(seen)  # two without reads ahead

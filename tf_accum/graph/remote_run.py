@@ -197,11 +197,11 @@ class _ReadAhead:
 @dataclass(frozen=True)
 class _Ahead:
     """What a task's last request of a run asks of reads ahead: to run ``reads`` (their
-    pickled steps) after its own, and whether the run used the reads of request
-    ``reads_from``."""
+    pickled steps; None: none) after its own, and whether the run used the reads of
+    request ``reads_from``."""
 
     entry: _ReadAhead
-    reads: bytes
+    reads: bytes | None
     reads_from: str | None
 
 
@@ -443,9 +443,7 @@ class ClusterSession:
                 continue
             asks: dict[Task, _Ahead] = {}
             for task, entry in route.ahead.items():
-                if not entry.on:
-                    continue
-                if index == entry.reads and use_held:
+                if index == entry.reads and use_held and entry.on:
                     with self._lock:
                         held, entry.held = entry.held, None
                     if held is not None:
@@ -453,9 +451,11 @@ class ClusterSession:
                         self._store(task, reads, held[1], values, done)
                         what = {t: ops for t, ops in what.items() if t != task}
                         used[task] = held[0]
-                elif index == entry.last:
+                elif index == entry.last and (entry.on or task in used):
+                    # reads used are checked even if the route stopped reading ahead
+                    # since (another thread's run found its reads changed)
                     reads, _ = self._request(plan, task, list(entry.ops), values)
-                    asks[task] = _Ahead(entry, reads.blob, used.get(task))
+                    asks[task] = _Ahead(entry, reads.blob if entry.on else None, used.get(task))
             if what:
                 self._send(
                     what,
