@@ -44,6 +44,7 @@ Array = np.ndarray[Any, Any]
 
 __all__ = ["SparseAccumulator", "SparseTakeResult", "normalize"]
 
+
 class SparseTakeResult(NamedTuple):
     """What a sparse take returns; field names are TensorFlow's."""
 
