@@ -616,11 +616,12 @@ def test_a_take_interrupted_as_it_was_served_loses_no_round(kind: str, reduction
 def test_an_interrupt_right_after_a_narrow_sums_compiled_add_leaves_it_whole(
     dtype: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A float16/bfloat16 sum adds with one compiled loop, counted just before
-    it; an interrupt landing right after the loop (here raised by it) takes
-    what the loop returned, which is found again from the gradient. With an
-    infinity and a NaN in the gradient (the rare follow-up work), the round
-    still holds exactly both gradients, counted twice, as numpy adds them."""
+    """A float16/bfloat16 sum adds with one compiled loop, counted with it;
+    an interrupt landing right after the loop (here raised by it) leaves the
+    add pending, and what the loop found is taken in before the sum is next
+    read, without running the loop again. With an infinity and a NaN in the
+    gradient (the rare follow-up work), the round still holds exactly both
+    gradients, counted twice, as numpy adds them."""
     from tf_accum.accumulators import half_kernel, narrow_sum
 
     if half_kernel.load() is None:
@@ -632,25 +633,28 @@ def test_an_interrupt_right_after_a_narrow_sums_compiled_add_leaves_it_whole(
     second[half_kernel.BLOCK + 1] = np.inf  # in the second block: the loop stops there
     second[-1] = np.nan
     raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=first)
-    real = narrow_sum.NarrowSum.one_call
+    real = narrow_sum.NarrowSum.prepare_add
+    runs = []
 
     def interrupted_after(self: Any, gradient: Any) -> Any:
-        call = real(self, gradient)
-        assert call is not None
-        loop, arguments = call
+        pending = real(self, gradient)
+        assert pending is not None
+        loop, arguments, ticket, flat = pending
 
         def run(*args: Any) -> Any:
+            runs.append(ticket)
             loop(*args)
             raise KeyboardInterrupt  # as if Ctrl-C landed once it returned
 
-        return run, arguments
+        return run, arguments, ticket, flat
 
-    monkeypatch.setattr(narrow_sum.NarrowSum, "one_call", interrupted_after)
+    monkeypatch.setattr(narrow_sum.NarrowSum, "prepare_add", interrupted_after)
     with pytest.raises(KeyboardInterrupt):
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=second)
     monkeypatch.undo()
     assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 2
     taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=dtype)
+    assert len(runs) == 1  # the take finished the add without running the loop again
     np.testing.assert_array_equal(taken.view(np.uint16), (first + second).view(np.uint16))
     raw.DestroyResourceOp(resource=h)
 
