@@ -292,13 +292,15 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _count_and_add_locked(
         self, total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
     ) -> None:
-        """Count ``gradient`` and add it into ``total`` (an array of fewer than
-        of the sum's dtype) as one step: the count is stored
-        first, and the add is the very next call. CPython raises a signal
-        handler's exception (Ctrl-C) only after a call returns, at a backward
-        jump or at a function's start, so one landing here finds both done
-        or neither. (An add of a same-shaped array of the sum's dtype
-        allocates nothing to fail on.)"""
+        """Count ``gradient`` and add it into ``total``, an array of the sum's
+        dtype: the count is stored first, and the add is the next call. The
+        one rule here that rests on CPython's signal handling: it raises a
+        signal handler's exception (Ctrl-C) only once a call has returned,
+        so one landing here finds both done or neither. Making the add aside
+        and storing it with the count would take a second buffer (memory and
+        time), and handing it to a thread where no handler runs costs more
+        than the add up to millions of elements. (An add of a same-shaped
+        array of the sum's dtype allocates nothing to fail on.)"""
         out, addend = _in_place_operands(total, gradient)
         if CONTEXT_LOCAL_ERRORS:
             run = runner_ignoring_float_errors()

@@ -336,20 +336,34 @@ def _compile() -> Kernels:
     divide, divide_bf16, narrow_dividing, narrow_bf16_dividing = _dividers(
         inlined(half_quotient), inlined(bfloat16_quotient), inlined
     )
-    progress = types.UniTuple(types.int64, 2)  # type: ignore[no-untyped-call]
     record = bits(types.int64)
     half_recorded, bfloat16_recorded = _recording(inlined(checked), inlined(add_bfloat16))
+    add_half_recorded = jit(
+        half_recorded, [types.void(shadow, gradient, types.int64, record, types.int64)]
+    )
+    add_bfloat16_recorded = jit(
+        bfloat16_recorded, [types.void(shadow, gradient, record, types.int64)]
+    )
+
+    def add_half_answering(shadow: Array, gradient: Array, block: int) -> tuple[int, int]:
+        """add_half_checked, compiled once: the recorded add, its answer returned."""
+        answer = np.zeros(3, np.int64)
+        add_half_recorded(shadow, gradient, block, answer, 0)
+        return int(answer[0]), int(answer[1])
+
+    def add_bfloat16_answering(shadow: Array, gradient: Array) -> bool:
+        """add_bfloat16, compiled once: the recorded add, its answer returned."""
+        answer = np.zeros(3, np.int64)
+        add_bfloat16_recorded(shadow, gradient, answer, 0)
+        return bool(answer[0])
+
     return Kernels(
         largest_magnitude=jit(largest_magnitude, [types.int64(gradient)]),
-        add_half_checked=jit(checked, [progress(shadow, gradient, types.int64)]),
+        add_half_checked=add_half_answering,
         narrow_half_into=jit(narrow_half_into, [types.void(shadow, halves, types.boolean)]),
-        add_bfloat16=jit(add_bfloat16, [types.boolean(shadow, gradient)]),
-        add_half_recorded=jit(
-            half_recorded, [types.void(shadow, gradient, types.int64, record, types.int64)]
-        ),
-        add_bfloat16_recorded=jit(
-            bfloat16_recorded, [types.void(shadow, gradient, record, types.int64)]
-        ),
+        add_bfloat16=add_bfloat16_answering,
+        add_half_recorded=add_half_recorded,
+        add_bfloat16_recorded=add_bfloat16_recorded,
         divide_half=jit(divide, [types.void(halves, types.float32)]),
         divide_bfloat16=jit(divide_bf16, [types.void(halves, types.float32)]),
         narrow_half_dividing=jit(
