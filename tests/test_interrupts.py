@@ -1010,6 +1010,31 @@ def test_an_apply_interrupted_just_after_serving_a_take_still_delivers_its_round
     raw.DestroyResourceOp(resource=h)
 
 
+def test_a_destroy_cut_short_fails_the_takes_it_reached_and_can_be_done_again() -> None:
+    """An exception lands in a destroy between failing one waiting take and
+    the next: the first take fails with CancelledError, the other still
+    waits in the accumulator, which is still there; destroying it again
+    fails the other take too, and each is counted once."""
+    h = _sum_acc()
+    acc: Any = current_table().lookup(h)
+    first = Background(_take, h, 1, None)
+    wait_for_waiting(h, 1)
+    second = Background(_take, h, 1, None)
+    wait_for_waiting(h, 2)
+    sys.settrace(_raising_at("close", "attempt._complete(CANCELLED)  # wakes its owner"))
+    try:
+        with pytest.raises(_Injected):
+            acc.close()
+    finally:
+        sys.settrace(None)
+    assert isinstance(first.error(), tfa.errors.CancelledError)  # its wait looked again
+    stats = _stats(h)
+    assert stats["waiting"] == 1 and stats["takes_cancelled"] == 1 and not acc.closed
+    raw.DestroyResourceOp(resource=h)
+    assert isinstance(second.error(), tfa.errors.CancelledError)
+    assert acc.closed and acc._n_cancelled == 2
+
+
 class _Boom(Exception):
     pass
 

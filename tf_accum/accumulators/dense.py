@@ -127,9 +127,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 del watched[0]
         return total
 
-    def _attach_round_locked(self, state: _Sum) -> None:
+    def _before_attach_locked(self, state: _Sum) -> None:
         self._watched = [a for a in self._watched if a is not state]
-        self._round = state
 
     def _merge_round_locked(self, state: _Sum, count: int, serial: int) -> bool:
         total = self._round

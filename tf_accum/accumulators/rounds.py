@@ -92,10 +92,12 @@ class Rounds(ABC, Generic[Round]):
     def _detach_round_locked(self) -> Round:
         """The round's accumulated state, about to be handed over, with any
         bookkeeping done first; the state stays in ``_round`` (the caller
-        empties it with the counters: see _complete_round_locked)."""
+        empties it with the counters: see _hand_over_locked)."""
 
-    def _attach_round_locked(self, state: Round) -> None:
-        """Put a detached round back (only called while the round is empty)."""
+    def _before_attach_locked(self, state: Round) -> None:
+        """Bookkeeping before a detached round is put back as it is (only
+        while the round is empty; the caller stores it with its counters);
+        NotImplementedError: this kind cannot put a round back."""
         raise NotImplementedError
 
     def _merge_round_locked(self, state: Round, count: int, serial: int) -> bool:
@@ -391,12 +393,14 @@ class Rounds(ABC, Generic[Round]):
                 return False
         else:
             try:
-                self._attach_round_locked(state)
+                self._before_attach_locked(state)
             except NotImplementedError:
                 return False
             step = self._global_step - 1
             step = INT64_MAX if step < INT64_MIN else step
-            self._count, self._global_step, self._given_back[serial] = count, step, True
+            self._round, self._count, self._global_step, self._given_back[serial] = (
+                state, count, step, True
+            )  # fmt: skip
         self._flush_locked()
         return True
 
@@ -433,14 +437,16 @@ class Rounds(ABC, Generic[Round]):
             if self._closed:
                 return
             self._detach_round_locked()
-            waiting, self._waiting = self._waiting, collections.deque()
-            self._closed, self._count, self._round = True, 0, None
-            for attempt in waiting:
-                attempt.error = errors.CancelledError(
-                    None, None, "TakeGrad operation was cancelled"
-                )
-                self._n_cancelled += 1
-                attempt._complete(CANCELLED)
+            # each waiting take is failed first, so that a close cut short
+            # leaves the rest waiting in a live accumulator, to close again
+            for attempt in list(self._waiting):
+                if attempt.stage is QUEUED:
+                    error = errors.CancelledError(None, None, "TakeGrad operation was cancelled")
+                    a, cancelled = attempt, self._n_cancelled + 1
+                    a.error, a.stage, self._n_cancelled = error, CANCELLED, cancelled
+                    attempt._complete(CANCELLED)  # wakes its owner
+            emptied: collections.deque[TakeAttempt[Round]] = collections.deque()
+            self._closed, self._count, self._round, self._waiting = True, 0, None, emptied
 
     @property
     def closed(self) -> bool:

@@ -99,18 +99,17 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         self._kept_buffers = None
         return self._round
 
-    def _attach_round_locked(self, state: SparseRound | None) -> None:
+    def _before_attach_locked(self, state: SparseRound | None) -> None:
         # the kept buffers may be made from this round (a take changes no
         # round's rows while it can still go back: see _finish_round)
         self._kept_buffers = None
-        self._round = state
 
     def _merge_round_locked(self, state: SparseRound | None, count: int, serial: int) -> bool:
         if state is not None and state.reused:
             # its rows were overwritten by the round that took over its buffers
             return False
         self._write_locked()
-        self._kept_buffers = None  # as in _attach_round_locked
+        self._kept_buffers = None  # as in _before_attach_locked
         current = self._round
         merged = state
         if current is not None:
