@@ -187,10 +187,6 @@ class NarrowSum:
 
     # --- an add by one compiled call (see prepare_add) ---
 
-    def adds_in_one_call(self, gradient: Array) -> bool:
-        """Whether :meth:`prepare_add` would take ``gradient``."""
-        return self.exact is None and self._kernels_for(gradient.reshape(-1)) is not None
-
     def prepare_add(self, gradient: Array) -> PendingAdd | None:
         """The add of ``gradient`` as one compiled call, when the sum uses the
         loops, is not exact and the loops take the gradient; else None (use
