@@ -4,6 +4,7 @@ op's wrapper, the compat class's ``take_grad`` after the op) gives it back."""
 
 from __future__ import annotations
 
+import linecache
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -24,15 +25,24 @@ _SKIPPED = ("tf_accum.accumulators.delivery",)
 
 def _inject_anywhere(k: int, where: list[str]) -> Any:
     """A tracer raising _Injected at the k-th line started in tf_accum (the
-    delivery's own ``__exit__`` aside: what gives rounds back), noting where."""
+    delivery's own ``__exit__`` aside: what gives rounds back), noting where.
+    Lines are told apart as in tests.test_interrupts._inject_at_line."""
     seen: set[tuple[int, int]] = set()
+    calls: dict[int, int] = {}  # a frame's id (reused once it is gone) -> its call's number
+    made = [0]
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
         name = frame.f_globals.get("__name__", "")
         if not name.startswith("tf_accum.") or name.startswith(_SKIPPED):
             return None
-        if event == "line" and (id(frame), frame.f_lineno) not in seen:
-            seen.add((id(frame), frame.f_lineno))
+        if event == "call":
+            made[0] += 1
+            calls[id(frame)] = made[0]
+        line = (calls.get(id(frame), 0), frame.f_lineno)
+        if event == "line" and line not in seen:
+            if linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() == "try:":
+                return tracer
+            seen.add(line)
             if len(seen) == k:
                 where.append(frame.f_code.co_name)
                 raise _Injected(k)
