@@ -80,7 +80,7 @@ class AccumulatorBase(Rounds[Round]):
     def num_waiting(self) -> int:
         """The number of takes waiting in the queue (for tests and diagnostics)."""
         with self._lock:
-            return len(self._waiting)
+            return len(self._queued_locked())
 
     def global_step(self) -> int:
         """The current global step."""
@@ -104,7 +104,8 @@ class AccumulatorBase(Rounds[Round]):
         """
         with self._lock:
             self._check_open_locked()
-            head = self._waiting[0].num_required if self._waiting else None
+            waiting = self._queued_locked()
+            head = waiting[0].num_required if waiting else None
             return {
                 "accepted": self._n_accepted,
                 "stale": self._n_stale,
@@ -113,7 +114,7 @@ class AccumulatorBase(Rounds[Round]):
                 "takes_timed_out": self._n_timed_out,
                 "takes_cancelled": self._n_cancelled,
                 "takes_interrupted": self._n_interrupted,
-                "waiting": len(self._waiting),
+                "waiting": len(waiting),
                 "head_num_required": head,
                 "num_accumulated": self._count,
                 "global_step": self._global_step,

@@ -18,7 +18,6 @@ from tf_accum.accumulators.division import divide_in_place
 from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, runner_ignoring_float_errors
 from tf_accum.accumulators.narrow_sum import NarrowSum
 from tf_accum.accumulators.running_sum import (
-    NARROW_MIN_ELEMENTS,
     RoundSum,
     divided_sum,
     start_sum,
@@ -113,6 +112,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
 
     def _detach_round_locked(self) -> _Sum:
         total = self._round
+        if isinstance(total, NarrowSum):
+            total.finish()
         if (
             RECYCLING
             and type(total) is np.ndarray
@@ -126,16 +127,16 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 del watched[0]
         return total
 
-    def _attach_round_locked(self, state: _Sum) -> None:
+    def _before_attach_locked(self, state: _Sum) -> None:
         self._watched = [a for a in self._watched if a is not state]
-        self._round = state
 
     def _merge_round_locked(self, state: _Sum, count: int, serial: int) -> bool:
         total = self._round
+        if isinstance(total, NarrowSum):
+            total.finish()
         if total is None or state is None:
             # an empty round takes the served one as it is
             self._watched = [a for a in self._watched if a is not state and a is not total]
-            # one statement: merged exactly when counted and marked given back
             self._round, self._count, self._given_back[serial] = (
                 state if total is None else total,
                 self._count + count,
@@ -145,25 +146,10 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         gradient = sum_result(state)
         if gradient.shape != total.shape:
             return False  # the current round has another shape (none was declared)
-        if type(total) is np.ndarray:
-            out, addend = _in_place_operands(total, gradient)
-            if CONTEXT_LOCAL_ERRORS:
-                run = runner_ignoring_float_errors()
-                # counted first, added by the very next call (see _count_and_add_locked)
-                self._count, self._given_back[serial] = self._count + count, True
-                run(np.add, out, addend, out)
-            else:
-                with np.errstate(all="ignore"):
-                    self._count, self._given_back[serial] = self._count + count, True
-                    np.add(out, addend, out)
-            return True
-
-        def merge() -> None:
-            self._add(total, gradient)
-            self._count, self._given_back[serial] = self._count + count, True
-
-        # several calls: on a thread where no signal handler runs (this one holds the lock)
-        run_uninterrupted(merge)
+        # added aside into a copy of the current round (a rare path), then stored
+        merged = start_sum(sum_result(total), self.numpy_dtype)
+        self._add(merged, gradient)
+        self._round, self._count, self._given_back[serial] = merged, self._count + count, True
         return True
 
     def close(self) -> None:
@@ -216,10 +202,6 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         self._exact_shape = declared if declared is not None and None not in declared else None
         # float16/bfloat16: the optional compiled loops are loaded before the lock
         self._narrow = half_kernel.is_narrow(self.numpy_dtype)
-        # From this many elements an add into a narrow round may be several
-        # calls (a narrow sum's passes): applied from the main thread, on a
-        # helper thread (see apply)
-        self._whole_min = NARROW_MIN_ELEMENTS if self._narrow else None
 
     def _fits_declared(self, shape: tuple[int, ...]) -> bool:
         if self._exact_shape is not None:
@@ -239,36 +221,22 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if self._narrow and half_kernel.load_pending(gradient.dtype, gradient.size):
             # the first load compiles the loops, which is slow: not while holding the lock
             half_kernel.load()
-        if (
-            self._whole_min is not None
-            and gradient.size >= self._whole_min
-            and threading.current_thread() is threading.main_thread()
-            and self._several_calls(gradient)
-        ):
-            # The add is several calls, between which CPython may raise a
-            # signal handler's exception (Ctrl-C) in this thread: the apply
-            # runs whole on a thread where no handler runs (there, not being
-            # the main thread, it goes on past this branch), and the interrupt
-            # follows once it is done (or, if it escapes the wait, the apply
-            # still completes, under its own lock).
-            run_uninterrupted(partial(self.apply, local_step, gradient, owned))
-            return
         with self._lock:
             if self._closed:
                 raise missing_resource_error(self.label)
-            self._apply_locked(local_step, gradient, owned)
+            done = self._apply_locked(local_step, gradient, owned)
+        if not done:
+            # The add takes several calls, between which a signal handler's
+            # exception (Ctrl-C) could land in this thread, the main one: the
+            # apply runs whole on a thread where no handler runs (under the
+            # lock there), and this waits for it; an interrupt stops the
+            # wait, not the apply.
+            run_uninterrupted(partial(self.apply, local_step, gradient, owned))
 
-    def _several_calls(self, gradient: np.ndarray[Any, Any]) -> bool:
-        """Whether adding ``gradient`` to the round as it stands takes several
-        calls (read without the lock: a guess, which _add_narrow_locked makes
-        good when it was wrong)."""
-        total = self._round
-        if total is None or isinstance(total, np.ndarray):
-            return False  # a round's start is stored in one statement; an add is one call
-        return total.one_call(gradient) is None
-
-    def _apply_locked(self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool) -> None:
-        """apply's work under the lock: the gradient added, refused, or counted stale."""
+    def _apply_locked(self, local_step: int, gradient: np.ndarray[Any, Any], owned: bool) -> bool:
+        """apply's work under the lock: the gradient added, refused, or counted
+        stale; False when it must be done on another thread (see apply), and
+        nothing changed."""
         shape = gradient.shape
         total = self._round
         if local_step < self._global_step or total is None:
@@ -278,11 +246,10 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 raise _shape_mismatch(kernel_text(self.shape), shape)
             if local_step < self._global_step:
                 self._stale_locked()
-                return
-            # one statement after the call: the round starts exactly when its
-            # first gradient is counted
+                return True
+            start = self._start_round_locked(gradient, owned)
             self._round, self._count, self._n_accepted = (
-                self._start_round_locked(gradient, owned),
+                start,
                 self._count + 1,
                 self._n_accepted + 1,
             )
@@ -291,41 +258,31 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             self._n_rejected += 1
             raise _shape_mismatch(kernel_text(total.shape), shape)
         elif isinstance(total, NarrowSum):
-            self._add_narrow_locked(total, gradient)
+            total.finish()
+            if not self._add_narrow_locked(total, gradient):
+                return False
         else:
             self._count_and_add_locked(total, gradient)
         if self._waiting:
             self._flush_locked()
+        return True
 
-    def _add_narrow_locked(self, total: NarrowSum, gradient: np.ndarray[Any, Any]) -> None:
-        """Count ``gradient`` and add it into the narrow sum ``total`` as one
-        step: by one compiled loop, counted just before it (see
-        NarrowSum.one_call), or else, in the main thread, on a thread
-        where no signal handler's exception lands."""
-        call = total.one_call(gradient)
-        if call is None:
-            run_uninterrupted(partial(self._add_then_count, total, gradient))
-            return
-        loop, arguments = call
-        flat = gradient.reshape(-1)
-        begun = False
-        try:
-            # counted and marked begun in one statement, the loop the very next
-            # call (see _count_and_add_locked)
-            self._count, self._n_accepted, total.pending, begun = (
-                self._count + 1,
-                self._n_accepted + 1,
-                flat,
-                True,
-            )
-            returned = loop(*arguments)
-            if total.after_call(returned):
-                return
-        except BaseException:
-            if begun:  # the loop has run: finish the add, then let the error out
-                run_uninterrupted(total.settle)
-            raise
-        run_uninterrupted(total.settle)  # infinities, NaNs or an overflow to check: rare
+    def _add_narrow_locked(self, total: NarrowSum, gradient: np.ndarray[Any, Any]) -> bool:
+        """Count ``gradient`` and add it into the narrow sum ``total``: by one
+        compiled call, counted and made the sum's pending add in one
+        statement, then finished (see NarrowSum.finish: an add cut short is
+        finished before the sum is next read); else by several calls, but not
+        in the main thread (False: nothing changed)."""
+        pending = total.prepare_add(gradient)
+        if pending is None:
+            if threading.current_thread() is threading.main_thread():
+                return False
+            self._add_then_count(total, gradient)
+            return True
+        count, accepted = self._count + 1, self._n_accepted + 1
+        self._count, self._n_accepted, total.pending = count, accepted, pending
+        total.finish()
+        return True
 
     def _add_then_count(self, total: RoundSum, gradient: np.ndarray[Any, Any]) -> None:
         self._add(total, gradient)
@@ -334,13 +291,15 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _count_and_add_locked(
         self, total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
     ) -> None:
-        """Count ``gradient`` and add it into ``total`` (an array of fewer than
-        of the sum's dtype) as one step: the count is stored
-        first, and the add is the very next call. CPython raises a signal
-        handler's exception (Ctrl-C) only after a call returns, at a backward
-        jump or at a function's start, so one landing here finds both done
-        or neither. (An add of a same-shaped array of the sum's dtype
-        allocates nothing to fail on.)"""
+        """Count ``gradient`` and add it into ``total``, an array of the sum's
+        dtype: the count is stored first, and the add is the next call. The
+        one rule here that rests on CPython's signal handling: it raises a
+        signal handler's exception (Ctrl-C) only once a call has returned,
+        so one landing here finds both done or neither. Making the add aside
+        and storing it with the count would take a second buffer (memory and
+        time), and handing it to a thread where no handler runs costs more
+        than the add up to millions of elements. (An add of a same-shaped
+        array of the sum's dtype allocates nothing to fail on.)"""
         out, addend = _in_place_operands(total, gradient)
         if CONTEXT_LOCAL_ERRORS:
             run = runner_ignoring_float_errors()

@@ -133,6 +133,30 @@ def _checked_half_adder(scan: Any, add: Any) -> Any:
     return add_half_checked
 
 
+def _recording(add_half_checked: Any, add_bfloat16: Any) -> tuple[Any, Any]:
+    """The adds of one gradient that record what they found in ``record``
+    (int64) and, as their last store, ``ticket`` in ``record[2]``: whoever
+    finds the ticket there knows the add ran whole (compiled by :func:`_compile`)."""
+
+    def add_half_recorded(
+        shadow: Array, gradient: Array, block: int, record: Array, ticket: int
+    ) -> None:
+        """``add_half_checked``; its answer (the largest magnitude field
+        among the blocks added, how many elements were added) in ``record[0]``
+        and ``record[1]``."""
+        largest, added = add_half_checked(shadow, gradient, block)
+        record[0] = largest
+        record[1] = added
+        record[2] = ticket
+
+    def add_bfloat16_recorded(shadow: Array, gradient: Array, record: Array, ticket: int) -> None:
+        """``add_bfloat16``; whether a sum is NaN in ``record[0]`` (1 or 0)."""
+        record[0] = 1 if add_bfloat16(shadow, gradient) else 0
+        record[2] = ticket
+
+    return add_half_recorded, add_bfloat16_recorded
+
+
 def narrow_half_into(shadow: Array, out: Array, clamp: bool) -> None:
     """The halves whose images ``shadow`` holds (uint32 bits, see
     narrow_sum.HalfSum), as half bit patterns into ``out``, which may be
@@ -280,6 +304,8 @@ class Kernels(NamedTuple):
     add_half_checked: Any
     narrow_half_into: Any
     add_bfloat16: Any
+    add_half_recorded: Any
+    add_bfloat16_recorded: Any
     divide_half: Any
     divide_bfloat16: Any
     narrow_half_dividing: Any
@@ -310,12 +336,34 @@ def _compile() -> Kernels:
     divide, divide_bf16, narrow_dividing, narrow_bf16_dividing = _dividers(
         inlined(half_quotient), inlined(bfloat16_quotient), inlined
     )
-    progress = types.UniTuple(types.int64, 2)  # type: ignore[no-untyped-call]
+    record = bits(types.int64)
+    half_recorded, bfloat16_recorded = _recording(inlined(checked), inlined(add_bfloat16))
+    add_half_recorded = jit(
+        half_recorded, [types.void(shadow, gradient, types.int64, record, types.int64)]
+    )
+    add_bfloat16_recorded = jit(
+        bfloat16_recorded, [types.void(shadow, gradient, record, types.int64)]
+    )
+
+    def add_half_answering(shadow: Array, gradient: Array, block: int) -> tuple[int, int]:
+        """add_half_checked, compiled once: the recorded add, its answer returned."""
+        answer = np.zeros(3, np.int64)
+        add_half_recorded(shadow, gradient, block, answer, 0)
+        return int(answer[0]), int(answer[1])
+
+    def add_bfloat16_answering(shadow: Array, gradient: Array) -> bool:
+        """add_bfloat16, compiled once: the recorded add, its answer returned."""
+        answer = np.zeros(3, np.int64)
+        add_bfloat16_recorded(shadow, gradient, answer, 0)
+        return bool(answer[0])
+
     return Kernels(
         largest_magnitude=jit(largest_magnitude, [types.int64(gradient)]),
-        add_half_checked=jit(checked, [progress(shadow, gradient, types.int64)]),
+        add_half_checked=add_half_answering,
         narrow_half_into=jit(narrow_half_into, [types.void(shadow, halves, types.boolean)]),
-        add_bfloat16=jit(add_bfloat16, [types.boolean(shadow, gradient)]),
+        add_bfloat16=add_bfloat16_answering,
+        add_half_recorded=add_half_recorded,
+        add_bfloat16_recorded=add_bfloat16_recorded,
         divide_half=jit(divide, [types.void(halves, types.float32)]),
         divide_bfloat16=jit(divide_bf16, [types.void(halves, types.float32)]),
         narrow_half_dividing=jit(

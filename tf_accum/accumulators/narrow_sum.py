@@ -11,8 +11,8 @@ compiled loop instead (tf_accum/accumulators/half_kernel.py), and a MEAN take
 divides there too.
 
 :class:`NarrowSum` holds what both types share (the float32 image, its
-chunks, the choice between the compiled loops and numpy's passes, an add as
-one call); :class:`HalfSum` and :class:`BFloat16Sum` each type's image and checks.
+chunks, the choice between the compiled loops and numpy's passes, an add by
+one recorded compiled call); :class:`HalfSum` and :class:`BFloat16Sum` each type's image and checks.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators import division, float_errors, half_kernel
+from tf_accum.accumulators import division, half_kernel
 from tf_accum.accumulators.float_errors import add_ignoring_float_errors, ignoring_float_errors
 
 Array = np.ndarray[Any, Any]
+# An add by one compiled call (see NarrowSum.prepare_add): the loop, its
+# arguments, its ticket and the flat gradient.
+PendingAdd = tuple[Callable[..., Any], tuple[Any, ...], int, Array]
 
 _ONE = np.uint32(1)
 CHUNK = 262_144  # elements per pass: few GIL hand-offs, working set near the L2
@@ -60,7 +63,17 @@ class NarrowSum:
     one uses them only if they are loaded already.
     """
 
-    __slots__ = ("shadow", "exact", "dtype", "_scratch", "_bound", "_kernels", "pending")
+    __slots__ = (
+        "shadow",
+        "exact",
+        "dtype",
+        "_scratch",
+        "_bound",
+        "_kernels",
+        "pending",
+        "_record",
+        "_tickets",
+    )
     # largest magnitude field (bits & 0x7fff) of a finite value
     _LARGEST_FINITE: int
 
@@ -68,9 +81,11 @@ class NarrowSum:
         self.dtype = dtype
         self.exact: Array | None = None
         self._bound = 0.0
-        # the flat gradient of an add begun by one_call's loop and not yet
-        # settled (see after_call)
-        self.pending: Array | None = None
+        # the add by one compiled call counted and not yet finished (see prepare_add)
+        self.pending: PendingAdd | None = None
+        # what that call found, and its ticket as its last store (see half_kernel._recording)
+        self._record = np.zeros(3, np.int64)
+        self._tickets = 0
         self._kernels = (
             half_kernel.load() if first.size >= half_kernel.MIN_ELEMENTS else half_kernel.loaded()
         )
@@ -170,61 +185,54 @@ class NarrowSum:
         divided: Array = out.view(self.dtype)
         return divided
 
-    # --- an add as one call (see one_call) ---
+    # --- an add by one compiled call (see prepare_add) ---
 
-    def one_call(self, gradient: Array) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
-        """``(loop, arguments)`` when adding ``gradient`` is one call of a
-        compiled loop (or, once the sum is exact, of numpy's add) on this
-        thread, else None (use :meth:`add`). The caller sets ``pending`` to
-        the flat gradient, calls ``loop(*arguments)`` as the very next call,
-        and hands what it returned to :meth:`after_call` (or, if an exception
-        took it, calls :meth:`settle` on a thread where none can land)."""
+    def prepare_add(self, gradient: Array) -> PendingAdd | None:
+        """The add of ``gradient`` as one compiled call, when the sum uses the
+        loops, is not exact and the loops take the gradient; else None (use
+        :meth:`add`). Changes nothing the sum shows: the caller counts the
+        gradient and makes it ``pending`` in one statement, then calls
+        :meth:`finish`."""
         if self.exact is not None:
-            if not float_errors.CONTEXT_LOCAL_ERRORS:
-                return None
-            return float_errors.runner_ignoring_float_errors(), (
-                np.add,
-                self.exact,
-                gradient,
-                self.exact,
-            )
-        if self._kernels is None:
-            return None  # numpy's passes: several calls
+            return None
         flat = gradient.reshape(-1)
         kernels = self._kernels_for(flat)
         if kernels is None:
             return None
+        self._tickets = ticket = self._tickets + 1
         bits = self.shadow.reshape(-1).view(np.uint32)
-        return self._loop_call(kernels, bits, flat.view(np.uint16))
+        loop, arguments = self._recorded_loop(kernels, bits, flat.view(np.uint16))
+        return loop, (*arguments, self._record, ticket), ticket, flat
 
-    def after_call(self, returned: Any) -> bool:
-        """Record what one_call's loop returned: True when that settles the
-        add (``pending`` is then cleared in the same statement), False when
-        more must be done (see :meth:`settle`)."""
-        if self.exact is not None:
-            self.pending = None
-            return True
-        return self._settled(returned)
+    def finish(self) -> None:
+        """Finish the ``pending`` add, if any: its loop is run unless its
+        ticket says it ran, then what it found is taken in. Whatever cuts
+        this short, the add is still pending, and finishing it again does it
+        once (the accumulator finishes it before it next reads the sum)."""
+        pending = self.pending
+        if pending is None:
+            return
+        loop, arguments, ticket, _ = pending
+        if self._record[2] != ticket:
+            loop(*arguments)
+        if not self._took_in(self._record):
+            self._settle()
 
-    def settle(self) -> None:
-        """Finish the add of ``pending`` whose compiled loop has run: what it
-        returned is found again from the gradient. Several calls: run it where
-        no signal handler's exception lands (uninterrupted.run_uninterrupted)."""
-        gradient = self.pending
-        if gradient is not None:
-            if self.exact is None:
-                self._settle(gradient)
-            self.pending = None
-
-    def _loop_call(
+    def _recorded_loop(
         self, kernels: half_kernel.Kernels, bits: Array, gradient_bits: Array
     ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         raise NotImplementedError
 
-    def _settled(self, returned: Any) -> bool:
+    def _took_in(self, record: Array) -> bool:
+        """Take in what the pending add's loop found, and clear ``pending``,
+        in one statement, when nothing more is needed; else False (see
+        :meth:`_settle`)."""
         raise NotImplementedError
 
-    def _settle(self, gradient: Array) -> None:
+    def _settle(self) -> None:
+        """The rest of the pending add (see :meth:`_took_in`: infinities, NaNs
+        or an overflow to check), made aside, then stored with ``pending``
+        cleared in one statement."""
         raise NotImplementedError
 
     # --- subclass hooks ---
@@ -326,40 +334,43 @@ class HalfSum(NarrowSum):
         elif self._past_largest():
             self._check_overflow()
 
-    def _loop_call(
+    def _recorded_loop(
         self, kernels: half_kernel.Kernels, bits: Array, gradient_bits: Array
     ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        return kernels.add_half_checked, (bits, gradient_bits, half_kernel.BLOCK)
+        return kernels.add_half_recorded, (bits, gradient_bits, half_kernel.BLOCK)
 
-    def _settled(self, returned: Any) -> bool:
-        largest, added = returned
-        # the value of the half with magnitude field ``largest`` (finite), by
-        # arithmetic alone: no call between the loop and the statement below
+    def _took_in(self, record: Array) -> bool:
+        largest, added = int(record[0]), int(record[1])
+        # the value of the half with magnitude field ``largest`` (finite), by arithmetic
         exponent, fraction = largest >> 10, largest & 0x3FF
         value = fraction * 2.0**-24 if exponent == 0 else (1024 + fraction) * 2.0 ** (exponent - 25)
         bound = self._bound + value
         if added != self.shadow.size or bound >= _LARGEST_HALF:
-            return False  # infinities or NaNs left, or an overflow to check: settle
+            return False  # infinities or NaNs left, or an overflow to check
         self._bound, self.pending = bound, None
         return True
 
-    def _settle(self, gradient: Array) -> None:
-        # what add_half_checked returned: the blocks before the first one
-        # holding an infinity or a NaN were added; the largest magnitude among them
-        magnitudes = np.bitwise_and(gradient.view(np.uint16), np.uint16(0x7FFF))
-        beyond = np.flatnonzero(magnitudes > self._LARGEST_FINITE)
-        added = (
-            gradient.size
-            if not beyond.size
-            else int(beyond[0]) // half_kernel.BLOCK * half_kernel.BLOCK
-        )
-        largest = int(np.maximum.reduce(magnitudes[:added])) if added else 0
-        self._bound += self._value(largest)
+    def _settle(self) -> None:
+        pending = self.pending
+        if pending is None:
+            return
+        gradient = pending[3]
+        # the blocks before the first one holding an infinity or a NaN were
+        # added; the largest magnitude among them
+        largest, added = int(self._record[0]), int(self._record[1])
+        bound = self._bound + self._value(largest)
+        exact: Array | None = None
         if added < gradient.size:
-            exact = self._narrow_in_place().reshape(-1)
-            add_ignoring_float_errors(exact[added:], gradient[added:])
-        elif self._past_largest():
-            self._check_overflow()
+            exact = self._narrow(bound >= _LARGEST_HALF)
+            flat = exact.reshape(-1)
+            add_ignoring_float_errors(flat[added:], gradient[added:])
+        elif bound >= _LARGEST_HALF:
+            magnitude = self._largest_image()
+            if magnitude >= _HALF_INF:
+                exact = self._narrow(True)  # rounded past the largest half: infinities
+            else:
+                bound = self._value(magnitude >> 13)
+        self._bound, self.exact, self.pending = bound, exact, None
 
     def _narrow_in_place(self) -> Array:
         """Go on in numpy's float16 arithmetic: ``exact``, which this returns,
@@ -390,14 +401,19 @@ class HalfSum(NarrowSum):
         loop, clamp = kernels.narrow_half_dividing, self._past_largest()
         return lambda bits, out, divisor: loop(bits, out, clamp, divisor)
 
-    def _check_overflow(self) -> None:
+    def _largest_image(self) -> int:
+        """The largest magnitude among the shadow's float32 bit patterns."""
         bits = self.shadow.reshape(-1).view(np.uint32)
 
         def chunk(lo: int, hi: int, scratch: Array) -> int:
             np.bitwise_and(bits[lo:hi], np.uint32(0x7FFFFFFF), out=scratch)
             return int(np.maximum.reduce(scratch))
 
-        magnitude = max(self._split(chunk))
+        largest: int = max(self._split(chunk))
+        return largest
+
+    def _check_overflow(self) -> None:
+        magnitude = self._largest_image()
         if magnitude >= _HALF_INF:
             # rounded past the largest half: infinities from here on
             self._narrow_in_place()
@@ -415,12 +431,15 @@ class HalfSum(NarrowSum):
         np.add(shadow, scratch.view(np.float32), out=shadow)
         round_bits(shadow.view(np.uint32), scratch, 13, _HALF_KEEP, _HALF_HALFWAY)
 
-    def _narrow(self) -> Array:
-        """The sum as float16: in chunks, allocating only the result."""
+    def _narrow(self, clamp: bool | None = None) -> Array:
+        """The sum as float16: in chunks, allocating only the result. ``clamp``:
+        a sum past the largest half is an infinity (by default, once the
+        bound reached it)."""
         out = np.empty(self.shadow.shape, np.uint16)
         flat_out = out.reshape(-1)
         bits = self.shadow.reshape(-1).view(np.uint32)
-        clamp = self._past_largest()  # a sum past the largest half is an infinity
+        if clamp is None:
+            clamp = self._past_largest()
 
         def chunk(lo: int, hi: int, scratch: Array) -> None:
             part = flat_out[lo:hi]
@@ -490,29 +509,32 @@ class BFloat16Sum(NarrowSum):
         # arithmetic, where NaN meets NaN.
         found_nan = self._add_all(flat_gradient, None if kernels is None else kernels.add_bfloat16)
         if any(found_nan):
-            self._to_exact_after_nan()
+            self.exact = self._exact_after_nan()
 
-    def _loop_call(
+    def _recorded_loop(
         self, kernels: half_kernel.Kernels, bits: Array, gradient_bits: Array
     ) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        return kernels.add_bfloat16, (bits, gradient_bits)
+        return kernels.add_bfloat16_recorded, (bits, gradient_bits)
 
-    def _settled(self, returned: Any) -> bool:
-        if returned:
-            return False  # a NaN: settle
+    def _took_in(self, record: Array) -> bool:
+        if record[0]:
+            return False  # a NaN
         self.pending = None
         return True
 
-    def _settle(self, gradient: Array) -> None:
-        if np.isnan(self.shadow).any():
-            self._to_exact_after_nan()
+    def _settle(self) -> None:
+        if self.pending is not None:
+            exact = self._exact_after_nan()
+            self.exact, self.pending = exact, None
 
-    def _to_exact_after_nan(self) -> None:
+    def _exact_after_nan(self) -> Array:
+        """The sum as bfloat16, its NaNs made canonical (in the shadow too:
+        doing it again changes nothing)."""
         flat = self.shadow.reshape(-1)
         bits = flat.view(np.uint32)
         nan = np.isnan(flat)
         bits[nan] = (bits[nan] & np.uint32(0x80000000)) | np.uint32(0x7FC00000)
-        self.exact = self._narrow()
+        return self._narrow()
 
     def _widen(self, gradient: Array, out: Array) -> None:
         np.copyto(out.view(np.float32), gradient, casting="unsafe")  # ml_dtypes: a vector shift

@@ -50,6 +50,9 @@ from tf_accum.accumulators.missing import missing_resource_error
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+# A waiting take looks at its attempt at least this often (seconds), should
+# the serving thread have been interrupted between serving it and waking it.
+LOOK_AGAIN = 1.0
 
 Round = TypeVar("Round")
 
@@ -89,10 +92,12 @@ class Rounds(ABC, Generic[Round]):
     def _detach_round_locked(self) -> Round:
         """The round's accumulated state, about to be handed over, with any
         bookkeeping done first; the state stays in ``_round`` (the caller
-        empties it with the counters: see _complete_round_locked)."""
+        empties it with the counters: see _hand_over_locked)."""
 
-    def _attach_round_locked(self, state: Round) -> None:
-        """Put a detached round back (only called while the round is empty)."""
+    def _before_attach_locked(self, state: Round) -> None:
+        """Bookkeeping before a detached round is put back as it is (only
+        while the round is empty; the caller stores it with its counters);
+        NotImplementedError: this kind cannot put a round back."""
         raise NotImplementedError
 
     def _merge_round_locked(self, state: Round, count: int, serial: int) -> bool:
@@ -316,7 +321,7 @@ class Rounds(ABC, Generic[Round]):
         deadline = None if timeout is None or math.isinf(timeout) else time.monotonic() + timeout
         try:
             while not attempt.done:
-                wait = threading.TIMEOUT_MAX
+                wait = LOOK_AGAIN
                 if deadline is not None:
                     wait = min(wait, max(0.0, deadline - time.monotonic()))
                 if wakeup.wait(wait) or deadline is None:
@@ -355,18 +360,17 @@ class Rounds(ABC, Generic[Round]):
         if self._closed:
             raise missing_resource_error(self.label)
 
-    def _complete_round_locked(self) -> Round:
-        step = self._global_step + 1
-        step = INT64_MIN if step > INT64_MAX else step
-        state = self._detach_round_locked()
-        self._round, self._count, self._served, self._global_step = None, 0, self._served + 1, step
-        return state
-
     def _hand_over_locked(self, attempt: TakeAttempt[Round], stage: Stage) -> None:
         """Complete the round for ``attempt``: its state, its count and its
-        serial are set aside in it, and it moves to ``stage``."""
+        serial are set aside in it, and it moves to ``stage``, in the same
+        statement that empties the round and moves the step on."""
+        state = self._detach_round_locked()
+        step = self._global_step + 1
+        step = INT64_MIN if step > INT64_MAX else step
         a, count, serial = attempt, self._count, self._served + 1
-        a.state, a.count, a.serial, a.stage = self._complete_round_locked(), count, serial, stage
+        a.state, a.count, a.serial, a.stage, self._round, self._count, self._served, self._global_step = (
+            state, count, serial, stage, None, 0, serial, step
+        )  # fmt: skip
 
     def _put_back_possible_locked(self, serial: int) -> bool:
         return not self._closed and serial > self._kept_by_taker
@@ -389,30 +393,43 @@ class Rounds(ABC, Generic[Round]):
                 return False
         else:
             try:
-                self._attach_round_locked(state)
+                self._before_attach_locked(state)
             except NotImplementedError:
                 return False
             step = self._global_step - 1
             step = INT64_MAX if step < INT64_MIN else step
-            self._count, self._global_step, self._given_back[serial] = count, step, True
+            self._round, self._count, self._global_step, self._given_back[serial] = (
+                state, count, step, True
+            )  # fmt: skip
         self._flush_locked()
         return True
 
     def _flush_locked(self) -> None:
-        """Serve waiting takes from the front for as long as the counter allows."""
+        """Serve waiting takes from the front for as long as the counter
+        allows. An attempt is served first, then leaves the queue, then its
+        owner is woken; its owner's wait also looks again now and then,
+        so an exception that lands between the hand-over and the wake-up
+        costs a delay, not the round."""
         waiting = self._waiting
         while self._front_ready_locked():
-            attempt = waiting.popleft()
+            attempt = waiting[0]
             self._hand_over_locked(attempt, SERVED)
+            waiting.popleft()
             attempt._complete(SERVED)
 
     def _front_ready_locked(self) -> bool:
-        """Whether the counter allows the front take. Attempts given up while still in the queue (an exception cut
-        their withdrawal short) are dropped from its front first."""
+        """Whether the counter allows the front take."""
+        waiting = self._queued_locked()
+        return bool(waiting) and self._count >= waiting[0].num_required
+
+    def _queued_locked(self) -> collections.deque[TakeAttempt[Round]]:
+        """The queue of waiting takes, rid first of attempts at its front
+        that no longer wait (an exception cut short their serving or their
+        withdrawal)."""
         waiting = self._waiting
         while waiting and waiting[0].stage is not QUEUED:
             waiting.popleft()
-        return bool(waiting) and self._count >= waiting[0].num_required
+        return waiting
 
     def close(self) -> None:
         """Destroy: every waiting take fails with CancelledError; later use is NotFound."""
@@ -420,14 +437,16 @@ class Rounds(ABC, Generic[Round]):
             if self._closed:
                 return
             self._detach_round_locked()
-            waiting, self._waiting = self._waiting, collections.deque()
-            self._closed, self._count, self._round = True, 0, None
-            for attempt in waiting:
-                attempt.error = errors.CancelledError(
-                    None, None, "TakeGrad operation was cancelled"
-                )
-                self._n_cancelled += 1
-                attempt._complete(CANCELLED)
+            # each waiting take is failed first, so that a close cut short
+            # leaves the rest waiting in a live accumulator, to close again
+            for attempt in list(self._waiting):
+                if attempt.stage is QUEUED:
+                    error = errors.CancelledError(None, None, "TakeGrad operation was cancelled")
+                    a, cancelled = attempt, self._n_cancelled + 1
+                    a.error, a.stage, self._n_cancelled = error, CANCELLED, cancelled
+                    attempt._complete(CANCELLED)  # wakes its owner
+            emptied: collections.deque[TakeAttempt[Round]] = collections.deque()
+            self._closed, self._count, self._round, self._waiting = True, 0, None, emptied
 
     @property
     def closed(self) -> bool:

@@ -44,9 +44,6 @@ Array = np.ndarray[Any, Any]
 
 __all__ = ["SparseAccumulator", "SparseTakeResult", "normalize"]
 
-# How often a merge's writes are begun again when interrupted themselves.
-_FINISH_WRITES_TRIES = 10
-
 
 class SparseTakeResult(NamedTuple):
     """What a sparse take returns; field names are TensorFlow's."""
@@ -89,34 +86,36 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         super().__init__(spec, label)
         self._held = HeldRows(self.numpy_dtype)
         self._round = None
+        # the writes of the last merged gradient, until they have run whole
+        self._unwritten: RoundWrites | None = None
         # the last round's buffers, kept for the next round
         self._kept_buffers: KeptBuffers | None = None
         first = spec.shape[0] if spec.shape else None
         self._index = RowIndex(first, self._held, self._check_index_range)
 
     def _detach_round_locked(self) -> SparseRound | None:
+        self._write_locked()
         # a buffer waiting since before this round is dropped (and on destroy)
         self._kept_buffers = None
         return self._round
 
-    def _attach_round_locked(self, state: SparseRound | None) -> None:
+    def _before_attach_locked(self, state: SparseRound | None) -> None:
         # the kept buffers may be made from this round (a take changes no
         # round's rows while it can still go back: see _finish_round)
         self._kept_buffers = None
-        self._round = state
 
     def _merge_round_locked(self, state: SparseRound | None, count: int, serial: int) -> bool:
         if state is not None and state.reused:
             # its rows were overwritten by the round that took over its buffers
             return False
-        self._kept_buffers = None  # as in _attach_round_locked
+        self._write_locked()
+        self._kept_buffers = None  # as in _before_attach_locked
         current = self._round
         merged = state
         if current is not None:
             merged = _merged_rounds(self._index, current, state)
             if merged is None:
                 return False  # rows of another shape (none was declared)
-        # one statement: merged exactly when counted and marked given back
         self._round, self._count, self._given_back[serial] = merged, self._count + count, True
         return True
 
@@ -234,6 +233,7 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
         with self._lock:
             if self._closed:
                 raise missing_resource_error(self.label)
+            self._write_locked()
             state = self._round
             stale = local_step < self._global_step
             if not stale and state is not None:
@@ -245,46 +245,30 @@ class SparseAccumulator(AccumulatorBase[Optional[SparseRound]]):  # noqa: UP045
                 return
             count, accepted = self._count + 1, self._n_accepted + 1
             if state is None:
-                # one statement after the call: the round starts exactly when
-                # its first gradient is counted
-                self._round, self._count, self._n_accepted = (
-                    self._start_round(index, rows, borrowed, owned),
-                    count,
-                    accepted,
-                )
+                start = self._start_round(index, rows, borrowed, owned)
+                self._round, self._count, self._n_accepted = start, count, accepted
             else:
                 writes = self._index.merge(state, index, rows)  # changes nothing yet
+                # committed: counted, and its writes due before anyone reads the round
+                self._count, self._n_accepted, self._unwritten = count, accepted, writes
                 try:
-                    writes()
-                    self._count, self._n_accepted = count, accepted
+                    self._write_locked()
                 except Exception:
-                    # the writes themselves failed (no memory for the compiled loop's
-                    # arguments, say): its last write is that loop, so the round is
-                    # as it was
-                    raise
-                except BaseException:
-                    # Ctrl-C between two of its writes: they are finished first
-                    self._finish_writes_locked(writes, count, accepted)
+                    # the writes failed of themselves (no memory for the compiled
+                    # loop's arguments, say) before writing: its first write is
+                    # that loop, or array methods that allocate nothing
+                    self._count, self._n_accepted, self._unwritten = count - 1, accepted - 1, None
                     raise
             if self._waiting:
                 self._flush_locked()
 
-    def _finish_writes_locked(self, writes: RoundWrites, count: int, accepted: int) -> None:
-        """Run the writes of a merge that an exception cut short again, to
-        their end, and count the gradient; begun again if an exception (Ctrl-C
-        pressed again) stops this too, then the last such exception is raised."""
-        again: BaseException | None = None
-        for _ in range(_FINISH_WRITES_TRIES):
-            try:
-                writes()
-                self._count, self._n_accepted = count, accepted
-                break
-            except Exception:
-                raise  # the writes failed of themselves: running them again would too
-            except BaseException as exc:
-                again = exc
-        if again is not None:
-            raise again
+    def _write_locked(self) -> None:
+        """Run the writes of a merged gradient that an exception cut short, if
+        any (they may run again: see sparse_round.RoundWrites)."""
+        writes = self._unwritten
+        if writes is not None:
+            writes()
+            self._unwritten = None
 
     @staticmethod
     def _check_round_values(held: Array, values: Array) -> None:

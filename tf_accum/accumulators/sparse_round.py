@@ -6,9 +6,11 @@ touched each row (``counts``). Every apply makes what it needs aside first (a
 MemoryError changes nothing), and returns the writes that change the round (a
 :data:`RoundWrites`): in-place array methods storing values made aside, which
 a second run stores again unchanged, and at most one compiled loop, which
-runs once (:meth:`HeldRows.write_once`). An exception that cuts them short
-(Ctrl-C lands between any two calls) is followed by running them again, so a
-gradient is in the round whole or not at all.
+runs once (:meth:`HeldRows.write_once`: the loop's own last store says it
+ran). The accumulator counts the gradient and keeps its writes in one
+statement, then runs them; if an exception (Ctrl-C) cuts them short, they run
+again, whole, before anyone next reads the round (sparse.py), so a gradient
+is in the round whole or not at all, wherever the exception landed.
 
 The row index (:class:`RowIndex`) holds the touched row indices, sorted and
 unique (``index``), beside each the slot of the row holding its sum
@@ -55,8 +57,9 @@ MAP_MIN_FILL = 1.0
 _SLOT_BITS = 32  # a packed key (see merged_runs): the row index above these bits, its slot in them
 _SLOT_MASK = (1 << _SLOT_BITS) - 1
 
-# The writes that apply a prepared gradient to a round: running them again
-# after an exception cut them short finishes them, and changes nothing more.
+# The writes that apply a prepared gradient to a round: running them again,
+# after an exception cut them short or after they ran whole, leaves the round
+# as one whole run does.
 RoundWrites = Callable[[], Any]
 
 
@@ -199,9 +202,9 @@ class HeldRows:
     def write_once(self, loop: Callable[..., Any], arguments: tuple[Any, ...]) -> RoundWrites:
         """The write ``loop(*arguments, stamp, ticket)`` (a compiled row loop),
         run at most once however often the result is called: the loop's last
-        store puts this write's ticket in the stamp, inside the one C call, so
-        an exception (raised only between bytecodes) finds the loop not begun,
-        or over and stamped; never over and unmarked."""
+        store puts this write's ticket in the stamp, so whoever runs the write
+        again finds the loop over and stamped, or not begun (no exception of
+        Python's lands inside a compiled call)."""
         self._tickets = ticket = self._tickets + 1
         stamp = self._stamp_read
         arguments = (*arguments, self._stamp, ticket)

@@ -1,0 +1,209 @@
+"""An interrupt at any line of an apply leaves the round whole: the gradient
+is in it and counted, or neither, never one without the other, whatever line
+of tf_accum's accumulators it lands on, and when it lands on several lines in
+a row (Ctrl-C pressed again while the first is handled). Exceptions are
+injected by a trace function, at the start of each line in turn."""
+
+from __future__ import annotations
+
+import linecache
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tf_accum as tfa
+from tests.helpers import Background
+from tf_accum.accumulators import half_kernel, uninterrupted
+from tf_accum.accumulators.narrow_sum import NarrowSum
+from tf_accum.resources import current_table
+
+raw = tfa.raw_ops
+FRESH = 2**40  # a local step no take catches up with
+MOST_LINES = 2000  # an apply runs fewer lines than this: the walk really ends
+
+
+class _Injected(KeyboardInterrupt):
+    pass
+
+
+def _inject(first: int, times: int) -> Any:
+    """A tracer raising _Injected at the ``first``-th line started in the
+    accumulators and at the ``times - 1`` lines started after it.
+
+    Only a line's first run in a frame counts: CPython also reports the end
+    of a ``with`` block as its line, once ``__exit__`` has released the lock,
+    where an exception would be raised in the caller's next line anyway. A
+    ``try:`` line is left out: CPython 3.11 raises a tracer's exception there
+    outside the enclosing ``with`` block's cleanup (the lock stays held),
+    where no asynchronous exception is ever raised (it runs no bytecode).
+    """
+    seen: set[tuple[int, int]] = set()
+    calls: dict[int, int] = {}  # a frame's id (reused once it is gone) -> its call's number
+    made = [0]  # calls so far
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if not frame.f_globals.get("__name__", "").startswith("tf_accum.accumulators"):
+            return None
+        if event == "call":
+            made[0] += 1
+            calls[id(frame)] = made[0]
+        line = (calls.get(id(frame), 0), frame.f_lineno)
+        if event == "line" and line not in seen:
+            if linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() == "try:":
+                return tracer
+            seen.add(line)
+            if first <= len(seen) < first + times:
+                raise _Injected(len(seen))
+        return tracer
+
+    return tracer
+
+
+class _Kind:
+    """An accumulator (SUM) fed ones: ``apply()`` adds a gradient of ones,
+    ``take(n)`` returns the value every element of the round holds."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        if kind == "sparse":
+            self.handle = raw.SparseConditionalAccumulator(
+                dtype=tfa.float32, shape=[10, 2], reduction_type="SUM"
+            )
+            return
+        dtype, size = {
+            "dense": (tfa.float32, 4),
+            "dense large": (tfa.float32, 1 << 18),
+            "float16": (tfa.float16, 8192),
+            "bfloat16": (tfa.bfloat16, 8192),
+            "float16 numpy": (tfa.float16, 8192),
+        }[kind]
+        self.dtype = dtype
+        self.gradient = np.ones(size, dtype.numpy_dtype)
+        self.handle = raw.ResourceConditionalAccumulator(
+            dtype=dtype, shape=[size], reduction_type="SUM"
+        )
+
+    @property
+    def accumulator(self) -> Any:
+        return current_table().lookup(self.handle)
+
+    def apply(self) -> None:
+        if self.kind == "sparse":
+            raw.SparseAccumulatorApplyGradient(
+                handle=self.handle, local_step=FRESH,
+                gradient_indices=np.array([3, 7], np.int64),
+                gradient_values=np.ones((2, 2), np.float32),
+                gradient_shape=np.array([10, 2], np.int64), has_known_shape=True,
+            )  # fmt: skip
+        else:
+            raw.ResourceAccumulatorApplyGradient(
+                handle=self.handle, local_step=FRESH, gradient=self.gradient
+            )
+
+    def take(self, n: int) -> float:
+        if self.kind == "sparse":
+            result = raw.SparseAccumulatorTakeGradient(
+                handle=self.handle, num_required=n, dtype=tfa.float32
+            )
+            assert list(result.indices) == [3, 7]
+            values = result.values
+        else:
+            values = raw.ResourceAccumulatorTakeGradient(
+                handle=self.handle, num_required=n, dtype=self.dtype
+            )
+        first = float(values.flat[0])
+        assert (values == first).all(), "a gradient only partly added"
+        return first
+
+    def close(self) -> None:
+        raw.DestroyResourceOp(resource=self.handle)
+
+
+@pytest.fixture(params=["dense", "dense large", "float16", "bfloat16", "float16 numpy", "sparse"])
+def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Kind]:
+    """float16 and bfloat16 sums add with one compiled loop (numba there) or
+    with numpy's passes ("numpy": the loops left unused)."""
+    if request.param in ("float16", "bfloat16") and half_kernel.load() is None:
+        pytest.skip("needs numba (the fast extra)")
+    if request.param == "float16 numpy":
+        monkeypatch.setattr(half_kernel, "loaded", lambda: None)
+    made = _Kind(request.param)
+    yield made
+    made.close()
+
+
+def _lock_is_free(acc: Any) -> bool:
+    def try_lock() -> bool:
+        got: bool = acc._lock.acquire(timeout=5)
+        if got:
+            acc._lock.release()
+        return got
+
+    return bool(Background(try_lock).result())
+
+
+def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) -> int:
+    """Apply with exceptions injected from the 1st, 2nd, ... line on (``times``
+    lines in a row) until an apply runs whole; after each, the round holds
+    ``before`` or ``before + 1`` gradients, all counted (``check``). Returns
+    the number of applies interrupted."""
+    acc = kind.accumulator
+    for _ in range(3):  # first uses (a thread's float error context, ...) out of the way
+        kind.apply()
+    kind.take(3)
+    for first in range(1, MOST_LINES):
+        for _ in range(before):
+            kind.apply()
+        sys.settrace(_inject(first, times))
+        try:
+            kind.apply()
+            finished = True
+        except _Injected:
+            finished = False
+        finally:
+            sys.settrace(None)
+        # an apply of several calls from the main thread goes on on the helper
+        # thread even when its wait was interrupted: let it end
+        uninterrupted.run_uninterrupted(lambda: None)
+        assert _lock_is_free(acc) and acc.num_waiting() == 0
+        count = acc.num_accumulated()
+        assert count in (before, before + 1), f"line {first}: {count} counted"
+        check(count)
+        if finished:
+            assert count == before + 1
+            return first - 1
+    raise AssertionError("the apply never ran whole")
+
+
+@pytest.mark.parametrize("times", [1, 3, 40], ids=["once", "3 lines in a row", "40 lines in a row"])
+@pytest.mark.parametrize("before", [0, 1, 2], ids=["first", "second", "third"])
+def test_an_exception_at_any_line_of_an_apply_leaves_it_whole_or_undone(
+    kind: _Kind, before: int, times: int, request: pytest.FixtureRequest
+) -> None:
+    """The round after the interrupted apply holds as many ones as it counts
+    (a SUM of ones equals its count), and the next apply and take work.
+
+    Not yet for an add into a round that is one array (float32 here): its
+    count is stored on the line before the one numpy call that adds, which
+    CPython's signal handling never separates, but a tracer does (and
+    another interpreter may)."""
+    if kind.kind.startswith("dense") and before:
+        reason = "a dense add into an array round still rests on its count's line and the add"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+    def check(count: int) -> None:
+        if count:
+            assert kind.take(count) == count, f"{count} counted"
+
+    interrupted = _walk(kind, before, times, check)
+    assert interrupted > 3  # it really walked through the apply
+    kind.apply()
+    assert kind.take(1) == 1.0
+    if kind.kind in ("float16", "bfloat16"):  # the walk went through the compiled add
+        kind.apply()
+        total = kind.accumulator._round
+        assert isinstance(total, NarrowSum) and total.prepare_add(kind.gradient) is not None
+        kind.take(1)
