@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -65,3 +67,32 @@ def test_a_large_mean_and_a_shape_error(ray_table) -> None:
         )
     mean = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=2, dtype=tfa.float32)
     np.testing.assert_array_equal(mean, np.full(SIZE, 2, np.float32))
+
+
+def test_a_buffer_file_left_by_an_ended_process_goes_when_another_is_made(
+    tmp_path, monkeypatch
+) -> None:
+    """A process that ended before its host mapped its buffer leaves the file; the next
+    buffer made (by any process) removes it, and leaves a live process's and other
+    files alone."""
+    import subprocess
+    import sys
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait(timeout=60)
+    monkeypatch.setattr(bulk, "SHM_DIR", str(tmp_path))
+    left = tmp_path / f"tf_accum-{ended.pid}-{'a' * 32}"
+    live = tmp_path / f"tf_accum-{os.getpid()}-{'b' * 32}"
+    older = tmp_path / f"tf_accum-{'c' * 32}"  # no process id in it: not judged
+    other = tmp_path / f"other-{ended.pid}-x"
+    for path in (left, live, older, other):
+        path.write_bytes(b"")
+    made = bulk.CallerBuffer(1024, "caller")
+    try:
+        assert not left.exists()
+        assert live.exists() and older.exists() and other.exists()
+        assert made.name.startswith(f"tf_accum-{os.getpid()}-")
+        assert (tmp_path / made.name).exists()  # until its host maps it
+    finally:
+        made.close()
+    assert not (tmp_path / made.name).exists()

@@ -12,7 +12,9 @@ an offset of its own, and the host writes the answer's large outputs after
 them (see tf_accum.graph.remote_run).
 
 The buffer's file lives in /dev/shm only until the host has mapped it: the
-name is then removed, so nothing is left behind when either process dies.
+name is then removed, so nothing is left behind when either process dies
+after that. Its name carries the process id of its maker: a process making a
+buffer removes those of makers that ended before their host mapped them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,34 @@ SHM_DIR = "/dev/shm"
 THRESHOLD = 100 * 1024
 # Arrays several share a buffer with start at multiples of this.
 ALIGN = 64
+PREFIX = "tf_accum-"
+
+
+def remove_left_behind() -> None:
+    """Remove the buffer files of processes that ended before their host mapped them
+    (their names, ``tf_accum-PID-...``, say which process made them)."""
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return
+    for name in names:
+        maker = name[len(PREFIX) :].split("-", 1)[0]
+        # a process id is at most 7 digits (Linux's pid_max is 2**22)
+        if not name.startswith(PREFIX) or not (maker.isdigit() and len(maker) <= 7):
+            continue
+        if not _alive(int(maker)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(SHM_DIR, name))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's: alive, or not ours to judge
+    return True
 
 
 def available() -> bool:
@@ -61,8 +91,9 @@ class CallerBuffer:
     """One calling thread's buffer (the caller's side)."""
 
     def __init__(self, size: int, owner: str) -> None:
+        remove_left_behind()
         self.owner = owner
-        self.name = f"tf_accum-{uuid.uuid4().hex}"
+        self.name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex}"
         self.path = os.path.join(SHM_DIR, self.name)
         fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         try:
