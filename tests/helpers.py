@@ -4,6 +4,7 @@ instead of hanging it."""
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import os
 import threading
 import time
@@ -205,3 +206,48 @@ class Spy:
             return call
 
         self.kernels = type(kernels)(*(counted(name) for name in kernels._fields))
+
+
+def line_injector(
+    traced: Callable[[str], bool],
+    first: int,
+    error: Callable[[int], BaseException],
+    times: int = 1,
+    where: list[str] | None = None,
+) -> Any:
+    """A trace function (for ``sys.settrace``) raising ``error(n)`` at the start of
+    the ``first``-th line started in the modules ``traced`` accepts (by module
+    name) and at the ``times - 1`` lines started after it, ``n`` counting lines;
+    the functions it raised in are appended to ``where``.
+
+    Only a line's first run in a call counts: CPython also reports the end of a
+    ``with`` block as its line, once ``__exit__`` has run, where no
+    asynchronous exception can land (the next check for one comes after
+    ``__exit__`` returned) and raising there would leave a context manager's
+    lock held. Calls are numbered as they start (a frame's id is reused once
+    the frame is gone). A ``try:`` line is left out: CPython 3.11 raises a
+    tracer's exception there outside the enclosing ``with`` block's cleanup,
+    where no asynchronous exception is raised (it runs no bytecode).
+    """
+    seen: set[tuple[int, int]] = set()
+    calls: dict[int, int] = {}  # a frame's id -> its call's number
+    made = [0]  # calls so far
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if not traced(frame.f_globals.get("__name__", "")):
+            return None
+        if event == "call":
+            made[0] += 1
+            calls[id(frame)] = made[0]
+        line = (calls.get(id(frame), 0), frame.f_lineno)
+        if event == "line" and line not in seen:
+            if linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() == "try:":
+                return tracer
+            seen.add(line)
+            if first <= len(seen) < first + times:
+                if where is not None:
+                    where.append(frame.f_code.co_name)
+                raise error(len(seen))
+        return tracer
+
+    return tracer

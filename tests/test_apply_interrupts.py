@@ -6,7 +6,6 @@ injected by a trace function, at the start of each line in turn."""
 
 from __future__ import annotations
 
-import linecache
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import Background
+from tests.helpers import Background, line_injector
 from tf_accum.accumulators import half_kernel, uninterrupted
 from tf_accum.accumulators.narrow_sum import NarrowSum
 from tf_accum.resources import current_table
@@ -31,35 +30,11 @@ class _Injected(KeyboardInterrupt):
 
 def _inject(first: int, times: int) -> Any:
     """A tracer raising _Injected at the ``first``-th line started in the
-    accumulators and at the ``times - 1`` lines started after it.
-
-    Only a line's first run in a frame counts: CPython also reports the end
-    of a ``with`` block as its line, once ``__exit__`` has released the lock,
-    where an exception would be raised in the caller's next line anyway. A
-    ``try:`` line is left out: CPython 3.11 raises a tracer's exception there
-    outside the enclosing ``with`` block's cleanup (the lock stays held),
-    where no asynchronous exception is ever raised (it runs no bytecode).
-    """
-    seen: set[tuple[int, int]] = set()
-    calls: dict[int, int] = {}  # a frame's id (reused once it is gone) -> its call's number
-    made = [0]  # calls so far
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if not frame.f_globals.get("__name__", "").startswith("tf_accum.accumulators"):
-            return None
-        if event == "call":
-            made[0] += 1
-            calls[id(frame)] = made[0]
-        line = (calls.get(id(frame), 0), frame.f_lineno)
-        if event == "line" and line not in seen:
-            if linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() == "try:":
-                return tracer
-            seen.add(line)
-            if first <= len(seen) < first + times:
-                raise _Injected(len(seen))
-        return tracer
-
-    return tracer
+    accumulators and at the ``times - 1`` lines started after it (see
+    tests.helpers.line_injector)."""
+    return line_injector(
+        lambda name: name.startswith("tf_accum.accumulators"), first, _Injected, times
+    )
 
 
 class _Kind:

@@ -29,7 +29,7 @@ import tf_accum as tfa
 import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
-from tests.helpers import WAIT, Background, wait_for_waiting, wait_until
+from tests.helpers import WAIT, Background, line_injector, wait_for_waiting, wait_until
 from tf_accum.accumulators import delivery, rounds, uninterrupted
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
@@ -766,39 +766,15 @@ class _Injected(Exception):
 
 def _inject_at_line(k: int, times: int = 1) -> Any:
     """A tracer that raises _Injected at the k-th line started in tf_accum's
-    accumulators (and at the ``times - 1`` lines started after it).
+    accumulators (and at the ``times - 1`` lines started after it), lines told
+    apart as tests.helpers.line_injector says. The delivery (delivery.py),
+    which gives back a round taken by a call that fails, is left out: an
+    exception there loses what it was giving back."""
 
-    Only a line's first run in a frame counts: CPython also reports the exit of
-    a ``with`` block as its line, where no real asynchronous exception can land
-    (the next check for one is after ``__exit__`` has returned), and raising
-    there would leave any context manager's lock held. A ``try:`` line is left
-    out: CPython 3.11 raises a tracer's exception there outside the enclosing
-    ``with`` block's cleanup, where no asynchronous exception is raised (it
-    runs no bytecode). The delivery's ``__exit__`` (delivery.py), which gives
-    back a round taken by a call that fails, is left out: an exception there
-    loses what it was giving back.
-    """
-    seen: set[tuple[int, int]] = set()
-    calls: dict[int, int] = {}  # a frame's id (reused once it is gone) -> its call's number
-    made = [0]  # calls so far
+    def traced(name: str) -> bool:
+        return name.startswith("tf_accum.accumulators") and not name.endswith(".delivery")
 
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        name = frame.f_globals.get("__name__", "")
-        if not name.startswith("tf_accum.accumulators") or name.endswith(".delivery"):
-            return None
-        if event == "call":
-            made[0] += 1
-            calls[id(frame)] = made[0]
-        line = (calls.get(id(frame), 0), frame.f_lineno)
-        if event == "line" and line not in seen:
-            if linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() == "try:":
-                return tracer
-            seen.add(line)
-            if k <= len(seen) < k + times:
-                raise _Injected(k)
-        return tracer
-
-    return tracer
+    return line_injector(traced, k, _Injected, times)
 
 
 def _recording_injection(k: int, where: list[str], times: int = 1) -> Any:

@@ -4,7 +4,6 @@ op's wrapper, the compat class's ``take_grad`` after the op) gives it back."""
 
 from __future__ import annotations
 
-import linecache
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
+from tests.helpers import line_injector
 from tests.test_interrupts import _Injected, _lock_is_free
 from tf_accum import raw_ops as raw
 from tf_accum.accumulators import delivery
@@ -27,31 +27,13 @@ _SKIPPED = ("tf_accum.accumulators.delivery", "tf_accum.context_blocks")
 
 
 def _inject_anywhere(k: int, where: list[str]) -> Any:
-    """A tracer raising _Injected at the k-th line started in tf_accum (but
-    for _SKIPPED), noting where.
-    Lines are told apart as in tests.test_interrupts._inject_at_line."""
-    seen: set[tuple[int, int]] = set()
-    calls: dict[int, int] = {}  # a frame's id (reused once it is gone) -> its call's number
-    made = [0]
+    """A tracer raising _Injected at the k-th line started in tf_accum (but for
+    _SKIPPED), noting where (see tests.helpers.line_injector)."""
 
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        name = frame.f_globals.get("__name__", "")
-        if not name.startswith("tf_accum.") or name.startswith(_SKIPPED):
-            return None
-        if event == "call":
-            made[0] += 1
-            calls[id(frame)] = made[0]
-        line = (calls.get(id(frame), 0), frame.f_lineno)
-        if event == "line" and line not in seen:
-            if linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() == "try:":
-                return tracer
-            seen.add(line)
-            if len(seen) == k:
-                where.append(frame.f_code.co_name)
-                raise _Injected(k)
-        return tracer
+    def traced(name: str) -> bool:
+        return name.startswith("tf_accum.") and not name.startswith(_SKIPPED)
 
-    return tracer
+    return line_injector(traced, k, _Injected, where=where)
 
 
 def _dense(reduction: str) -> tuple[Any, Callable[[float], None], Callable[[int], float]]:
