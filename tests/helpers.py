@@ -251,3 +251,15 @@ def line_injector(
         return tracer
 
     return tracer
+
+
+def lock_is_free(acc: Any) -> bool:
+    """Whether another thread can take ``acc``'s lock (within 5 seconds)."""
+
+    def try_lock() -> bool:
+        got: bool = acc._lock.acquire(timeout=5)
+        if got:
+            acc._lock.release()
+        return got
+
+    return bool(Background(try_lock).result())

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import Background, line_injector
+from tests.helpers import line_injector, lock_is_free
 from tf_accum.accumulators import half_kernel, uninterrupted
 from tf_accum.accumulators.narrow_sum import NarrowSum
 from tf_accum.resources import current_table
@@ -110,16 +110,6 @@ def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     made.close()
 
 
-def _lock_is_free(acc: Any) -> bool:
-    def try_lock() -> bool:
-        got: bool = acc._lock.acquire(timeout=5)
-        if got:
-            acc._lock.release()
-        return got
-
-    return bool(Background(try_lock).result())
-
-
 def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) -> int:
     """Apply with exceptions injected from the 1st, 2nd, ... line on (``times``
     lines in a row) until an apply runs whole; after each, the round holds
@@ -143,7 +133,7 @@ def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) ->
         # an apply of several calls from the main thread goes on on the helper
         # thread even when its wait was interrupted: let it end
         uninterrupted.run_uninterrupted(lambda: None)
-        assert _lock_is_free(acc) and acc.num_waiting() == 0
+        assert lock_is_free(acc) and acc.num_waiting() == 0
         count = acc.num_accumulated()
         assert count in (before, before + 1), f"line {first}: {count} counted"
         check(count)

@@ -29,7 +29,14 @@ import tf_accum as tfa
 import tf_accum.compat.v1 as tf
 from tests.graph.support import DenseOps, waiting
 from tests.graph.support import wait_for_waiting as wait_for_waiting_in
-from tests.helpers import WAIT, Background, line_injector, wait_for_waiting, wait_until
+from tests.helpers import (
+    WAIT,
+    Background,
+    line_injector,
+    lock_is_free,
+    wait_for_waiting,
+    wait_until,
+)
 from tf_accum.accumulators import delivery, rounds, uninterrupted
 from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
@@ -523,7 +530,7 @@ def _storm_beside_workers(
     left = acc.num_accumulated()
     if left:
         assert take(left, WAIT) == 1.0
-    assert acc.num_waiting() == 0 and _lock_is_free(acc)
+    assert acc.num_waiting() == 0 and lock_is_free(acc)
     acc.close()
 
 
@@ -752,7 +759,7 @@ def test_an_exception_out_of_a_takes_wait_leaves_the_lock_and_queue_whole(
     with pytest.raises(_Boom):
         _take(h, 1)
     monkeypatch.undo()
-    assert acc.num_waiting() == 0 and _lock_is_free(acc)
+    assert acc.num_waiting() == 0 and lock_is_free(acc)
     assert _stats(h)["takes_interrupted"] == 1
     # the lock is free for other threads
     Background(_apply, h).result()
@@ -792,16 +799,6 @@ def _recording_injection(k: int, where: list[str], times: int = 1) -> Any:
     return tracer
 
 
-def _lock_is_free(acc: Any) -> bool:
-    def try_lock() -> bool:
-        got: bool = acc._lock.acquire(timeout=5)
-        if got:
-            acc._lock.release()
-        return got
-
-    return bool(Background(try_lock).result())
-
-
 def _walk_injections(call: Any, acc: Any, after: Any) -> int:
     """Run ``call`` with an exception injected at its 1st, 2nd, ... line until it
     completes; after each, check the lock discipline. Returns the number of lines."""
@@ -818,7 +815,7 @@ def _walk_injections(call: Any, acc: Any, after: Any) -> int:
         finally:
             sys.settrace(None)
         after()
-        assert _lock_is_free(acc)
+        assert lock_is_free(acc)
         assert acc.num_waiting() == 0  # no dead take left in the queue
         if finished:
             return k
@@ -925,7 +922,7 @@ def test_an_exception_at_any_line_of_a_take_loses_at_most_a_whole_round(
             assert left in (0, 2), f"line {k} ({where}): half a round left"
             if left == 0:  # lost only once its take began dividing the round's own buffer
                 assert acc._kept_by_taker == acc._served, f"line {k}: lost in {where}"
-        assert _lock_is_free(acc) and acc.num_waiting() == 0
+        assert lock_is_free(acc) and acc.num_waiting() == 0
         apply(4.0)  # the round left, if any, plus this one
         assert acc.num_accumulated() == left + 1, f"line {k}"
         total = 4.0 + (3.0 if left else 0.0)
@@ -995,7 +992,7 @@ def test_an_apply_interrupted_just_after_serving_a_take_still_delivers_its_round
     np.testing.assert_array_equal(taker.result(), np.full(4, 3.0, np.float32))
     stats = _stats(h)
     assert stats["takes_served"] == 1 and stats["waiting"] == 0 and acc.num_waiting() == 0
-    assert stats["num_accumulated"] == 0 and _lock_is_free(acc)
+    assert stats["num_accumulated"] == 0 and lock_is_free(acc)
     raw.DestroyResourceOp(resource=h)
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import line_injector
-from tests.test_interrupts import _Injected, _lock_is_free
+from tests.helpers import line_injector, lock_is_free
+from tests.test_interrupts import _Injected
 from tf_accum import raw_ops as raw
 from tf_accum.accumulators import delivery
 from tf_accum.resources.current import current_table
@@ -104,7 +104,7 @@ def test_an_exception_at_any_line_before_the_take_returns_gives_the_round_back(
             lines = k
             break
         assert left == 2, f"line {k}: lost in {where}"
-        assert _lock_is_free(state) and state.num_waiting() == 0
+        assert lock_is_free(state) and state.num_waiting() == 0
         if left:
             assert take(2) == (1.5 if mean else 3.0), f"line {k} ({where})"
         assert int(acc.num_accumulated()) == 0
@@ -171,7 +171,7 @@ def test_an_exception_at_any_line_of_a_session_run_fetching_takes_gives_the_roun
                 break
             lost = [n for n in left if n != 1]
             assert not lost, f"line {k}: lost in {where}"
-            assert all(_lock_is_free(state) and state.num_waiting() == 0 for state in states)
+            assert all(lock_is_free(state) and state.num_waiting() == 0 for state in states)
             for acc, n in zip(accs, left, strict=True):
                 if n:
                     sess.run(acc.take_grad(1))

@@ -222,3 +222,24 @@ def serve_ps(ray_cluster: Cluster) -> Iterator[Callable[[dict[str, list[str]]], 
         link = server.runtime.link("ps", index)
         if link is not None:
             ray.kill(link.actor, no_restart=True)
+
+
+@pytest.fixture
+def task(serve_ps: Any) -> Iterator[Callable[..., tuple[Any, Any]]]:
+    """``task(spec, index, graph)``: this process as the spec's worker task ``index``,
+    the spec's ps tasks served here (see ``serve_ps``): (its Server, a Session on its
+    target); the sessions are closed after the test."""
+    import tf_accum.compat.v1 as tf
+
+    sessions: list[Any] = []
+
+    def start(spec: Any, index: int, graph: Any) -> tuple[Any, Any]:
+        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
+        server = tf.train.Server(spec, job_name="worker", task_index=index)
+        sess = tf.Session(server.target, graph=graph)
+        sessions.append(sess)
+        return server, sess
+
+    yield start
+    for sess in sessions:
+        sess.close()

@@ -4,30 +4,12 @@ training ops run there, so two workers' sessions train the same variables."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tf_accum.compat.v1 as tf
-
-
-@pytest.fixture
-def task(ray_cluster, serve_ps) -> Iterator[Callable[..., Any]]:
-    """A Session of worker task ``index`` on its Server's target (closed after)."""
-    sessions: list[Any] = []
-
-    def start(spec: Any, index: int, graph: Any) -> Any:
-        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
-        server = tf.train.Server(spec, job_name="worker", task_index=index)
-        sess = tf.Session(server.target, graph=graph)
-        sessions.append(sess)
-        return server, sess
-
-    yield start
-    for sess in sessions:
-        sess.close()
 
 
 def _program(spec: Any) -> dict[str, Any]:

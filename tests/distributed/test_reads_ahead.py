@@ -16,33 +16,14 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pytest
 
 import tf_accum.compat.v1 as tf
 
 RUN_BOUND = tf.RunOptions(timeout_in_ms=60_000)
-
-
-@pytest.fixture
-def worker(ray_cluster: Any, serve_ps: Any) -> Iterator[Callable[[Any, Any], tuple[Any, Any]]]:
-    """``worker(spec, graph)``: this process as the spec's worker task 0, its ps task
-    served here: (its Server, a Session on its target); sessions closed after."""
-    sessions: list[Any] = []
-
-    def start(spec: Any, graph: Any) -> tuple[Any, Any]:
-        serve_ps(spec)
-        server = tf.train.Server(spec, job_name="worker", task_index=0)
-        sess = tf.Session(server.target, graph=graph)
-        sessions.append(sess)
-        return server, sess
-
-    yield start
-    for sess in sessions:
-        sess.close()
 
 
 def job(local_effects: bool = False) -> dict[str, Any]:
@@ -77,9 +58,9 @@ def requests_of(server: Any, run: Callable[[], Any]) -> tuple[Any, int]:
     return found, host_counts(server)["requests"] - before
 
 
-def test_runs_read_ahead_and_see_the_values_they_would_have_read(worker: Any) -> None:
+def test_runs_read_ahead_and_see_the_values_they_would_have_read(task: Any) -> None:
     m = job()
-    server, sess = worker(m["spec"], m["graph"])
+    server, sess = task(m["spec"], 0, m["graph"])
     sess.run(m["init"])
     update = lambda: sess.run([m["update"], m["v"]], options=RUN_BOUND)  # noqa: E731
     expected = np.zeros(3, np.float32)
@@ -97,10 +78,10 @@ def test_runs_read_ahead_and_see_the_values_they_would_have_read(worker: Any) ->
 
 
 def test_a_write_between_runs_is_seen_and_the_refused_request_changed_nothing(
-    worker: Any,
+    task: Any,
 ) -> None:
     m = job()
-    server, sess = worker(m["spec"], m["graph"])
+    server, sess = task(m["spec"], 0, m["graph"])
     other = tf.Session(server.target, graph=m["graph"])
     try:
         sess.run(m["init"])
@@ -119,18 +100,18 @@ def test_a_write_between_runs_is_seen_and_the_refused_request_changed_nothing(
     assert requests == 2  # the refused request ran nothing: the run's reads, its update
 
 
-def test_a_run_whose_local_ops_have_effects_reads_within_the_run(worker: Any) -> None:
+def test_a_run_whose_local_ops_have_effects_reads_within_the_run(task: Any) -> None:
     m = job(local_effects=True)
-    server, sess = worker(m["spec"], m["graph"])
+    server, sess = task(m["spec"], 0, m["graph"])
     sess.run(m["init"])
     spent = [requests_of(server, lambda: sess.run(m["update"]))[1] for _ in range(4)]
     assert spent == [2, 2, 2, 2]
     assert host_counts(server)["reads_ahead"] == 0
 
 
-def test_reads_that_keep_changing_stop_going_ahead(worker: Any) -> None:
+def test_reads_that_keep_changing_stop_going_ahead(task: Any) -> None:
     m = job()
-    server, sess = worker(m["spec"], m["graph"])
+    server, sess = task(m["spec"], 0, m["graph"])
     other = tf.Session(server.target, graph=m["graph"])
     try:
         sess.run(m["init"])
@@ -149,9 +130,9 @@ def test_reads_that_keep_changing_stop_going_ahead(worker: Any) -> None:
     np.testing.assert_array_equal(total, expected)
 
 
-def test_held_reads_go_with_their_session(worker: Any) -> None:
+def test_held_reads_go_with_their_session(task: Any) -> None:
     m = job()
-    server, sess = worker(m["spec"], m["graph"])
+    server, sess = task(m["spec"], 0, m["graph"])
     sess.run(m["init"])
     for _ in range(3):
         sess.run(m["update"])
@@ -164,13 +145,13 @@ def test_held_reads_go_with_their_session(worker: Any) -> None:
 
 
 def test_runs_on_threads_never_see_a_value_older_than_the_last_write_before_them(
-    worker: Any,
+    task: Any,
 ) -> None:
     """Two threads run the same plan while another session writes v = k for k = 1, 2,
     ...: every run sees a value at least as new as the last write that ended before it
     started, and u holds the sum of what the runs saw, each added once."""
     m = job()
-    server, sess = worker(m["spec"], m["graph"])
+    server, sess = task(m["spec"], 0, m["graph"])
     other = tf.Session(server.target, graph=m["graph"])
     sess.run(m["init"])
     before = host_counts(server)["requests"]

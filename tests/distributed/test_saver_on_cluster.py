@@ -8,9 +8,7 @@ by the worker's process.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -25,23 +23,6 @@ def cluster_of(ps: int, workers: int) -> dict[str, list[str]]:
         "ps": [f"ps{i}-{tag}:2222" for i in range(ps)],
         "worker": [f"worker{i}-{tag}:2222" for i in range(workers)],
     }
-
-
-@pytest.fixture
-def task(ray_cluster, serve_ps) -> Iterator[Callable[..., Any]]:
-    """A Session on the target of this process's worker task ``index`` (closed after)."""
-    sessions: list[Any] = []
-
-    def start(spec: Any, index: int, graph: Any) -> Any:
-        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
-        server = tf.train.Server(spec, job_name="worker", task_index=index)
-        sess = tf.Session(server.target, graph=graph)
-        sessions.append(sess)
-        return sess
-
-    yield start
-    for sess in sessions:
-        sess.close()
 
 
 def test_a_worker_saves_ps_variables_and_another_restores_them_for_everyone(
@@ -67,8 +48,8 @@ def test_a_worker_saves_ps_variables_and_another_restores_them_for_everyone(
         "weights": "/job:ps/task:1",
         "bias": "/job:ps/task:0",
     }
-    first = task(spec, 0, g)
-    second = task(spec, 1, g)
+    _, first = task(spec, 0, g)
+    _, second = task(spec, 1, g)
     first.run(init)
     saved_weights = np.arange(6, dtype=np.float32).reshape(2, 3)
     first.run([change, bump], {new_weights: saved_weights})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,23 +23,6 @@ import pytest
 import tf_accum.compat.v1 as tf
 
 RUN_BOUND = tf.RunOptions(timeout_in_ms=60_000)
-
-
-@pytest.fixture
-def task(ray_cluster: Any, serve_ps: Any) -> Iterator[Callable[..., tuple[Any, Any]]]:
-    """A worker task of this process: its Server and a Session on its target (closed after)."""
-    sessions: list[Any] = []
-
-    def start(spec: Any, graph: Any) -> tuple[Any, Any]:
-        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
-        server = tf.train.Server(spec, job_name="worker", task_index=0)
-        sess = tf.Session(server.target, graph=graph)
-        sessions.append(sess)
-        return server, sess
-
-    yield start
-    for sess in sessions:
-        sess.close()
 
 
 def mlp(spec: Any) -> dict[str, Any]:
@@ -169,7 +152,7 @@ def initialized(task: Any, ps_tasks: int, tokens: bool = True) -> tuple[dict[str
     tag = uuid.uuid4().hex[:8]
     spec = {"ps": [f"ps{k}-{tag}:2222" for k in range(ps_tasks)], "worker": [f"w0-{tag}:2222"]}
     m = mlp(spec)
-    server, sess = task(spec, m["graph"])
+    server, sess = task(spec, 0, m["graph"])
     sess.run([m["init"], m["local_init"]])
     sess.run(m["opt"].chief_init_op)
     if tokens:

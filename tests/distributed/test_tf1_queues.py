@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -31,23 +30,6 @@ def cluster_of(ps: int, workers: int) -> dict[str, list[str]]:
         "ps": [f"ps{i}-{tag}:2222" for i in range(ps)],
         "worker": [f"worker{i}-{tag}:2222" for i in range(workers)],
     }
-
-
-@pytest.fixture
-def task(ray_cluster: Any, serve_ps: Any) -> Iterator[Callable[..., tuple[Any, Any]]]:
-    """A worker task of this process: its Server and a Session on its target (closed after)."""
-    sessions: list[Any] = []
-
-    def start(spec: Any, index: int, graph: Any) -> tuple[Any, Any]:
-        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
-        server = tf.train.Server(spec, job_name="worker", task_index=index)
-        sess = tf.Session(server.target, graph=graph)
-        sessions.append(sess)
-        return server, sess
-
-    yield start
-    for sess in sessions:
-        sess.close()
 
 
 def test_a_queue_on_a_ps_task_is_one_queue_for_every_session(task: Any) -> None:
