@@ -38,6 +38,11 @@ ALIGN = 64
 PREFIX = "tf_accum-"
 
 
+def worth_sharing(value: Any) -> bool:
+    """Whether ``value`` is an array worth a buffer: large, and of numbers."""
+    return type(value) is np.ndarray and value.nbytes >= THRESHOLD and not value.dtype.hasobject
+
+
 def remove_left_behind() -> None:
     """Remove the buffer files of processes that ended before their host mapped them
     (their names, ``tf_accum-PID-...``, say which process made them)."""
@@ -165,7 +170,7 @@ class HostMappings:
     def give(self, result: Array, bulk: Bulk) -> Bulk | None:
         """Write ``result`` into the caller's buffer at the room's offset if it is large
         and fits; its descriptor."""
-        if result.nbytes < THRESHOLD or bulk.offset + result.nbytes > bulk.capacity:
+        if not worth_sharing(result) or bulk.offset + result.nbytes > bulk.capacity:
             return None
         mapping = self._map(bulk)
         view: Array = np.ndarray(result.shape, result.dtype, buffer=mapping, offset=bulk.offset)

@@ -51,8 +51,7 @@ from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
 from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
 from tf_accum.accumulators.spec import AccumulatorSpec
-from tf_accum.distributed.bulk import THRESHOLD as BULK_THRESHOLD
-from tf_accum.distributed.bulk import Bulk, HostMappings, aligned
+from tf_accum.distributed.bulk import Bulk, HostMappings, aligned, worth_sharing
 from tf_accum.distributed.caller_liveness import CallerLiveness
 from tf_accum.distributed.placement import Placement
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
@@ -486,15 +485,12 @@ class _Host:
             nonlocal offset
             found = []
             for value in outputs:
-                if (
-                    type(value) is np.ndarray
-                    and value.nbytes >= BULK_THRESHOLD
-                    and not value.dtype.hasobject
-                ):
-                    given = self._mappings.give(value, replace(room, offset=offset))
-                    if given is not None:
-                        offset = aligned(offset + value.nbytes)
-                        value = given
+                given = worth_sharing(value) and self._mappings.give(
+                    value, replace(room, offset=offset)
+                )
+                if given:
+                    offset = aligned(offset + value.nbytes)
+                    value = given
                 found.append(value)
             return tuple(found)
 

@@ -46,13 +46,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from tf_accum import errors
 from tf_accum.accumulators.attempts import copy_error
 from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.distributed.bulk import THRESHOLD as SHARED_MEMORY_BYTES
-from tf_accum.distributed.bulk import Bulk, CallerBuffer, aligned
+from tf_accum.distributed.bulk import Bulk, CallerBuffer, aligned, worth_sharing
 from tf_accum.distributed.process_exit import (
     exiting,
     hold_thread_when_exiting,
@@ -180,7 +178,7 @@ class _ReadAhead:
 
     reads: int  # the index in the route's actions of the request of reads
     last: int  # ... and of the task's last request, which goes alone
-    ops: tuple[Operation, ...]  # the reads
+    request: _Request  # the request of reads
     # the reads held for the next run: the id of the request that read them, and
     # their outputs
     held: tuple[str, list[tuple[Any, ...]]] | None = None
@@ -386,7 +384,7 @@ class ClusterSession:
                 or not _unseen_again(actions[: indices[1]])
             ):
                 continue
-            found[task] = _ReadAhead(indices[0], indices[1], tuple(ops))
+            found[task] = _ReadAhead(indices[0], indices[1], made)
         return found
 
     def _without_inline_constants(
@@ -447,15 +445,14 @@ class ClusterSession:
                     with self._lock:
                         held, entry.held = entry.held, None
                     if held is not None:
-                        reads, _ = self._request(plan, task, list(entry.ops), values)
-                        self._store(task, reads, held[1], values, done)
+                        self._store(task, entry.request, held[1], values, done)
                         what = {t: ops for t, ops in what.items() if t != task}
                         used[task] = held[0]
                 elif index == entry.last and (entry.on or task in used):
                     # reads used are checked even if the route stopped reading ahead
                     # since (another thread's run found its reads changed)
-                    reads, _ = self._request(plan, task, list(entry.ops), values)
-                    asks[task] = _Ahead(entry, reads.blob if entry.on else None, used.get(task))
+                    reads = entry.request.blob if entry.on else None
+                    asks[task] = _Ahead(entry, reads, used.get(task))
             if what:
                 self._send(
                     what,
@@ -1186,14 +1183,6 @@ _COPY_THEIR_INPUTS = frozenset(
 )
 
 
-def _large(value: Any) -> bool:
-    return (
-        type(value) is np.ndarray
-        and value.nbytes >= SHARED_MEMORY_BYTES
-        and not value.dtype.hasobject
-    )
-
-
 def _room(
     link: HostLink, made: _Request, sent: list[Any]
 ) -> tuple[CallerBuffer | None, Bulk | None]:
@@ -1201,7 +1190,7 @@ def _room(
     machine and the request sends or is answered large arrays: those of its shared
     slots are put in (replaced in ``sent`` by their descriptors), and the room after
     them is for the answer's. (None, None) when none is used."""
-    shared = [i for i in made.shared_slots if _large(sent[i])]
+    shared = [i for i in made.shared_slots if worth_sharing(sent[i])]
     need = sum(aligned(sent[i].nbytes) for i in shared) + made.answer_room[0]
     buffer = link.buffer(need) if need >= SHARED_MEMORY_BYTES else None
     if buffer is None:
@@ -1231,4 +1220,4 @@ def _taken_out(outcome: Done, buffer: CallerBuffer) -> Done:
 
 def _large_bytes(outcome: Done) -> int:
     """The room the large arrays of an answer take in a buffer."""
-    return sum(aligned(value.nbytes) for value in answer_values(outcome) if _large(value))
+    return sum(aligned(v.nbytes) for v in answer_values(outcome) if worth_sharing(v))
