@@ -11,10 +11,11 @@ order: see tf_accum.distributed.steps). A task's host gets from the graph
 layer what it runs beyond raw ops (``TaskExtension``: variables by name,
 training ops, graph kernels).
 
-Everything runs on the actor's event loop. A request stopped at a take that
-cannot complete yet waits as a take attempt in that accumulator's own queue
+Ray runs each call on a thread of the actor's own; every call holds the
+host's lock, but while it waits. A request stopped at a take that cannot
+complete yet waits as a take attempt in that accumulator's own queue
 (``Rounds.try_take``: first in, first served, as in-process), whose callback
-wakes the request; it goes on once the attempt is served, and gives it up
+wakes the request's thread; it goes on once the attempt is served, and gives it up
 (consuming nothing) at its timeout or the run's deadline, when the request is
 cancelled or its caller dies. A container's take waits the same way, and is
 withdrawn at its timeout, at its caller's request or death. A request stopped
@@ -25,10 +26,7 @@ Nothing raises to the caller: errors are returned as ``wire.Failure`` values.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
-import functools
 import logging
 import math
 import os
@@ -53,7 +51,7 @@ from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.bulk import Bulk, HostMappings, aligned, worth_sharing
 from tf_accum.distributed.caller_liveness import CallerLiveness
-from tf_accum.distributed.placement import Placement
+from tf_accum.distributed.placement import MAX_CONCURRENCY, Placement
 from tf_accum.distributed.small_messages import is_small, pack, split, unpack
 from tf_accum.distributed.steps import MAKE, RawStep, decode, inputs_of
 from tf_accum.distributed.wire import (
@@ -95,6 +93,11 @@ GIVE_BACK_MAX_BYTES = 1 << 20
 # Reads ahead held per session (one per plan and task whose runs read ahead; the
 # oldest go first).
 READS_AHEAD_HELD = 16
+
+# Calls (takes and queue ops) that may wait on a host at once: each holds one of
+# the actor's MAX_CONCURRENCY threads, and the rest are left for the calls that
+# end the waits (applies, enqueues) and for callers' holds (one per process).
+MOST_WAITING = MAX_CONCURRENCY - 256
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
 
@@ -155,38 +158,30 @@ class TaskExtension(Protocol):
 class _Waiter:
     """A request waiting at a queue's dequeue or enqueue, in the host's line for it."""
 
-    __slots__ = ("future", "failure", "added")
+    __slots__ = ("event", "failure", "added")
 
-    def __init__(self, future: asyncio.Future[None]) -> None:
-        self.future = future
+    def __init__(self) -> None:
+        self.event = threading.Event()  # set to make it look again
         # set when something else ends the wait with an error (a queue closed with
         # cancel_pending_enqueues fails the enqueues waiting for room)
         self.failure: Failure | None = None
         # an enqueue_many larger than its queue's room: the elements added so far
         self.added = 0
 
-    def wake(self) -> None:
-        if not self.future.done():
-            self.future.set_result(None)
-
-    def waker(self, loop: asyncio.AbstractEventLoop) -> Callable[[errors.OpError], None]:
-        """A cancellation callback (any thread) that wakes this waiter on ``loop``."""
-
-        def wake(_error: errors.OpError) -> None:
-            loop.call_soon_threadsafe(self.wake)
-
-        return wake
+    def wake(self, _error: errors.OpError | None = None) -> None:
+        """Make it look again (any thread; a cancellation's callback too)."""
+        self.event.set()
 
 
 class _Take:
-    """A take waiting as an attempt in its accumulator's queue: the future the
-    attempt's callback completes, the request's list of served takes, and the
+    """A take waiting as an attempt in its accumulator's queue: the event the
+    attempt's callback sets, the request's list of served takes, and the
     failure it ends with when the host withdraws it (a container's take)."""
 
-    __slots__ = ("accumulator", "attempt", "future", "served", "withdrawn")
+    __slots__ = ("accumulator", "attempt", "event", "served", "withdrawn")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, served: list[_Served] | None) -> None:
-        self.future: asyncio.Future[None] = loop.create_future()
+    def __init__(self, served: list[_Served] | None) -> None:
+        self.event = threading.Event()
         self.accumulator: AccumulatorBase[Any] | None = None
         self.attempt: TakeAttempt[Any] | None = None
         self.served = served
@@ -216,8 +211,8 @@ class _Host:
     """The state and work of a ``ResourceHost`` (kept off the actor class, whose every
     method Ray wraps for tracing).
 
-    Every method runs on the actor's event loop, so each one is atomic with
-    respect to the others between its awaits: that is the lock.
+    Every call holds ``lock`` (``ResourceHost`` takes it), but while it waits
+    (``_wait``): each is atomic with respect to the others between its waits.
 
     Calls name what they act on with the host's ``instance``, which changes when
     the actor restarts: a caller that linked to an earlier incarnation is told
@@ -247,7 +242,8 @@ class _Host:
         self._joined: set[str] = set()  # labels of the tasks whose processes have joined
         self._table = LocalResourceTable()
         self._extension = None if extension is None else extension()
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        self._waits = 0  # calls waiting now, holds aside (see MOST_WAITING)
         # (session, constructor op name) -> handle, as a kernel caches its resource
         self._made: dict[tuple[str, str], int] = {}
         # per session (a container's caller: its own), the handles it made privately
@@ -262,7 +258,7 @@ class _Host:
         self._early_cancels: collections.OrderedDict[str, tuple[str, bool]] = (
             collections.OrderedDict()
         )
-        self._lives = CallerLiveness(self._caller_died)
+        self._lives = CallerLiveness(self._caller_died, self.lock)
         # requests waiting, in arrival order, per line (see _line_of): a queue's
         # dequeues, a queue's enqueues and closes (takes wait in their accumulators)
         self._queues: dict[int, collections.deque[_Waiter]] = {}
@@ -292,17 +288,17 @@ class _Host:
         self.requests = 0
         self.reads_changed = 0
 
-    async def ping(self) -> tuple[str, int, str]:
+    def ping(self) -> tuple[str, int, str]:
         """(instance, process id, node id)."""
         import ray
 
         return self._instance, os.getpid(), ray.get_runtime_context().get_node_id()
 
-    async def placement(self) -> Placement | None:
+    def placement(self) -> Placement | None:
         """The placement a container's host was made with (see ``tfa.distributed.place``)."""
         return self._placement
 
-    async def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, int]:
         """Counts for tests and diagnostics: requests run, accumulators (and queues),
         variables, waiting takes and queue ops, callers' buffers mapped, reads ahead
         held, and requests refused because reads ahead had changed."""
@@ -320,11 +316,11 @@ class _Host:
             "reads_changed": self.reads_changed,
         }
 
-    async def owner(self) -> tuple[int, str]:
+    def owner(self) -> tuple[int, str]:
         """(pid, node id) of the process that made this host (it ends with that process)."""
         return self._owner
 
-    async def accumulator_report(self, handles: list[int]) -> dict[int, dict[str, Any]]:
+    def accumulator_report(self, handles: list[int]) -> dict[int, dict[str, Any]]:
         """What a wait report says of accumulators: per handle, its counters
         (``raw_ops.common.accumulator_stats``) and under ``"replicas"`` the local
         step each replica (task label) last applied a gradient with. Handles that
@@ -342,9 +338,7 @@ class _Host:
                 found[handle] = stats
         return found
 
-    async def join(
-        self, task: str, spec: str, caller: str, where: str, life: list[Any]
-    ) -> JoinAnswer:
+    def join(self, task: str, spec: str, caller: str, where: str, life: list[Any]) -> JoinAnswer:
         """Let ``caller``, the process of task ``task`` (a label) with ClusterSpec
         ``spec`` (``cluster_job.spec_text``), use this host.
 
@@ -360,20 +354,19 @@ class _Host:
             if reason is not None:
                 return SpecRefused(reason, self._spec)
         self._lives.watch(caller, life)
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + extension.handover
+        give_up = time.monotonic() + extension.handover
         while True:
             holder = self._holders.get(task)
             if holder is None or holder[0] == caller:
                 break
-            if loop.time() >= give_up:
+            if time.monotonic() >= give_up:
                 return TaskTaken(holder[1])
-            await asyncio.sleep(0.1)  # a dead holder is dropped by _caller_died
+            self._wait(None, 0.1)  # a dead holder is dropped by _caller_died
         self._holders[task] = (caller, where)
         self._joined.add(task)
-        return Joined(*(await self.ping()), *self._owner)
+        return Joined(*self.ping(), *self._owner)
 
-    async def job_over(self) -> str | None:
+    def job_over(self) -> str | None:
         """Why the job is over for this task (``cluster_job.job_over``); None while it is not."""
         if self._extension is None:
             return None
@@ -381,9 +374,52 @@ class _Host:
 
     # --- callers' lives -----------------------------------------------------------
 
-    async def hold(self, caller: str) -> None:
+    def hold(self, caller: str) -> None:
         """Never returns while ``caller`` lives (its result is the caller's life token)."""
-        await self._lives.hold(caller)
+        held = self._lives.hold(caller)
+        while not held.is_set():
+            self._wait(held, None, counted=False)
+
+    def _wait(
+        self, event: threading.Event | None, timeout: float | None, counted: bool = True
+    ) -> bool:
+        """Let go of the lock until ``event`` is set (None: none) or ``timeout``
+        seconds pass (None: no limit); whether it was set. ``counted``: a wait
+        MOST_WAITING bounds (see _room_to_wait)."""
+        self._waits += counted
+        self.lock.release()
+        try:
+            if event is None:
+                time.sleep(timeout or 0.0)
+                return False
+            return event.wait(timeout)
+        finally:
+            self.lock.acquire()
+            self._waits -= counted
+
+    def _unlocked(self, work: Callable[[], Any]) -> None:
+        """Run ``work`` without the lock (slow work that needs no state of the host)."""
+        self.lock.release()
+        try:
+            work()
+        finally:
+            self.lock.acquire()
+
+    def _room_to_wait(self) -> Failure | None:
+        """None while another call may wait here; else the failure that refuses it.
+
+        Each waiting call holds one of the actor's threads (MAX_CONCURRENCY): past
+        MOST_WAITING of them, a call that would wait is refused, so that the calls
+        that would end the waits still find threads.
+        """
+        if self._waits < MOST_WAITING:
+            return None
+        return Failure(
+            "ResourceExhaustedError",
+            f"{self._waits} calls already wait on host {self._task!r}, the most it "
+            f"lets wait at once ({MOST_WAITING}); wait on fewer takes and queue ops at "
+            "a time",
+        )
 
     def _caller_died(self, caller: str) -> None:
         """Cancel the dead process's requests and takes (they consume nothing); end its
@@ -402,7 +438,7 @@ class _Host:
 
     # --- requests -------------------------------------------------------------------
 
-    async def run(self, message: Request) -> Any:
+    def run(self, message: Request) -> Any:
         """Run a request's steps in order: Done, or the first failing step's StepFailed
         or StepRefused.
 
@@ -411,14 +447,9 @@ class _Host:
         outputs are small comes packed; with ``answer_pieces`` above 1, packed
         and split into that many pieces.
         """
-        outcome = await self._run(message)
-        if message.answer_pieces > 1:
-            return split(outcome, message.answer_pieces)
-        if type(outcome) is Done and is_small(answer_values(outcome)):
-            return pack(outcome)
-        return outcome
+        return self._run(message)
 
-    async def _run(self, message: Request) -> Outcome:
+    def _run(self, message: Request) -> Outcome:
         instance, session, caller, life, request, blob, values, remaining = message[:8]
         if instance != self._instance:
             return StepFailed(0, Failure(RESTARTED))
@@ -452,7 +483,7 @@ class _Host:
                 self._running[request] = cancellation
                 self._callers[request] = caller
                 try:
-                    outcome = await self._wait_and_go_on(
+                    outcome = self._wait_and_go_on(
                         session, steps, values, deadline, cancellation, ran
                     )
                 finally:
@@ -549,7 +580,7 @@ class _Host:
             self._decoded[blob] = found
         return found
 
-    async def _wait_and_go_on(
+    def _wait_and_go_on(
         self,
         session: str,
         steps: list[Any],
@@ -561,13 +592,12 @@ class _Host:
         """Wait at the step that would wait (a take's attempt queued in its accumulator,
         or a queue op in the host's line for its queue, in arrival order); go on with the
         request each time it is served, and wait again at the next such step."""
-        loop = asyncio.get_running_loop()
         outputs, take = pending
         while True:
             index = len(outputs)
             step = steps[index]
             if take is not None:
-                failed = await self._wait_for_take(take, step, outputs, deadline, index)
+                failed = self._wait_for_take(take, step, outputs, deadline, index)
                 if failed is not None:
                     return failed
                 ran = self._execute(session, steps, slots, deadline, cancellation, outputs)
@@ -578,12 +608,13 @@ class _Host:
                 continue
             enqueued = False
             handle = _line_of(step, int(inputs_of(step.sources, outputs, slots)[step.handle]))
-            waiter = _Waiter(loop.create_future())
+            waiter = _Waiter()
             queue = self._queues.setdefault(handle, collections.deque())
             queue.append(waiter)
-            key = cancellation.register(waiter.waker(loop))
+            key = cancellation.register(waiter.wake)
             try:
                 while True:
+                    waiter.event.clear()  # a wake from here on makes it look again
                     if cancellation.cancelled:
                         assert cancellation.error is not None
                         return StepFailed(index, Failure.of(cancellation.error))
@@ -605,11 +636,11 @@ class _Host:
                     left = _remaining(step.attrs["timeout"], deadline)
                     if left == 0:
                         return StepFailed(index, TIMED_OUT)
-                    try:
-                        await asyncio.wait_for(asyncio.shield(waiter.future), left)
-                    except asyncio.TimeoutError:
+                    refused = self._room_to_wait()
+                    if refused is not None:
+                        return StepFailed(index, refused)
+                    if not self._wait(waiter.event, left):
                         return StepFailed(index, TIMED_OUT)
-                    waiter.future = loop.create_future()
             finally:
                 cancellation.unregister(key)
                 queue.remove(waiter)
@@ -620,7 +651,7 @@ class _Host:
                     del self._queues[handle]
             if enqueued:
                 outputs.append(())  # every element added: the requests goes on after it
-            # no await since the check: the take completes now
+            # the lock held since the check: the op completes now
             ran = self._execute(
                 session, steps, slots, deadline, cancellation, outputs, checked=not enqueued
             )
@@ -629,17 +660,19 @@ class _Host:
                 return ran
             take = ran.take
 
-    async def _await_take(self, take: _Take, timeout: float | None) -> Failure | None:
+    def _await_take(self, take: _Take, timeout: float | None) -> Failure | None:
         """Wait until the attempt of ``take`` is served or cancelled; out of time,
         withdraw it. The failure it ended with here (TIMED_OUT, or what the host
         withdrew it with), else None: collecting the attempt says the rest."""
         accumulator, attempt = take.accumulator, take.attempt
         assert accumulator is not None and attempt is not None
+        refused = self._room_to_wait()
+        if refused is not None:
+            accumulator.cancel(attempt, CANCELLED_REASON)  # consumes nothing
+            return refused
         self._takes_waiting += 1
         try:
-            await asyncio.wait_for(asyncio.shield(take.future), timeout)
-        except asyncio.TimeoutError:
-            if not attempt.done:
+            if not self._wait(take.event, timeout) and not attempt.done:
                 accumulator.cancel(attempt, TIMED_OUT_REASON)  # consumes nothing
                 return TIMED_OUT
         except BaseException:
@@ -649,7 +682,7 @@ class _Host:
             self._takes_waiting -= 1
         return take.withdrawn
 
-    async def _wait_for_take(
+    def _wait_for_take(
         self,
         take: _Take,
         step: RawStep,
@@ -662,7 +695,7 @@ class _Host:
         are in, else the request's failed outcome."""
         accumulator, attempt = take.accumulator, take.attempt
         assert accumulator is not None and attempt is not None
-        failure = await self._await_take(take, _remaining(step.attrs["timeout"], deadline))
+        failure = self._await_take(take, _remaining(step.attrs["timeout"], deadline))
         if failure is not None:
             return StepFailed(index, failure)
         try:
@@ -703,12 +736,12 @@ class _Host:
         for queue in self._queues.values():
             queue[0].wake()
 
-    async def cancel(self, request: str) -> None:
+    def cancel(self, request: str) -> None:
         """Cancel a request's waiting takes (CancelledError; they consume nothing)."""
         if not self._stop(request, CANCELLED_REASON, gives_back=False):
             self._remember(request, CANCELLED_REASON, gives_back=False)
 
-    async def withdraw(self, instance: str, attempt: str, reason: str) -> None:
+    def withdraw(self, instance: str, attempt: str, reason: str) -> None:
         """Withdraw a container's take ``attempt`` (its caller gave up): it consumes
         nothing, and ends with WITHDRAWN; a completed one keeps its round (see
         give_back). ``reason``: "cancelled" (a run's deadline, a closing session) or
@@ -716,7 +749,7 @@ class _Host:
         if instance == self._instance and not self._stop(attempt, reason, gives_back=True):
             self._remember(attempt, reason, gives_back=True)
 
-    async def give_back(self, request: str) -> None:
+    def give_back(self, request: str) -> None:
         """The caller failed (Ctrl-C, say) and will not read the answer of ``request``
         (a request whose takes only its run fetched, or a container's take): the
         rounds go back (see ``Rounds.cancel``), counted as interrupted. One still
@@ -759,11 +792,10 @@ class _Host:
 
     # --- a container's operations (tfa.distributed) ----------------------------------
 
-    async def operation(self, request: tuple[Any, ...]) -> Any:
+    def operation(self, request: tuple[Any, ...]) -> Any:
         """Run one operation: ``request`` is (operation name, *its arguments).
 
-        Names outside ``OPERATIONS`` are refused as a Failure. A small array
-        answer (a take's) comes packed.
+        Names outside ``OPERATIONS`` are refused as a Failure.
         """
         operation = request[0]
         if operation in READS:
@@ -776,9 +808,7 @@ class _Host:
                 return Failure.of(error)
         if operation not in OPERATIONS:
             return Failure("InternalError", f"no accumulator host operation {operation!r}")
-        answer = await getattr(self, operation)(*request[1:])
-        if type(answer) is np.ndarray and is_small((answer,)):
-            return pack(answer)
+        answer: Any = getattr(self, operation)(*request[1:])
         return answer
 
     def _accumulator(self, instance: str, handle: int) -> Any:
@@ -790,7 +820,7 @@ class _Host:
         except errors.OpError:
             return Failure(MISSING)
 
-    async def create(
+    def create(
         self,
         shared_name: str,
         private_name: str,
@@ -815,7 +845,7 @@ class _Host:
             self._private[caller].add(handle)
         return self._instance, handle
 
-    async def attach_buffer(self, bulk: Bulk) -> Failure | None:
+    def attach_buffer(self, bulk: Bulk) -> Failure | None:
         """Map a caller's shared-memory buffer (see tf_accum.distributed.bulk)."""
         try:
             self._mappings.attach(bulk)
@@ -823,16 +853,16 @@ class _Host:
             return Failure("UnavailableError", f"cannot map the caller's buffer: {error}")
         return None
 
-    async def release_buffer(self, name: str) -> None:
+    def release_buffer(self, name: str) -> None:
         self._mappings.release(name)
 
-    async def apply_dense(
+    def apply_dense(
         self, instance: str, handle: int, local_step: int, gradient: Any
     ) -> Failure | None:
         if half_kernel.load_pending(np.dtype(gradient.dtype), math.prod(gradient.shape)):
-            # Compiling the float16/bfloat16 loops is slow: on a thread of its own,
-            # not on the event loop that serves every accumulator of the host.
-            await asyncio.get_running_loop().run_in_executor(None, half_kernel.load)
+            # Compiling the float16/bfloat16 loops is slow: without the lock that
+            # every call of the host needs.
+            self._unlocked(half_kernel.load)
         accumulator = self._accumulator(instance, handle)
         if type(accumulator) is Failure:
             return accumulator
@@ -843,7 +873,7 @@ class _Host:
             return Failure.of(error)
         return None
 
-    async def apply_sparse(
+    def apply_sparse(
         self,
         instance: str,
         handle: int,
@@ -854,8 +884,8 @@ class _Host:
     ) -> Failure | None:
         dtype = getattr(values, "dtype", None)
         if dtype is not None and sparse_kernel.load_pending(np.dtype(dtype), values.size):
-            # the compiled row adds: off the event loop, as for apply_dense
-            await asyncio.get_running_loop().run_in_executor(None, sparse_kernel.load)
+            # the compiled row adds: without the lock, as for apply_dense
+            self._unlocked(sparse_kernel.load)
         accumulator = self._accumulator(instance, handle)
         if type(accumulator) is Failure:
             return accumulator
@@ -865,7 +895,7 @@ class _Host:
             return Failure.of(error)
         return None
 
-    async def take(
+    def take(
         self,
         instance: str,
         handle: int,
@@ -890,11 +920,9 @@ class _Host:
         if type(accumulator) is Failure:
             return accumulator
         self._lives.watch(caller, life)
-        take = _Take(asyncio.get_running_loop(), None)
+        take = _Take(None)
         try:
-            attempt = accumulator.try_take(
-                num_required, functools.partial(_wake_future, take.future)
-            )
+            attempt = accumulator.try_take(num_required, take.event.set)
         except errors.OpError as error:
             return Failure.of(error)
         early = self._early_cancels.pop(attempt_id, None)
@@ -910,7 +938,7 @@ class _Host:
             self._waiting_takes[attempt_id] = take
             self._callers[attempt_id] = caller
             try:
-                failure = await self._await_take(
+                failure = self._await_take(
                     take, None if timeout is None or math.isinf(timeout) else timeout
                 )
             finally:
@@ -929,7 +957,7 @@ class _Host:
             return self._mappings.give(outcome, bulk) or outcome
         return outcome
 
-    async def set_global_step(self, instance: str, handle: int, step: int) -> int | Failure:
+    def set_global_step(self, instance: str, handle: int, step: int) -> int | Failure:
         """Set the step; returns the previous one (the caller logs a lowered step)."""
         accumulator = self._accumulator(instance, handle)
         if type(accumulator) is Failure:
@@ -938,25 +966,23 @@ class _Host:
         accumulator.set_global_step(step)
         return previous
 
-    async def destroy(self, instance: str, handle: int) -> Failure | None:
+    def destroy(self, instance: str, handle: int) -> Failure | None:
         """Destroy: waiting takes, from every process, fail with CancelledError."""
         found = self._accumulator(instance, handle)
         if type(found) is Failure:
             return found
         self._table.destroy(handle, ignore_lookup_error=True)
-        with self._lock:
-            for handles in self._private.values():
-                handles.discard(handle)
+        for handles in self._private.values():
+            handles.discard(handle)
         return None
 
     # --- everything -------------------------------------------------------------------
-    async def reset(self) -> None:
+    def reset(self) -> None:
         """Drop everything: waiting takes are cancelled, accumulators destroyed, variables gone."""
         for request in list(self._running):
             self._stop(request, CANCELLED_REASON, gives_back=False)
-        with self._lock:
-            self._made.clear()
-            self._private.clear()
+        self._made.clear()
+        self._private.clear()
         self._contributions.clear()
         self._delivered.clear()
         for handle in self._table.live_handles():
@@ -965,7 +991,7 @@ class _Host:
             self._extension.clear()
         self._wake_all()
 
-    async def close_session(self, session: str) -> None:
+    def close_session(self, session: str) -> None:
         """Free what ``session`` made privately here (shared state stays)."""
         for sessions in self._sessions_of.values():
             sessions.discard(session)
@@ -973,10 +999,9 @@ class _Host:
 
     def _end_session(self, session: str) -> None:
         self._reads_ahead.pop(session, None)
-        with self._lock:
-            for key in [k for k in self._made if k[0] == session]:
-                del self._made[key]
-            private = self._private.pop(session, set())
+        for key in [k for k in self._made if k[0] == session]:
+            del self._made[key]
+        private = self._private.pop(session, set())
         for handle in private:
             self._table.destroy(handle, ignore_lookup_error=True)
             self._contributions.pop(handle, None)
@@ -1046,11 +1071,11 @@ class _Host:
         arguments = step.arguments(inputs)
         arguments.update(step.attrs)
         served = self._served.get(cancellation)
-        take = _Take(asyncio.get_running_loop(), served)
+        take = _Take(served)
         cancelled = cancellation.cancelled
         accumulator, attempt = take_attempt(
             step.op_type,
-            functools.partial(_wake_future, take.future),
+            take.event.set,
             None if cancelled else cancellation,
             **arguments,
         )
@@ -1135,7 +1160,7 @@ class _Host:
         if step.queue_op == "QueueCloseV2" and arguments.get("cancel_pending_enqueues"):
             self._cancel_waiting_enqueues(int(inputs[0]))
         if step.take:
-            arguments["timeout"] = 0.0  # on the event loop, a queue op must not wait
+            arguments["timeout"] = 0.0  # under the host's lock, a queue op must not wait
         result = step.kernel(**arguments)
         if step.local_step is not None:
             replica = replica_of(session)
@@ -1205,15 +1230,14 @@ class _Host:
         return self._extension.run(step, inputs_of(step[4], outputs, slots))
 
     def _make(self, session: str, op_type: str, op_name: str, attrs: dict[str, Any]) -> int:
-        with self._lock:
-            found = self._made.get((session, op_name))
-            if found is not None:
-                return found
-            handle = int(getattr(raw_ops, op_type)(**attrs, name=op_name))
-            self._made[(session, op_name)] = handle
-            if not attrs.get("shared_name"):
-                self._private[session].add(handle)
-            return handle
+        found = self._made.get((session, op_name))
+        if found is not None:
+            return found
+        handle = int(getattr(raw_ops, op_type)(**attrs, name=op_name))
+        self._made[(session, op_name)] = handle
+        if not attrs.get("shared_name"):
+            self._private[session].add(handle)
+        return handle
 
 
 def replica_of(session: str) -> str:
@@ -1255,33 +1279,11 @@ def _withdraw(take: _Take, reason: str) -> None:
     ends WITHDRAWN, and whoever was behind it may go."""
     attempt, accumulator = take.attempt, take.accumulator
     assert attempt is not None and accumulator is not None
-    if attempt.done or take.future.done():
+    if attempt.done or take.withdrawn is not None:
         return
     accumulator.cancel(attempt, reason)
     take.withdrawn = Failure(WITHDRAWN)
-    take.future.set_result(None)
-
-
-def _wake_future(future: asyncio.Future[None]) -> None:
-    """A take attempt's callback (under its accumulator's lock, maybe on another
-    thread): complete ``future`` on its event loop. On the loop's own thread (an
-    apply of a request served the take) at once: completing a future only
-    schedules its waiter, and the loop need not be woken through its pipe."""
-    loop = future.get_loop()
-    try:
-        here = asyncio.get_running_loop() is loop
-    except RuntimeError:  # another thread
-        here = False
-    if here:
-        _complete(future)
-        return
-    with contextlib.suppress(RuntimeError):  # the loop is closed: the host is going away
-        loop.call_soon_threadsafe(_complete, future)
-
-
-def _complete(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+    take.event.set()
 
 
 def _line_of(step: RawStep, handle: int) -> int:
@@ -1329,44 +1331,60 @@ class ResourceHost:
         logging.getLogger("tf_accum").setLevel(logging.ERROR)
         self._host = _Host(name, job, extension, placement)
 
-    async def placement(self) -> Placement | None:
+    def placement(self) -> Placement | None:
         """The placement a container's host was made with (see ``tfa.distributed.place``)."""
-        return await self._host.placement()
+        with self._host.lock:
+            return self._host.placement()
 
-    async def ping(self) -> tuple[str, int, str]:
+    def ping(self) -> tuple[str, int, str]:
         """(instance, process id, node id)."""
-        return await self._host.ping()
+        with self._host.lock:
+            return self._host.ping()
 
-    async def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, int]:
         """Counts for tests and diagnostics: requests run, accumulators, variables, waiting takes."""
-        return await self._host.counts()
+        with self._host.lock:
+            return self._host.counts()
 
-    async def hold(self, caller: str) -> None:
+    def hold(self, caller: str) -> None:
         """Never returns while ``caller`` lives (its result is the caller's life token)."""
-        await self._host.hold(caller)
+        with self._host.lock:
+            self._host.hold(caller)
 
-    async def owner(self) -> tuple[int, str]:
+    def owner(self) -> tuple[int, str]:
         """(pid, node id) of the process that made this host."""
-        return await self._host.owner()
+        with self._host.lock:
+            return self._host.owner()
 
-    async def join(
-        self, task: str, spec: str, caller: str, where: str, life: list[Any]
-    ) -> JoinAnswer:
+    def join(self, task: str, spec: str, caller: str, where: str, life: list[Any]) -> JoinAnswer:
         """Let a process of task ``task`` use this host (see ``_Host.join``)."""
-        return await self._host.join(task, spec, caller, where, life)
+        with self._host.lock:
+            return self._host.join(task, spec, caller, where, life)
 
-    async def run(self, packed: Any, *pieces: bytes) -> Any:
+    def run(self, packed: Any, *pieces: bytes) -> Any:
         """Run one operation of a container's (a tuple: its name, then its arguments,
         see ``_Host.operation``), or a request (a ``wire.Request``, see ``_Host.run``).
 
         Either comes as one argument (Ray serialises each argument of a call on
         its own), or packed by ``small_messages.pack`` (split into ``pieces``
         after the first, when large): see tf_accum.distributed.small_messages.
+        The answer is packed the same way, without the lock.
         """
         message = unpack(packed, *pieces)
+        host = self._host
         if type(message) is tuple:
-            return await self._host.operation(message)
-        return await self._host.run(message)
+            with host.lock:
+                answer = host.operation(message)
+            if type(answer) is np.ndarray and is_small((answer,)):
+                return pack(answer)
+            return answer
+        with host.lock:
+            outcome = host.run(message)
+        if message.answer_pieces > 1:
+            return split(outcome, message.answer_pieces)
+        if type(outcome) is Done and is_small(answer_values(outcome)):
+            return pack(outcome)
+        return outcome
 
 
 def remote_class() -> Any:

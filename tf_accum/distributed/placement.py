@@ -22,10 +22,10 @@ from typing import Any
 from tf_accum import errors
 from tf_accum.distributed.wire import NAMESPACE
 
-# Waiting takes are coroutines, each holding one of the actor's concurrency
-# slots; once they are all taken, applies queue behind the takes (and a take
-# waiting for them never returns). Far more than anyone waits on at once.
-MAX_CONCURRENCY = 100_000
+# A host's calls run on this many threads of its actor (Ray makes them all at
+# its start). A waiting take or queue op holds one, as does each caller's hold:
+# the host refuses waits that would leave too few for the calls that end them.
+MAX_CONCURRENCY = 1024
 
 # Seconds to wait for a host to answer its first call; a host that cannot
 # start (say tf_accum is missing on the node Ray placed it) fails clearly.
@@ -41,7 +41,7 @@ def start_host(
     """The actor called ``name``, made with ``args`` if nobody made it yet, and its ping.
 
     ``options`` are extra Ray actor options (``resources``,
-    ``scheduling_strategy``, ...). The host must have an async ``ping``
+    ``scheduling_strategy``, ...). The host must have a ``ping``
     method; its answer is returned with the actor.
 
     Raises:
