@@ -38,8 +38,9 @@ def _inject(first: int, times: int) -> Any:
 
 
 class _Kind:
-    """An accumulator (SUM) fed ones: ``apply()`` adds a gradient of ones,
-    ``take(n)`` returns the value every element of the round holds."""
+    """An accumulator (SUM) fed one gradient (ones, but for the patterns
+    below): ``apply()`` adds it, ``take(n)`` returns how many times the
+    round holds it (a SUM of ones: the value every element holds)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -51,12 +52,21 @@ class _Kind:
         dtype, size = {
             "dense": (tfa.float32, 4),
             "dense large": (tfa.float32, 1 << 18),
+            "dense large, zeros in front": (tfa.float32, 1 << 18),
+            "dense large, one element": (tfa.float32, 1 << 18),
+            "int32 large": (tfa.int32, 1 << 18),
             "float16": (tfa.float16, 8192),
             "bfloat16": (tfa.bfloat16, 8192),
             "float16 numpy": (tfa.float16, 8192),
         }[kind]
         self.dtype = dtype
         self.gradient = np.ones(size, dtype.numpy_dtype)
+        if kind == "dense large, zeros in front":  # the first element shows no add
+            self.gradient[:1000] = 0
+        elif kind == "dense large, one element":  # no element looked at shows one
+            self.gradient[:] = 0
+            self.gradient[1] = 1
+        self.one = int(np.flatnonzero(self.gradient)[0])  # an element that is 1
         self.handle = raw.ResourceConditionalAccumulator(
             dtype=dtype, shape=[size], reduction_type="SUM"
         )
@@ -89,6 +99,9 @@ class _Kind:
             values = raw.ResourceAccumulatorTakeGradient(
                 handle=self.handle, num_required=n, dtype=self.dtype
             )
+            held = float(values.flat[self.one])
+            assert np.array_equal(values, self.gradient * held), "a gradient only partly added"
+            return held
         first = float(values.flat[0])
         assert (values == first).all(), "a gradient only partly added"
         return first
@@ -97,10 +110,25 @@ class _Kind:
         raw.DestroyResourceOp(resource=self.handle)
 
 
-@pytest.fixture(params=["dense", "dense large", "float16", "bfloat16", "float16 numpy", "sparse"])
+@pytest.fixture(
+    params=[
+        "dense",
+        "dense large",
+        "dense large, zeros in front",
+        "dense large, one element",
+        "int32 large",
+        "float16",
+        "bfloat16",
+        "float16 numpy",
+        "sparse",
+    ]
+)
 def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Kind]:
-    """float16 and bfloat16 sums add with one compiled loop (numba there) or
-    with numpy's passes ("numpy": the loops left unused)."""
+    """A small dense sum is added aside, a large one in place, once an
+    element the add changes is found (the first, or one of a sample: "zeros
+    in front"), else aside too ("one element"). float16 and bfloat16 sums add
+    with one compiled loop (numba there) or with numpy's passes ("numpy": the
+    loops left unused)."""
     if request.param in ("float16", "bfloat16") and half_kernel.load() is None:
         pytest.skip("needs numba (the fast extra)")
     if request.param == "float16 numpy":
@@ -146,18 +174,10 @@ def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) ->
 @pytest.mark.parametrize("times", [1, 3, 40], ids=["once", "3 lines in a row", "40 lines in a row"])
 @pytest.mark.parametrize("before", [0, 1, 2], ids=["first", "second", "third"])
 def test_an_exception_at_any_line_of_an_apply_leaves_it_whole_or_undone(
-    kind: _Kind, before: int, times: int, request: pytest.FixtureRequest
+    kind: _Kind, before: int, times: int
 ) -> None:
     """The round after the interrupted apply holds as many ones as it counts
-    (a SUM of ones equals its count), and the next apply and take work.
-
-    Not yet for an add into a round that is one array (float32 here): its
-    count is stored on the line before the one numpy call that adds, which
-    CPython's signal handling never separates, but a tracer does (and
-    another interpreter may)."""
-    if kind.kind.startswith("dense") and before:
-        reason = "a dense add into an array round still rests on its count's line and the add"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+    (a SUM of ones equals its count), and the next apply and take work."""
 
     def check(count: int) -> None:
         if count:
