@@ -192,3 +192,80 @@ def test_an_exception_at_any_line_of_an_apply_leaves_it_whole_or_undone(
         total = kind.accumulator._round
         assert isinstance(total, NarrowSum) and total.prepare_add(kind.gradient) is not None
         kind.take(1)
+
+
+@pytest.mark.parametrize("before", [0, 1, 2], ids=["first", "second", "third"])
+@pytest.mark.parametrize(
+    "name", ["dense", "dense large", "dense large, zeros in front", "int32 large"]
+)
+def test_an_exception_in_the_finishing_of_an_interrupted_apply_leaves_it_to_the_next_use(
+    name: str, before: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception at a line of a dense apply, then another at a line of the
+    ``finally`` that finishes or drops what the first cut short: the round is
+    left whole or undone all the same, finished by whatever uses it next (a
+    take here). A trace function that raises is unset, so the second
+    exception comes from a tracer set for the finishing alone."""
+    kind = _Kind(name)
+    acc = kind.accumulator
+    finish = acc._settle_locked
+    # whether the apply's own finishing ran (and was cut short) in this apply
+    cut: list[bool] = []
+    applying = [False]
+
+    def finish_cut_at(line: int) -> Callable[[], None]:
+        def cut_short() -> None:
+            if cut or not applying[0]:  # the next use finishes it whole
+                finish()
+                return
+            cut.append(False)
+            sys.settrace(_inject(line, 1))
+            try:
+                finish()
+            except _Injected:
+                cut[0] = True
+                raise
+            finally:
+                sys.settrace(None)
+
+        return cut_short
+
+    for _ in range(3):
+        kind.apply()
+    kind.take(3)
+    walked, accepted = 0, 3
+    for first in range(1, MOST_LINES):
+        for line in range(1, MOST_LINES):
+            for _ in range(before):
+                kind.apply()
+            cut.clear()
+            monkeypatch.setattr(acc, "_settle_locked", finish_cut_at(line))
+            applying[0] = True
+            sys.settrace(_inject(first, 1))
+            try:
+                kind.apply()
+                finished = True
+            except _Injected:
+                finished = False
+            finally:
+                sys.settrace(None)
+                applying[0] = False
+            assert lock_is_free(acc) and acc.num_waiting() == 0
+            count = acc.num_accumulated()
+            assert count in (before, before + 1), f"lines {first}, {line}: {count} counted"
+            if line % 2:  # stats() finishes it, else the take (or the next apply)
+                assert acc.stats()["num_accumulated"] == count
+            if count:
+                assert kind.take(count) == count, f"lines {first}, {line}: {count} counted"
+            accepted += count
+            assert acc.stats()["accepted"] == accepted, f"lines {first}, {line}"
+            monkeypatch.undo()
+            if finished:
+                assert count == before + 1
+                assert walked > 3  # the finishing really was cut short, at several lines
+                kind.close()
+                return
+            if not cut or not cut[0]:
+                break  # nothing to finish, or finished whole: the next line of the apply
+            walked += 1
+    raise AssertionError("the apply never ran whole")
