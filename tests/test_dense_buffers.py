@@ -365,3 +365,20 @@ def test_large_sums_keep_every_bit_however_they_are_added(dtype: Any, name: str)
             np.add(expected, gradient, out=expected)
     assert taken.dtype == np_dtype
     np.testing.assert_array_equal(taken.view(np.uint8), expected.view(np.uint8))
+
+
+def test_rounds_of_other_shapes_each_add_into_a_buffer_of_their_own() -> None:
+    """No declared shape: each round's shape is its first gradient's, and a
+    small round's adds (made aside) never land in a buffer of an earlier round,
+    nor in a result a taker holds."""
+    h = _accumulator([None], reduction="SUM")
+    results = []
+    for size in (3, 5, 5, 3, 1, 1, 7):
+        for step in range(3):
+            gradient = np.arange(size, dtype=np.float32) + step
+            raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=gradient)
+        taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=3, dtype=tfa.float32)
+        results.append(taken)
+    for taken in results:
+        np.testing.assert_array_equal(taken, 3 * np.arange(taken.size, dtype=np.float32) + 3)
+    raw.DestroyResourceOp(resource=h)

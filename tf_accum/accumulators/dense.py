@@ -120,7 +120,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     _round: _Sum = None
     # handed-over round buffers, oldest first (see RECYCLE_MIN_BYTES)
     _watched: list[np.ndarray[Any, Any]]
-    # the buffer an add made aside writes into (None: none yet)
+    # the buffer the round's next add made aside writes into (None: none yet);
+    # the round's own, dropped when the round is handed over
     _spare: Optional[np.ndarray[Any, Any]] = None  # noqa: UP045 - as _Sum
     # a change to the round under way (see _settle_locked)
     _change: Optional[_Change] = None  # noqa: UP045 - as _Sum
@@ -130,6 +131,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def _detach_round_locked(self) -> _Sum:
         if self._change is not None:
             self._settle_locked()
+        self._spare = None
         total = self._round
         if isinstance(total, NarrowSum):
             total.finish()
@@ -178,7 +180,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     def close(self) -> None:
         super().close()
         with self._lock:
-            self._watched, self._spare = [], None
+            self._watched = []
 
     def _dropped_buffer_locked(
         self,
@@ -321,7 +323,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         """Count ``gradient`` and add it to ``total``, the round's array: the
         sum is made in the spare buffer, which then becomes the round."""
         spare = self._spare
-        if spare is None or spare.shape != total.shape:
+        if spare is None:
             spare = np.empty(total.shape, total.dtype)
         if CONTEXT_LOCAL_ERRORS:
             runner_ignoring_float_errors()(np.add, total, gradient, spare)
