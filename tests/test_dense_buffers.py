@@ -1,9 +1,9 @@
-"""The dense accumulator's buffers: one-element sums and buffers reused across rounds.
+"""The dense accumulator's buffers: small sums added aside and buffers reused across rounds.
 
-A one-element sum lives in a two-element buffer (numpy copies before adding in
-place into a one-element output); a round's buffer from RECYCLE_MIN_BYTES up is
-the buffer of an earlier round whose taker let it go. Neither may change a
-single bit of any result, nor touch an array a taker still holds.
+A small sum is added into a second buffer the round then switches to (see
+dense.ASIDE_MAX_BYTES); a round's buffer from RECYCLE_MIN_BYTES up is the
+buffer of an earlier round whose taker let it go. Neither may change a single
+bit of any result, nor touch an array a taker still holds.
 """
 
 from __future__ import annotations
@@ -55,8 +55,6 @@ def test_one_element_sums_keep_every_bit(dtype, shape, count, seed, reduction) -
     h = raw.ResourceConditionalAccumulator(dtype=dtype, shape=list(shape), reduction_type=reduction)
     for gradient in gradients:
         raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
-    running = current_table().lookup(h)._round  # type: ignore[attr-defined]
-    assert running.base.shape == (2,)  # the two-element buffer of running_sum._single
     taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=count, dtype=dtype)
     raw.DestroyResourceOp(resource=h)
     expected = np.array(gradients[0], copy=True)  # the simple path: one numpy add each
@@ -324,3 +322,63 @@ def test_without_reliable_reference_counts_a_result_is_never_reused(
         second = _round(h, [2.0, 4.0])
         assert acc._watched == []
         assert second.flags.owndata and np.all(second == 3.0)
+
+
+def _pattern(name: str, np_dtype: np.dtype[Any], size: int, step: int) -> np.ndarray[Any, Any]:
+    """The ``step``-th gradient of a pattern that steers a large add: in place
+    where the first element changes, or a sampled one, else made aside."""
+    gradient = np.ones(size, np_dtype)
+    if name == "nan first":  # the sum's first element is NaN: passed over
+        gradient[0] = np.nan if step == 0 else 1
+    elif name == "absorbed":  # too small to change a sum of 1e8 (float32)
+        gradient[:] = 1e8 if step == 0 else 1
+    elif name == "zeros in front":
+        gradient[:100] = 0
+    elif name == "signed zeros":  # -0.0 + 0.0 is 0.0: no element changes for sure
+        gradient[:] = -0.0 if step == 0 else 0.0
+    elif name == "zero but one":
+        gradient[:] = 0
+        gradient[size // 3] = 3
+    return gradient
+
+
+_PATTERNS = ["ones", "nan first", "absorbed", "zeros in front", "signed zeros", "zero but one"]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"),
+    [(d, n) for d in (tfa.float32, tfa.float64, tfa.complex64) for n in _PATTERNS]
+    + [(tfa.int32, n) for n in ("ones", "absorbed", "zeros in front", "zero but one")],
+)
+def test_large_sums_keep_every_bit_however_they_are_added(dtype: Any, name: str) -> None:
+    np_dtype = dtype.numpy_dtype
+    size = 2 * dense.ASIDE_MAX_BYTES // np_dtype.itemsize  # added in place when it can
+    gradients = [_pattern(name, np_dtype, size, step) for step in range(4)]
+    h = raw.ResourceConditionalAccumulator(dtype=dtype, shape=[size], reduction_type="SUM")
+    for gradient in gradients:
+        raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=gradient)
+    taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=4, dtype=dtype)
+    raw.DestroyResourceOp(resource=h)
+    expected = gradients[0].copy()
+    with np.errstate(all="ignore"):
+        for gradient in gradients[1:]:
+            np.add(expected, gradient, out=expected)
+    assert taken.dtype == np_dtype
+    np.testing.assert_array_equal(taken.view(np.uint8), expected.view(np.uint8))
+
+
+def test_rounds_of_other_shapes_each_add_into_a_buffer_of_their_own() -> None:
+    """No declared shape: each round's shape is its first gradient's, and a
+    small round's adds (made aside) never land in a buffer of an earlier round,
+    nor in a result a taker holds."""
+    h = _accumulator([None], reduction="SUM")
+    results = []
+    for size in (3, 5, 5, 3, 1, 1, 7):
+        for step in range(3):
+            gradient = np.arange(size, dtype=np.float32) + step
+            raw.ResourceAccumulatorApplyGradient(handle=h, local_step=2**40, gradient=gradient)
+        taken = raw.ResourceAccumulatorTakeGradient(handle=h, num_required=3, dtype=tfa.float32)
+        results.append(taken)
+    for taken in results:
+        np.testing.assert_array_equal(taken, 3 * np.arange(taken.size, dtype=np.float32) + 3)
+    raw.DestroyResourceOp(resource=h)

@@ -1061,7 +1061,7 @@ def test_deferring_is_opt_in_and_puts_the_handler_back() -> None:
 def test_a_deferred_interrupt_inside_an_apply_follows_it_applied_and_counted() -> None:
     h = _sum_acc([1000])
     acc: Any = current_table().lookup(h)
-    original = acc._count_and_add_locked
+    original = acc._add_aside_locked
     after: list[int] = []
 
     def add_then_interrupt(total: Any, gradient: Any) -> None:
@@ -1069,14 +1069,14 @@ def test_a_deferred_interrupt_inside_an_apply_follows_it_applied_and_counted() -
         _thread.interrupt_main()  # lands inside the apply, before it returns
         _marker()
 
-    acc._count_and_add_locked = add_then_interrupt
+    acc._add_aside_locked = add_then_interrupt
     raw.ResourceAccumulatorApplyGradient(handle=h, local_step=0, gradient=np.ones(1000, np.float32))
     with deferred_interrupts(), pytest.raises(KeyboardInterrupt):
         raw.ResourceAccumulatorApplyGradient(
             handle=h, local_step=0, gradient=np.ones(1000, np.float32)
         )
         after.append(1)  # the caller's next call completes, then the interrupt
-    del acc._count_and_add_locked
+    del acc._add_aside_locked
     assert after == [1] and sys.getprofile() is None
     assert int(raw.ResourceAccumulatorNumAccumulated(handle=h)) == 2
     np.testing.assert_array_equal(_take(h, 2), np.full(1000, 2.0, np.float32))

@@ -104,6 +104,7 @@ class AccumulatorBase(Rounds[Round]):
         """
         with self._lock:
             self._check_open_locked()
+            self._settle_locked()
             waiting = self._queued_locked()
             head = waiting[0].num_required if waiting else None
             return {

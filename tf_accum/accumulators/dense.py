@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import sys
 import threading
 import weakref
@@ -15,7 +16,11 @@ from tf_accum import errors
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.base import AccumulatorBase, AccumulatorSpec, missing_resource_error
 from tf_accum.accumulators.division import divide_in_place
-from tf_accum.accumulators.float_errors import CONTEXT_LOCAL_ERRORS, runner_ignoring_float_errors
+from tf_accum.accumulators.float_errors import (
+    CONTEXT_LOCAL_ERRORS,
+    ignoring_float_errors,
+    runner_ignoring_float_errors,
+)
 from tf_accum.accumulators.narrow_sum import NarrowSum
 from tf_accum.accumulators.running_sum import (
     RoundSum,
@@ -38,6 +43,21 @@ RECYCLE_MIN_BYTES = 1 << 20
 # Handed-over buffers watched for their takers to drop them: two, so that a
 # round starting while the last take still divides its result finds the one before.
 _WATCHED = 2
+
+# Up to this size an add into a round that is one array is made aside, into a
+# second buffer the round then switches to; above it, in place (see
+# DenseAccumulator._add_in_place_locked), where the second buffer's extra
+# pass over memory would cost more than finding an element the add changes.
+ASIDE_MAX_BYTES = 1 << 15
+# Elements looked at, spread over the array, for one an add in place changes
+# when the first element is not one.
+_SAMPLED = 64
+
+# A change to the round under way (DenseAccumulator._change): the count and
+# the accepted count before it, then either the round's new array and the
+# spare (an add made aside, or a round's start: spare None) or the array, the
+# gradient added in place, and an element the add changes with its value before.
+_Change = tuple[Any, ...]
 
 
 # A handed-over buffer is known to be dropped when its reference count is that
@@ -74,17 +94,6 @@ def _lone_references() -> int:
 _LONE = _lone_references()
 
 
-def _in_place_operands(
-    total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """``(out, addend)`` for ``np.add(out, addend, out)`` to add ``gradient``
-    into the sum ``total``: a one-element sum adds into its pair (see
-    running_sum.start_sum), numpy's overlap copy spared."""
-    if total.size == 1:
-        return total.base, gradient.reshape(())  # type: ignore[return-value]
-    return total, gradient
-
-
 def _shape_mismatch(expected: str, got: tuple[int, ...]) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(
         None, None, f"Shape mismatch: expected {expected}, got {kernel_text(got)}"
@@ -92,16 +101,18 @@ def _shape_mismatch(expected: str, got: tuple[int, ...]) -> errors.InvalidArgume
 
 
 class DenseAccumulator(AccumulatorBase[_Sum]):
-    """Sums gradients in place; a take returns the sum or the mean.
+    """Sums gradients; a take returns the sum or the mean.
 
-    The first gradient of a round is copied (and fixes the round's shape); each
-    later one is added in place, so applying allocates nothing after the first.
-    A completed take hands the sum buffer itself to the taker, which divides it
-    outside the lock; once the taker has let go of it (no array, view or weak
-    reference left), a later round of its shape copies its first gradient into
-    it rather than into new memory (see RECYCLE_MIN_BYTES). (float16 and
-    bfloat16 sums are kept in float32 and rounded per add: see
-    running_sum.start_sum.)
+    The first gradient of a round is copied (and fixes the round's shape). A
+    later one is added into a second buffer the round then switches to, up
+    to ASIDE_MAX_BYTES, else in place, so applying allocates nothing after
+    the first two. Each apply is whole or undone whatever line an exception
+    lands on (see _settle_locked). A completed take hands the sum buffer
+    itself to the taker, which divides it outside the lock; once the taker
+    has let go of it (no array, view or weak reference left), a later round
+    of its shape copies its first gradient into it rather than into new
+    memory (see RECYCLE_MIN_BYTES). (float16 and bfloat16 sums are kept in
+    float32 and rounded per add: see running_sum.start_sum.)
     """
 
     kind: ClassVar[str] = "dense"
@@ -109,8 +120,18 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
     _round: _Sum = None
     # handed-over round buffers, oldest first (see RECYCLE_MIN_BYTES)
     _watched: list[np.ndarray[Any, Any]]
+    # the buffer the round's next add made aside writes into (None: none yet);
+    # the round's own, dropped when the round is handed over
+    _spare: Optional[np.ndarray[Any, Any]] = None  # noqa: UP045 - as _Sum
+    # a change to the round under way (see _settle_locked)
+    _change: Optional[_Change] = None  # noqa: UP045 - as _Sum
+    # (size, flat positions) of the elements _witness_locked samples
+    _sample: tuple[int, np.ndarray[Any, Any]] = (0, np.empty(0, np.intp))
 
     def _detach_round_locked(self) -> _Sum:
+        if self._change is not None:
+            self._settle_locked()
+        self._spare = None
         total = self._round
         if isinstance(total, NarrowSum):
             total.finish()
@@ -128,9 +149,13 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         return total
 
     def _before_attach_locked(self, state: _Sum) -> None:
+        if self._change is not None:
+            self._settle_locked()
         self._watched = [a for a in self._watched if a is not state]
 
     def _merge_round_locked(self, state: _Sum, count: int, serial: int) -> bool:
+        if self._change is not None:
+            self._settle_locked()
         total = self._round
         if isinstance(total, NarrowSum):
             total.finish()
@@ -185,7 +210,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
                 found = spare
         return found
 
-    def _start_round_locked(self, gradient: np.ndarray[Any, Any], owned: bool) -> _Sum:
+    def _start_round_locked(self, gradient: np.ndarray[Any, Any], owned: bool) -> RoundSum:
         if self._watched:
             wanted = not owned and gradient.nbytes >= RECYCLE_MIN_BYTES
             spare = self._dropped_buffer_locked(gradient if wanted else None)
@@ -200,6 +225,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         self._add: Callable[[Any, np.ndarray[Any, Any]], None] = sum_adder(self.numpy_dtype)
         declared = spec.shape
         self._exact_shape = declared if declared is not None and None not in declared else None
+        self._integers = self.numpy_dtype.kind in "iu"
         # float16/bfloat16: the optional compiled loops are loaded before the lock
         self._narrow = half_kernel.is_narrow(self.numpy_dtype)
 
@@ -224,7 +250,11 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         with self._lock:
             if self._closed:
                 raise missing_resource_error(self.label)
-            done = self._apply_locked(local_step, gradient, owned)
+            try:
+                done = self._apply_locked(local_step, gradient, owned)
+            finally:
+                if self._change is not None:  # an exception cut it short
+                    self._settle_locked()
         if not done:
             # The add takes several calls, between which a signal handler's
             # exception (Ctrl-C) could land in this thread, the main one: the
@@ -237,6 +267,8 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         """apply's work under the lock: the gradient added, refused, or counted
         stale; False when it must be done on another thread (see apply), and
         nothing changed."""
+        if self._change is not None:
+            self._settle_locked()
         shape = gradient.shape
         total = self._round
         if local_step < self._global_step or total is None:
@@ -247,12 +279,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             if local_step < self._global_step:
                 self._stale_locked()
                 return True
-            start = self._start_round_locked(gradient, owned)
-            self._round, self._count, self._n_accepted = (
-                start,
-                self._count + 1,
-                self._n_accepted + 1,
-            )
+            self._switch_locked(self._start_round_locked(gradient, owned), None)
         elif total.shape != shape:
             # the round's shape already fits the declared one
             self._n_rejected += 1
@@ -261,8 +288,10 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             total.finish()
             if not self._add_narrow_locked(total, gradient):
                 return False
+        elif total.nbytes <= ASIDE_MAX_BYTES:
+            self._add_aside_locked(total, gradient)
         else:
-            self._count_and_add_locked(total, gradient)
+            self._add_in_place_locked(total, gradient)
         if self._waiting:
             self._flush_locked()
         return True
@@ -288,27 +317,121 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         self._add(total, gradient)
         self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
 
-    def _count_and_add_locked(
+    def _add_aside_locked(
         self, total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
     ) -> None:
-        """Count ``gradient`` and add it into ``total``, an array of the sum's
-        dtype: the count is stored first, and the add is the next call. The
-        one rule here that rests on CPython's signal handling: it raises a
-        signal handler's exception (Ctrl-C) only once a call has returned,
-        so one landing here finds both done or neither. Making the add aside
-        and storing it with the count would take a second buffer (memory and
-        time), and handing it to a thread where no handler runs costs more
-        than the add up to millions of elements. (An add of a same-shaped
-        array of the sum's dtype allocates nothing to fail on.)"""
-        out, addend = _in_place_operands(total, gradient)
+        """Count ``gradient`` and add it to ``total``, the round's array: the
+        sum is made in the spare buffer, which then becomes the round."""
+        spare = self._spare
+        if spare is None:
+            spare = np.empty(total.shape, total.dtype)
         if CONTEXT_LOCAL_ERRORS:
-            run = runner_ignoring_float_errors()
-            self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
-            run(np.add, out, addend, out)
+            runner_ignoring_float_errors()(np.add, total, gradient, spare)
         else:
             with np.errstate(all="ignore"):
-                self._count, self._n_accepted = self._count + 1, self._n_accepted + 1
-                np.add(out, addend, out)
+                np.add(total, gradient, spare)
+        self._switch_locked(spare, total)
+
+    def _switch_locked(
+        self,
+        new: RoundSum,
+        old: Optional[np.ndarray[Any, Any]],  # noqa: UP045 - as _Sum
+    ) -> None:
+        """Make ``new`` the round, with one more gradient counted, and ``old``
+        (unless None) the spare buffer (see _settle_locked)."""
+        count, accepted = self._count, self._n_accepted
+        self._change = (count, accepted, new, old)
+        self._count = count + 1  # the change is made: see _settle_locked
+        self._round = new
+        if old is not None:
+            self._spare = old
+        self._n_accepted = accepted + 1
+        self._change = None
+
+    def _add_in_place_locked(
+        self, total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
+    ) -> None:
+        """Count ``gradient`` and add it into ``total``, the round's array,
+        in place: with an element the add changes, and its value before,
+        recorded first, so that an add cut short can be told from one made
+        (see _settle_locked); made aside when no such element is found."""
+        witness = self._witness_locked(total, gradient)
+        if witness is None:
+            self._add_aside_locked(total, gradient)
+            return
+        index, before = witness
+        count, accepted = self._count, self._n_accepted
+        self._change = (count, accepted, total, gradient, index, before)
+        self._count = count + 1  # the change is made: see _settle_locked
+        if CONTEXT_LOCAL_ERRORS:
+            runner_ignoring_float_errors()(np.add, total, gradient, total)
+        else:
+            with np.errstate(all="ignore"):
+                np.add(total, gradient, total)
+        self._n_accepted = accepted + 1
+        self._change = None
+
+    def _settle_locked(self) -> None:
+        """Carry through, or drop, the change to the round that an exception
+        cut short (``_change``, recorded before anything it changes).
+
+        Storing the count is the change's one point: before it, nothing of
+        the round has changed (an add made aside wrote only the spare, an
+        add in place comes after it), and the change is dropped; from it on,
+        the gradient is the round's, and the rest is done: the round switched
+        to its new array, or the add in place made unless the recorded
+        element shows it made (an add changes that element for sure). Each
+        step stores what the record says, so that this, cut short in turn,
+        finishes the change once when run again. Everything that reads the
+        round, or changes its count, runs this first."""
+        change = self._change
+        if change is None:
+            return
+        count, accepted = change[0], change[1]
+        if self._count != count:
+            if len(change) == 4:
+                self._round = change[2]
+                if change[3] is not None:
+                    self._spare = change[3]
+            else:
+                total, gradient, index, before = change[2:]
+                if total[index] == before:
+                    ignoring_float_errors(np.add, total, gradient, total)
+            self._n_accepted = accepted + 1
+        self._change = None
+
+    def _witness_locked(
+        self, total: np.ndarray[Any, Any], gradient: np.ndarray[Any, Any]
+    ) -> tuple[tuple[Any, ...], Any] | None:
+        """An element of ``total`` that adding ``gradient`` changes for sure,
+        as ``(index, value before)``: the first element, else the first of a
+        sample spread over the array; None when neither has one (the
+        gradient is zero there, or too small to change the sum). Elements
+        whose sum is NaN are passed over: which NaN an add gives is not fixed."""
+        index = (0,) * total.ndim
+        before = total[index]
+        addend = gradient[index]
+        if self._integers:
+            if addend != 0:
+                return index, before
+        elif before == before and ignoring_float_errors(operator.add, before, addend) != before:
+            return index, before
+        size, positions = self._sample
+        if size != total.size:
+            size = total.size
+            positions = np.unique(np.linspace(0, size - 1, _SAMPLED).astype(np.intp))
+            self._sample = size, positions
+        befores = total.reshape(-1)[positions]
+        addends = gradient.flat[positions]
+        if self._integers:
+            changed = addends != 0
+        else:
+            sums = ignoring_float_errors(np.add, befores, addends)
+            changed = (befores == befores) & (sums != befores)
+        found = int(changed.argmax())
+        if not changed[found]:
+            return None
+        return np.unravel_index(positions[found], total.shape), befores[found]
 
     # counts its own rejections (above), sparing every apply the base's
     # counting wrapper: a Python frame on the 1-element path
@@ -322,14 +445,11 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         if divided is not None:
             return divided
         total = sum_result(state)
-        if total.size == 1 or (mean and total.nbytes < RECYCLE_MIN_BYTES):
-            # a one-element sum is a view of a scratch pair (see running_sum.start_sum):
-            # the caller gets an array of its own, as for every other size; a
-            # MEAN whose buffer would not be reused is divided in a copy, so that
+        if mean and total.nbytes < RECYCLE_MIN_BYTES:
+            # a MEAN whose buffer would not be reused is divided in a copy, so that
             # its round stays as it was until the take returns (see division.COPY_MAX_BYTES)
             total = np.array(total)
-            if mean:
-                divide_in_place(total, count)
+            divide_in_place(total, count)
             return total
         if mean:
             divide_in_place(total, count, lambda: self._keep_for_taker(serial))

@@ -100,6 +100,10 @@ class Rounds(ABC, Generic[Round]):
         NotImplementedError: this kind cannot put a round back."""
         raise NotImplementedError
 
+    def _settle_locked(self) -> None:
+        """Carry through, or drop, a change to the round that an exception cut
+        short, if the kind records one (the dense kind does); by default none."""
+
     def _merge_round_locked(self, state: Round, count: int, serial: int) -> bool:
         """Merge the raw state of the served round ``serial`` (``count``
         gradients) into the current round, counting them and marking the

@@ -32,8 +32,6 @@ def start_sum(first: Array, dtype: np.dtype[Any], owned: bool = False) -> RoundS
     ndarray, or for float16/bfloat16 a NarrowSum (a float32 sum rounded per add).
     An ``owned`` ``first`` (a new array no one else holds) that is already a
     C-ordered, writable array of ``dtype`` becomes the sum itself."""
-    if first.size == 1:
-        return _single(first, dtype)
     if first.size >= NARROW_MIN_ELEMENTS:
         if dtype == np.float16:
             return HalfSum(first, dtype)
@@ -44,34 +42,6 @@ def start_sum(first: Array, dtype: np.dtype[Any], owned: bool = False) -> RoundS
     return np.array(first, dtype, copy=True)
 
 
-def _single(first: Array, dtype: np.dtype[Any]) -> Array:
-    """A one-element running sum: a view of a two-element buffer.
-
-    numpy copies an operand before adding in place when the output is a
-    one-element array that is also an input (its overlap check gives up on
-    them), which costs more than the add itself. Adding the gradient as a 0-d
-    array into the two-element buffer (:func:`_add_single`) avoids it; the
-    second element is scratch, never read.
-    """
-    total: Array = np.empty(2, dtype)[:1].reshape(first.shape)
-    np.copyto(total, first, casting="unsafe")
-    return total
-
-
-def _add_single(total: Array, gradient: Array) -> None:
-    """``total += gradient`` for a one-element sum made by :func:`_single`."""
-    pair: Any = total.base
-    np.add(pair, gradient.reshape(()), pair)
-
-
-def _add_array(total: Array, gradient: Array) -> None:
-    """``total += gradient`` for a sum that is an ndarray."""
-    if total.size == 1:
-        _add_single(total, gradient)
-    else:
-        np.add(total, gradient, total)
-
-
 def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
     """``adder(total, gradient)`` adds ``gradient`` into a running sum of ``dtype``
     made by :func:`start_sum`, whatever its size."""
@@ -80,7 +50,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
 
         def add_integers(total: Any, gradient: Array) -> None:
             if type(total) is np.ndarray:
-                _add_array(total, gradient)
+                np.add(total, gradient, total)
             else:
                 total.add(gradient)
 
@@ -90,7 +60,7 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
         def add_floats(total: Any, gradient: Array) -> None:
             if type(total) is np.ndarray:
                 with np.errstate(all="ignore"):
-                    _add_array(total, gradient)
+                    np.add(total, gradient, total)
             else:
                 total.add(gradient)
 
@@ -98,13 +68,8 @@ def sum_adder(dtype: np.dtype[Any]) -> Callable[[Any, Array], None]:
     runner, add = float_errors.runner_ignoring_float_errors, np.add
 
     def add_floats_quietly(total: Any, gradient: Array) -> None:
-        # _add_array written out: this is most of a 1-element apply's own time
         if type(total) is np.ndarray:
-            if total.size == 1:
-                pair: Any = total.base  # see _single
-                runner()(add, pair, gradient.reshape(()), pair)
-            else:
-                runner()(add, total, gradient, total)
+            runner()(add, total, gradient, total)
         else:
             total.add(gradient)
 
