@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import linecache
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -228,6 +229,13 @@ def line_injector(
     the frame is gone). A ``try:`` line is left out: CPython 3.11 raises a
     tracer's exception there outside the enclosing ``with`` block's cleanup,
     where no asynchronous exception is raised (it runs no bytecode).
+
+    CPython unsets a trace function that raises. With more exceptions to
+    raise, it leaves a profile function (``sys.setprofile``) that sets it
+    again at the next call or return, the exception's unwinding included, on
+    every frame of the thread's stack; the lines started until then, in the
+    frame that raised, are not counted. The caller unsets both (``sys.settrace(None)``,
+    ``sys.setprofile(None)``) when it is done.
     """
     seen: set[tuple[int, int]] = set()
     calls: dict[int, int] = {}  # a frame's id -> its call's number
@@ -247,8 +255,20 @@ def line_injector(
             if first <= len(seen) < first + times:
                 if where is not None:
                     where.append(frame.f_code.co_name)
+                if len(seen) < first + times - 1:
+                    sys.setprofile(set_again)
                 raise error(len(seen))
         return tracer
+
+    def set_again(frame: Any, event: str, arg: Any) -> None:
+        sys.setprofile(None)
+        sys.settrace(tracer)
+        while frame is not None:
+            if traced(frame.f_globals.get("__name__", "")):
+                frame.f_trace = tracer
+            frame = frame.f_back
+
+    return tracer
 
     return tracer
 

@@ -28,12 +28,12 @@ class _Injected(KeyboardInterrupt):
     pass
 
 
-def _inject(first: int, times: int) -> Any:
+def _inject(first: int, times: int, where: list[str] | None = None) -> Any:
     """A tracer raising _Injected at the ``first``-th line started in the
     accumulators and at the ``times - 1`` lines started after it (see
-    tests.helpers.line_injector)."""
+    tests.helpers.line_injector), noting in ``where`` the functions it raised in."""
     return line_injector(
-        lambda name: name.startswith("tf_accum.accumulators"), first, _Injected, times
+        lambda name: name.startswith("tf_accum.accumulators"), first, _Injected, times, where
     )
 
 
@@ -147,10 +147,12 @@ def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) ->
     for _ in range(3):  # first uses (a thread's float error context, ...) out of the way
         kind.apply()
     kind.take(3)
+    most = 0  # the most exceptions one apply met
     for first in range(1, MOST_LINES):
         for _ in range(before):
             kind.apply()
-        sys.settrace(_inject(first, times))
+        where: list[str] = []
+        sys.settrace(_inject(first, times, where))
         try:
             kind.apply()
             finished = True
@@ -158,6 +160,7 @@ def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) ->
             finished = False
         finally:
             sys.settrace(None)
+            sys.setprofile(None)  # see tests.helpers.line_injector
         # an apply of several calls from the main thread goes on on the helper
         # thread even when its wait was interrupted: let it end
         uninterrupted.run_uninterrupted(lambda: None)
@@ -165,8 +168,10 @@ def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) ->
         count = acc.num_accumulated()
         assert count in (before, before + 1), f"line {first}: {count} counted"
         check(count)
+        most = max(most, len(where))
         if finished:
             assert count == before + 1
+            assert times == 1 or most > 1, "no apply met a second exception"
             return first - 1
     raise AssertionError("the apply never ran whole")
 
@@ -227,6 +232,7 @@ def test_an_exception_in_the_finishing_of_an_interrupted_apply_leaves_it_to_the_
                 raise
             finally:
                 sys.settrace(None)
+                sys.setprofile(None)  # see tests.helpers.line_injector
 
         return cut_short
 
@@ -249,6 +255,7 @@ def test_an_exception_in_the_finishing_of_an_interrupted_apply_leaves_it_to_the_
                 finished = False
             finally:
                 sys.settrace(None)
+                sys.setprofile(None)  # see tests.helpers.line_injector
                 applying[0] = False
             assert lock_is_free(acc) and acc.num_waiting() == 0
             count = acc.num_accumulated()

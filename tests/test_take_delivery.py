@@ -98,6 +98,7 @@ def test_an_exception_at_any_line_before_the_take_returns_gives_the_round_back(
             taken = None
         finally:
             sys.settrace(None)
+            sys.setprofile(None)  # see tests.helpers.line_injector
         left = int(acc.num_accumulated())
         if taken is not None:
             assert taken == (1.5 if mean else 3.0) and left == 0
@@ -164,6 +165,7 @@ def test_an_exception_at_any_line_of_a_session_run_fetching_takes_gives_the_roun
                 taken = None
             finally:
                 sys.settrace(None)
+                sys.setprofile(None)  # see tests.helpers.line_injector
             left = sess.run(counts)
             if taken is not None:
                 assert [t.tolist() for t in taken] == [[1.0] * 4] * takes and left == [0] * takes
