@@ -225,7 +225,7 @@ def test_a_take_past_the_most_that_may_wait_is_refused_and_consumes_nothing(
     until(lambda: host._takes_waiting == 2)
     refused = requests.take(handle, 1).result(WAIT)
     assert type(refused) is StepFailed and refused.failure.kind == "ResourceExhaustedError"
-    assert "2 calls already wait" in refused.failure.message
+    assert "2 calls already wait" in refused.failure.message, refused.failure.message
     assert requests.stats(handle)["waiting"] == 2
     for step, gradient in enumerate(([1, 2], [3, 4])):  # each take moves the global step on
         requests.apply(handle, gradient, local_step=step)

@@ -94,9 +94,9 @@ GIVE_BACK_MAX_BYTES = 1 << 20
 # oldest go first).
 READS_AHEAD_HELD = 16
 
-# Calls (takes and queue ops) that may wait on a host at once: each holds one of
-# the actor's MAX_CONCURRENCY threads, and the rest are left for the calls that
-# end the waits (applies, enqueues) and for callers' holds (one per process).
+# Calls that may wait on a host at once (takes, queue ops, and one hold per
+# process using the host): each holds one of the actor's MAX_CONCURRENCY
+# threads, and the rest are left for the calls that end the waits.
 MOST_WAITING = MAX_CONCURRENCY - 256
 
 CLOSED_MESSAGE = "TakeGrad operation was cancelled"
@@ -243,7 +243,7 @@ class _Host:
         self._table = LocalResourceTable()
         self._extension = None if extension is None else extension()
         self.lock = threading.Lock()
-        self._waits = 0  # calls waiting now, holds aside (see MOST_WAITING)
+        self._waits = 0  # calls waiting now (see MOST_WAITING)
         # (session, constructor op name) -> handle, as a kernel caches its resource
         self._made: dict[tuple[str, str], int] = {}
         # per session (a container's caller: its own), the handles it made privately
@@ -378,15 +378,12 @@ class _Host:
         """Never returns while ``caller`` lives (its result is the caller's life token)."""
         held = self._lives.hold(caller)
         while not held.is_set():
-            self._wait(held, None, counted=False)
+            self._wait(held, None)
 
-    def _wait(
-        self, event: threading.Event | None, timeout: float | None, counted: bool = True
-    ) -> bool:
+    def _wait(self, event: threading.Event | None, timeout: float | None) -> bool:
         """Let go of the lock until ``event`` is set (None: none) or ``timeout``
-        seconds pass (None: no limit); whether it was set. ``counted``: a wait
-        MOST_WAITING bounds (see _room_to_wait)."""
-        self._waits += counted
+        seconds pass (None: no limit); whether it was set."""
+        self._waits += 1
         self.lock.release()
         try:
             if event is None:
@@ -395,7 +392,7 @@ class _Host:
             return event.wait(timeout)
         finally:
             self.lock.acquire()
-            self._waits -= counted
+            self._waits -= 1
 
     def _unlocked(self, work: Callable[[], Any]) -> None:
         """Run ``work`` without the lock (slow work that needs no state of the host)."""
@@ -408,17 +405,17 @@ class _Host:
     def _room_to_wait(self) -> Failure | None:
         """None while another call may wait here; else the failure that refuses it.
 
-        Each waiting call holds one of the actor's threads (MAX_CONCURRENCY): past
-        MOST_WAITING of them, a call that would wait is refused, so that the calls
-        that would end the waits still find threads.
+        Each waiting call holds one of the actor's threads (MAX_CONCURRENCY), as
+        each caller's hold does: past MOST_WAITING of them, a call that would wait
+        is refused, so that the calls that would end the waits still find threads.
         """
         if self._waits < MOST_WAITING:
             return None
         return Failure(
             "ResourceExhaustedError",
-            f"{self._waits} calls already wait on host {self._task!r}, the most it "
-            f"lets wait at once ({MOST_WAITING}); wait on fewer takes and queue ops at "
-            "a time",
+            f"{self._waits} calls already wait on host {self._task!r} (one per "
+            f"process using it, besides its takes and queue ops), the most it lets "
+            f"wait at once ({MOST_WAITING}); wait on fewer takes and queue ops at a time",
         )
 
     def _caller_died(self, caller: str) -> None:
