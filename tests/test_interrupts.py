@@ -38,7 +38,7 @@ from tests.helpers import (
     wait_until,
 )
 from tf_accum.accumulators import delivery, rounds, uninterrupted
-from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.attempts import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.resources import current_table
 

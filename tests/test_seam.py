@@ -12,7 +12,7 @@ import pytest
 import tf_accum as tfa
 from tests.helpers import Background, wait_for_waiting, wait_until
 from tf_accum import errors
-from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.accumulators.attempts import Cancellation, cancelled_by
 from tf_accum.resources import LocalResourceTable, current_table, set_table, using_table
 from tf_accum.resources import local as local_table
 

@@ -13,8 +13,8 @@ import pytest
 import tf_accum as tfa
 from tests.helpers import Background, wait_for_waiting
 from tf_accum import errors
+from tf_accum.accumulators.attempts import Cancellation, cancelled_by
 from tf_accum.accumulators.base import STATS_KEYS
-from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 
 raw = tfa.raw_ops
 F32 = tfa.float32

@@ -15,7 +15,7 @@ import tf_accum as tfa
 from tests.test_interrupts import _inject_at_line, _Injected
 from tf_accum import raw_ops as raw
 from tf_accum.accumulators import dense, division
-from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.attempts import Cancellation
 from tf_accum.resources.current import current_table
 
 F32 = tfa.float32

@@ -265,7 +265,7 @@ class _UnreachableHost:
 def test_withdrawing_from_an_unreachable_host_cancels_the_other_takes() -> None:
     """A withdrawal is a cancellation callback (and runs while an interrupt is
     handled): a host that cannot be called must not stop the other callbacks."""
-    from tf_accum.accumulators.cancellation import Cancellation
+    from tf_accum.accumulators.attempts import Cancellation
     from tf_accum.distributed.proxy import HostLink
 
     link = HostLink("c", _UnreachableHost(), "instance", "caller", same_machine=False)

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.attempts import Cancellation
 from tf_accum.accumulators.spec import AccumulatorSpec
 
 Array = np.ndarray[Any, Any]

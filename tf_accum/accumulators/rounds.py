@@ -39,11 +39,11 @@ from tf_accum.accumulators.attempts import (
     RETURNED,
     SERVED,
     WITHDRAWN,
+    Cancellation,
     Stage,
     TakeAttempt,
     copy_error,
 )
-from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.accumulators.delivery import joined
 from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.missing import missing_resource_error

@@ -43,9 +43,14 @@ import numpy as np
 from tf_accum import errors, raw_ops
 from tf_accum.accumulators import half_kernel, sparse_kernel
 from tf_accum.accumulators.attempts import CANCELLED as CANCELLED_STAGE
-from tf_accum.accumulators.attempts import SERVED, TakeAttempt, copy_error
+from tf_accum.accumulators.attempts import (
+    SERVED,
+    Cancellation,
+    TakeAttempt,
+    cancelled_by,
+    copy_error,
+)
 from tf_accum.accumulators.base import AccumulatorBase
-from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
 from tf_accum.accumulators.rounds import CANCELLED_REASON, INTERRUPTED
 from tf_accum.accumulators.rounds import TIMED_OUT as TIMED_OUT_REASON
 from tf_accum.accumulators.spec import AccumulatorSpec

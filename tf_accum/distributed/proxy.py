@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.attempts import copy_error
-from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.attempts import Cancellation, copy_error
 from tf_accum.accumulators.delivery import joined
 from tf_accum.accumulators.interrupts import holding, interruptible
 from tf_accum.accumulators.spec import AccumulatorSpec

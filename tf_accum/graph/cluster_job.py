@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
-from tf_accum.accumulators.attempts import copy_error
+from tf_accum.accumulators.attempts import Cancellation, copy_error
 
 if TYPE_CHECKING:
-    from tf_accum.accumulators.cancellation import Cancellation
     from tf_accum.graph.cluster import ClusterSpec
 
 logger = logging.getLogger("tf_accum")

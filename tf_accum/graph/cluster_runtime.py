@@ -16,7 +16,7 @@ from tf_accum.dtypes import resource, string_ref
 from tf_accum.graph.devices import DeviceSpec
 
 if TYPE_CHECKING:
-    from tf_accum.accumulators.cancellation import Cancellation
+    from tf_accum.accumulators.attempts import Cancellation
     from tf_accum.distributed.proxy import HostLink
     from tf_accum.graph.cluster import ClusterSpec
     from tf_accum.graph.graph import Operation

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
-from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.accumulators.attempts import Cancellation, cancelled_by
 from tf_accum.accumulators.delivery import joined
 from tf_accum.accumulators.interrupts import interruptible
 from tf_accum.accumulators.uninterrupted import start_thread

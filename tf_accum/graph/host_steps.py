@@ -138,7 +138,7 @@ def kernel_step(step: tuple[Any, ...], values: list[Any]) -> tuple[Any, ...]:
 def _kernel_context() -> Any:
     """The run context of every KERNEL step: these kernels ask nothing of the run
     (no session here), so one serves them all."""
-    from tf_accum.accumulators.cancellation import Cancellation
+    from tf_accum.accumulators.attempts import Cancellation
     from tf_accum.graph.executor import RunContext
 
     return RunContext(None, None, Cancellation())  # type: ignore[arg-type]

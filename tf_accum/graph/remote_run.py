@@ -47,8 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
-from tf_accum.accumulators.attempts import copy_error
-from tf_accum.accumulators.cancellation import Cancellation, cancelled_by
+from tf_accum.accumulators.attempts import Cancellation, cancelled_by, copy_error
 from tf_accum.distributed.bulk import THRESHOLD as SHARED_MEMORY_BYTES
 from tf_accum.distributed.bulk import Bulk, CallerBuffer, aligned, worth_sharing
 from tf_accum.distributed.process_exit import (

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.attempts import Cancellation
 from tf_accum.accumulators.delivery import delivered
 from tf_accum.dtypes import string
 from tf_accum.graph import mode

@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.attempts import copy_error
-from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.attempts import Cancellation, copy_error
 from tf_accum.accumulators.interrupts import interruptible
 from tf_accum.dtypes import DType
 from tf_accum.shapes import DeclaredShape, kernel_text

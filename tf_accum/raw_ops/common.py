@@ -9,9 +9,8 @@ from typing import Any, cast
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.attempts import TakeAttempt
+from tf_accum.accumulators.attempts import Cancellation, TakeAttempt
 from tf_accum.accumulators.base import AccumulatorBase
-from tf_accum.accumulators.cancellation import Cancellation
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops.arguments import handle_of, positive_num_required, scalar_int
 from tf_accum.raw_ops.keyword_only import raw_op

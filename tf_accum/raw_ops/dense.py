@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from tf_accum.accumulators.cancellation import current_cancellation
+from tf_accum.accumulators.attempts import current_cancellation
 from tf_accum.dtypes import kernel_type_name
 from tf_accum.raw_ops import _lookup
 from tf_accum.raw_ops.arguments import (

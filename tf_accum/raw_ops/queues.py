@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import errors
-from tf_accum.accumulators.cancellation import current_cancellation
+from tf_accum.accumulators.attempts import current_cancellation
 from tf_accum.dtypes import DType, as_dtype, string
 from tf_accum.queues.fifo import Element, FIFOQueue, QueueSpec
 from tf_accum.raw_ops.arguments import handle_of, scalar_int, tensor_array

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tf_accum.accumulators.cancellation import Cancellation
+from tf_accum.accumulators.attempts import Cancellation
 from tf_accum.accumulators.rounds import Rounds
 from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.raw_ops import _lookup
