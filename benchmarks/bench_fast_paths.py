@@ -28,7 +28,7 @@ from typing import Any
 import tf_accum as tfa
 from benchmarks import bench_table as table
 from benchmarks.harness import command_line, fmt_time, load_tensorflow, print_table
-from tf_accum.accumulators import dense, half_kernel, narrow_sum, running_sum, uninterrupted
+from tf_accum.accumulators import dense, half_kernel, narrow_sum, running_sum, threads
 
 NEVER = 2**62
 NO_NUMBA = ((half_kernel.LOADER, "kernels", None), (half_kernel.LOADER, "tried", True))
@@ -37,7 +37,7 @@ _ELSEWHERE = types.SimpleNamespace(**vars(threading))
 _ELSEWHERE.main_thread = lambda: None  # every caller looks like another thread
 # a MEAN take of the float32 image narrows it, then divides (not in one pass)
 NO_FUSED_DIVISION = ((narrow_sum.NarrowSum, "divided", lambda self, count: None),)
-NO_HELPER = ((dense, "threading", _ELSEWHERE), (uninterrupted, "threading", _ELSEWHERE))
+NO_HELPER = ((dense, "threading", _ELSEWHERE), (threads, "threading", _ELSEWHERE))
 
 Change = tuple[Any, str, Any]
 

@@ -15,8 +15,9 @@ import pytest
 
 import tf_accum as tfa
 from tests.helpers import line_injector, lock_is_free
-from tf_accum.accumulators import half_kernel, uninterrupted
+from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.narrow_sum import NarrowSum
+from tf_accum.accumulators.threads import run_uninterrupted
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -163,7 +164,7 @@ def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) ->
             sys.setprofile(None)  # see tests.helpers.line_injector
         # an apply of several calls from the main thread goes on on the helper
         # thread even when its wait was interrupted: let it end
-        uninterrupted.run_uninterrupted(lambda: None)
+        run_uninterrupted(lambda: None)
         assert lock_is_free(acc) and acc.num_waiting() == 0
         count = acc.num_accumulated()
         assert count in (before, before + 1), f"line {first}: {count} counted"

@@ -37,9 +37,10 @@ from tests.helpers import (
     wait_for_waiting,
     wait_until,
 )
-from tf_accum.accumulators import delivery, rounds, uninterrupted
+from tf_accum.accumulators import delivery, rounds
 from tf_accum.accumulators.attempts import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
+from tf_accum.accumulators.threads import run_uninterrupted
 from tf_accum.resources import current_table
 
 raw = tfa.raw_ops
@@ -148,13 +149,13 @@ def _blocked_signals(native_id: int) -> set[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
 def test_tf_accums_own_threads_leave_ctrl_c_to_the_programs_threads() -> None:
-    """The helper of accumulators/uninterrupted.py and a run's threads for
+    """The helper of accumulators/threads.py and a run's threads for
     blocking ops block SIGINT (and the other asynchronous signals), so the kernel hands a
     process's Ctrl-C to a thread that runs Python's handler or wakes the main
     thread's wait; the faults a thread causes itself stay its own, and the
     main thread's mask is untouched."""
     main_blocked = _blocked_signals(threading.main_thread().native_id or 0)
-    uninterrupted.run_uninterrupted(lambda: None)  # the helper
+    run_uninterrupted(lambda: None)  # the helper
     with tf.Graph().as_default():
         first, second = tf.FIFOQueue(1, tf.float32), tf.FIFOQueue(1, tf.float32)
         with tf.Session() as sess:

@@ -29,7 +29,7 @@ from tf_accum.accumulators.running_sum import (
     sum_adder,
     sum_result,
 )
-from tf_accum.accumulators.uninterrupted import run_uninterrupted
+from tf_accum.accumulators.threads import run_uninterrupted
 from tf_accum.shapes import is_compatible, kernel_text
 
 _Sum = Optional[RoundSum]  # noqa: UP045 - runtime alias on 3.10

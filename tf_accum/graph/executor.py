@@ -45,7 +45,7 @@ from tf_accum import errors
 from tf_accum.accumulators.attempts import Cancellation, cancelled_by
 from tf_accum.accumulators.delivery import joined
 from tf_accum.accumulators.interrupts import interruptible
-from tf_accum.accumulators.uninterrupted import start_thread
+from tf_accum.accumulators.threads import start_thread
 from tf_accum.raw_ops.take_attempts import TAKE_OPS, StartedTake
 from tf_accum.resources import using_table
 

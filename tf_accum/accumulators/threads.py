@@ -1,4 +1,6 @@
-"""Work that a KeyboardInterrupt must not cut in two, and tf_accum's own threads.
+"""The threads tf_accum starts: threads that leave the process's signals to
+the program's own, and a helper that runs work a KeyboardInterrupt must not
+cut in two.
 
 Python runs a signal's handler in the main thread only, so an exception from
 it (Ctrl-C's KeyboardInterrupt) can land in the main thread between any two
