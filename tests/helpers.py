@@ -9,7 +9,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from types import CodeType
 from typing import Any
 
 from tf_accum.resources import current_table
@@ -215,11 +216,13 @@ def line_injector(
     error: Callable[[int], BaseException],
     times: int = 1,
     where: list[str] | None = None,
+    left_out: Collection[CodeType] = (),
 ) -> Any:
     """A trace function (for ``sys.settrace``) raising ``error(n)`` at the start of
     the ``first``-th line started in the modules ``traced`` accepts (by module
-    name) and at the ``times - 1`` lines started after it, ``n`` counting lines;
-    the functions it raised in are appended to ``where``.
+    name), but for the functions whose code is in ``left_out``, and at the
+    ``times - 1`` lines started after it, ``n`` counting lines; the functions
+    it raised in are appended to ``where``.
 
     Only a line's first run in a call counts: CPython also reports the end of a
     ``with`` block as its line, once ``__exit__`` has run, where no
@@ -242,7 +245,7 @@ def line_injector(
     made = [0]  # calls so far
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
-        if not traced(frame.f_globals.get("__name__", "")):
+        if not traced(frame.f_globals.get("__name__", "")) or frame.f_code in left_out:
             return None
         if event == "call":
             made[0] += 1
@@ -264,7 +267,7 @@ def line_injector(
         sys.setprofile(None)
         sys.settrace(tracer)
         while frame is not None:
-            if traced(frame.f_globals.get("__name__", "")):
+            if traced(frame.f_globals.get("__name__", "")) and frame.f_code not in left_out:
                 frame.f_trace = tracer
             frame = frame.f_back
 

@@ -37,7 +37,7 @@ from tests.helpers import (
     wait_for_waiting,
     wait_until,
 )
-from tf_accum.accumulators import delivery, rounds
+from tf_accum.accumulators import interrupts, rounds
 from tf_accum.accumulators.attempts import Cancellation
 from tf_accum.accumulators.interrupts import deferred_interrupts
 from tf_accum.accumulators.threads import run_uninterrupted
@@ -775,20 +775,27 @@ class _Injected(Exception):
 def _inject_at_line(k: int, times: int = 1) -> Any:
     """A tracer that raises _Injected at the k-th line started in tf_accum's
     accumulators (and at the ``times - 1`` lines started after it), lines told
-    apart as tests.helpers.line_injector says. The delivery (delivery.py),
-    which gives back a round taken by a call that fails, is left out: an
-    exception there loses what it was giving back."""
+    apart as tests.helpers.line_injector says. The delivery (DELIVERY), which
+    gives back a round taken by a call that fails, is left out: an exception
+    there loses what it was giving back."""
 
-    return line_injector(_accumulators_but_delivery, k, _Injected, times)
+    return line_injector(_in_accumulators, k, _Injected, times, left_out=DELIVERY)
 
 
-def _accumulators_but_delivery(name: str) -> bool:
-    return name.startswith("tf_accum.accumulators") and not name.endswith(".delivery")
+# The functions of a public take call's delivery (see tf_accum.accumulators.interrupts).
+DELIVERY = frozenset(
+    getattr(interrupts, name).__code__
+    for name in ("open_delivery", "close_delivery", "give_back", "delivered", "joined")
+)
+
+
+def _in_accumulators(name: str) -> bool:
+    return name.startswith("tf_accum.accumulators")
 
 
 def _recording_injection(k: int, where: list[str], times: int = 1) -> Any:
     """_inject_at_line(k, times), noting the functions it raised in."""
-    return line_injector(_accumulators_but_delivery, k, _Injected, times, where)
+    return line_injector(_in_accumulators, k, _Injected, times, where, DELIVERY)
 
 
 def _walk_injections(call: Any, acc: Any, after: Any) -> int:
@@ -1140,11 +1147,11 @@ def test_a_delivery_given_back_on_an_ordinary_error_counts_its_takes_as_cancelle
     taken = None
     with pytest.raises(_Boom):
         try:
-            taken = delivery.open_delivery()
+            taken = interrupts.open_delivery()
             _take(h, 1)
             raise _Boom
         except BaseException:
-            delivery.give_back(taken)
+            interrupts.give_back(taken)
             raise
     stats = _stats(h)
     assert stats["takes_cancelled"] == 1 and stats["takes_interrupted"] == 0

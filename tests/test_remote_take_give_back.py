@@ -12,7 +12,7 @@ import pytest
 
 import tf_accum as tfa
 from tf_accum import errors
-from tf_accum.accumulators import delivery
+from tf_accum.accumulators import interrupts
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed.proxy import RemoteAccumulator
 
@@ -74,10 +74,10 @@ def test_interrupted_while_waiting_with_the_host_silent_the_round_is_given_back(
 
 def test_a_returned_remote_take_goes_back_when_the_public_call_fails_after_it() -> None:
     link = _Link()
-    taken = delivery.open_delivery()
+    taken = interrupts.open_delivery()
     try:
         np.testing.assert_array_equal(_remote(link).take(1), np.ones(2, np.float32))
         assert link.asked == []
     finally:
-        delivery.give_back(taken)
+        interrupts.give_back(taken)
     assert link.asked == [("give_back", "attempt-1")]

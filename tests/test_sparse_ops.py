@@ -402,17 +402,17 @@ def _given_back_after(h, served, started, values):
     """Apply ``served``, take them, apply ``started``, then give the take back
     as a failing public call would (values[n]: the n-th gradient's, in the
     order served + started)."""
-    from tf_accum.accumulators import delivery
+    from tf_accum.accumulators import interrupts
 
     for n, indices in enumerate(served):
         apply(h, indices, values[n], step=2**40)
-    taken = delivery.open_delivery()
+    taken = interrupts.open_delivery()
     try:
         take(h, len(served))
         for n, indices in enumerate(started, start=len(served)):
             apply(h, indices, values[n], step=2**40)
     finally:
-        delivery.give_back(taken)
+        interrupts.give_back(taken)
 
 
 def _row_sums(gradients, values, groups, reduction):

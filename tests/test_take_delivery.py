@@ -13,27 +13,27 @@ import pytest
 
 import tf_accum as tfa
 from tests.helpers import line_injector, lock_is_free
-from tests.test_interrupts import _Injected
+from tests.test_interrupts import DELIVERY, _Injected
 from tf_accum import raw_ops as raw
-from tf_accum.accumulators import delivery
+from tf_accum.accumulators import interrupts
 from tf_accum.resources.current import current_table
 
 F32 = tfa.float32
 FRESH = 2**40
-# The delivery gives rounds back; a ContextBlock's one line resets its context
-# variable, and an exception before it leaves the variable set (the run's
-# resource table, for the tests after this one).
-_SKIPPED = ("tf_accum.accumulators.delivery", "tf_accum.context_blocks")
+# The delivery (DELIVERY) gives rounds back; a ContextBlock's one line resets
+# its context variable, and an exception before it leaves the variable set (the
+# run's resource table, for the tests after this one).
+_SKIPPED = "tf_accum.context_blocks"
 
 
 def _inject_anywhere(k: int, where: list[str]) -> Any:
     """A tracer raising _Injected at the k-th line started in tf_accum (but for
-    _SKIPPED), noting where (see tests.helpers.line_injector)."""
+    DELIVERY and _SKIPPED), noting where (see tests.helpers.line_injector)."""
 
     def traced(name: str) -> bool:
         return name.startswith("tf_accum.") and not name.startswith(_SKIPPED)
 
-    return line_injector(traced, k, _Injected, where=where)
+    return line_injector(traced, k, _Injected, where=where, left_out=DELIVERY)
 
 
 def _dense(reduction: str) -> tuple[Any, Callable[[float], None], Callable[[int], float]]:
@@ -115,25 +115,25 @@ def test_an_exception_at_any_line_before_the_take_returns_gives_the_round_back(
 def test_a_delivery_keeps_what_its_call_returned_and_nested_calls_join_the_outermost() -> None:
     acc = tfa.compat.v1.ConditionalAccumulator(F32, shape=[4], reduction_type="SUM")
     acc.apply_grad(np.ones(4, np.float32), local_step=FRESH)
-    taken = delivery.open_delivery()
+    taken = interrupts.open_delivery()
     with pytest.raises(KeyboardInterrupt):
         try:
             np.testing.assert_array_equal(acc.take_grad(1), np.ones(4, np.float32))
             assert len(taken) == 1  # the compat call and its raw op joined this one
             raise KeyboardInterrupt  # the outer call is interrupted after the take
         except BaseException:
-            delivery.give_back(taken)
+            interrupts.give_back(taken)
             raise
     assert int(acc.num_accumulated()) == 1
     stats = tfa.accumulator_stats(acc.accumulator_ref)
     assert (stats["takes_served"], stats["takes_interrupted"]) == (0, 1)
-    taken = delivery.open_delivery()
+    taken = interrupts.open_delivery()
     result = acc.take_grad(1)
-    delivery.close_delivery(taken)
+    interrupts.close_delivery(taken)
     np.testing.assert_array_equal(result, np.ones(4, np.float32))
     assert int(acc.num_accumulated()) == 0
     assert tfa.accumulator_stats(acc.accumulator_ref)["takes_served"] == 1
-    assert getattr(delivery._local, "open", None) is None  # nothing is left open
+    assert getattr(interrupts._local, "open", None) is None  # nothing is left open
 
 
 @pytest.mark.parametrize("takes", [1, 2], ids=["sequential", "scheduled"])

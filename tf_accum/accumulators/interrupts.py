@@ -1,12 +1,27 @@
-"""Opt-in: Ctrl-C delivered after a tf_accum call has returned, not inside it.
+"""What a Ctrl-C inside a tf_accum call leaves behind: a take's round goes
+back unless the public call that took it returns; and, opt-in, Ctrl-C
+delivered after a tf_accum call has returned, not inside it.
 
 By default tf_accum installs nothing (see the README, "Interrupts, fork and
 pickling"), and a KeyboardInterrupt surfaces wherever Python raises it,
-leaving no apply half done and giving back a round served to a take whose wait
-it stopped; one that lands after a take's round was handed over, while its
-result is computed and returned, loses that round, as in TensorFlow. A
-program that would rather not lose those asks for the deferral explicitly,
-around the code that calls tf_accum::
+leaving no apply half done. A public take (a raw op, a ``take_grad``, a
+``Session.run`` that only fetches what its takes take) runs through
+:func:`delivered`, which opens a delivery first, in its ``try``: every take
+made in the thread while it is open joins it (:func:`joined`; nested public
+calls join the outermost). If an exception leaves that call, whatever line of
+tf_accum it came from, the call's ``except`` gives each of those takes up: a
+waiting one is withdrawn, and a served one gives its round back (see
+Rounds.cancel), so that nothing the caller never received is consumed. A call
+that goes on to return closes its delivery as its last step inside the
+``try`` and keeps its rounds; nothing runs between that and the return. Only
+a round whose result changed the round's own buffers cannot go back (see
+Rounds._keep_for_taker). Outside a delivery (a Session.run whose takes feed
+other ops, a host's takes) a take is the caller's once it has returned.
+
+An interrupt that lands once the call has returned, before the program stored
+its result (or while a MEAN of 1 MB or more divides its round in place),
+loses that round, as in TensorFlow. A program that would rather not lose
+those asks for the deferral explicitly, around the code that calls tf_accum::
 
     from tf_accum.accumulators.interrupts import deferred_interrupts
 
@@ -20,12 +35,12 @@ when the signal arrives outside tf_accum or while a take, a Session.run or a
 call to an accumulator host (the distributed table) waits, and otherwise once
 the outermost tf_accum call has returned and the caller has stored its
 result: at the caller's next call, or once the call after it has returned
-(as ``results.append(...)``). A take whose wait the
-interrupt stopped just as it was served, when its round cannot go back,
-returns the round, and the interrupt follows in the same way. For that short
-stretch a profile function is installed; if one is installed already
-(cProfile, a tracer's), nothing is deferred, and one that ``sys.getprofile``
-cannot see (yappi's) would be replaced: do not combine them. A second Ctrl-C more than ``FORCE_AFTER``
+(as ``results.append(...)``). A take whose wait the interrupt stopped just as
+it was served, when its round cannot go back, returns the round, and the
+interrupt follows in the same way. For that short stretch a profile function
+is installed; if one is installed already (cProfile, a tracer's), nothing is
+deferred, and one that ``sys.getprofile`` cannot see (yappi's) would be
+replaced: do not combine them. A second Ctrl-C more than ``FORCE_AFTER``
 seconds after a deferred one is delivered at once, so that a call that never
 returns can still be interrupted. The handler found is put back when the
 block ends (unless the program replaced it inside), and a deferred interrupt
@@ -44,6 +59,70 @@ from collections.abc import Callable, Iterator
 from types import CodeType, FrameType
 from typing import Any, TypeVar
 
+T = TypeVar("T")
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+_local = threading.local()
+
+# What open_delivery returns to a call made inside another public take call.
+NESTED: list[tuple[Any, Any]] = []
+
+
+def open_delivery() -> list[tuple[Any, Any]]:
+    """Open this thread's delivery and return its list of takes, or
+    :data:`NESTED` if one is open already (the outermost call's)."""
+    if getattr(_local, "open", None) is not None:
+        return NESTED
+    taken: list[tuple[Any, Any]] = []
+    _local.open = taken
+    return taken
+
+
+def close_delivery(taken: list[tuple[Any, Any]]) -> None:
+    """The call that opened ``taken`` returns: its takes are the caller's."""
+    if taken is not NESTED:
+        _local.open = None
+
+
+def give_back(taken: list[tuple[Any, Any]] | None) -> None:
+    """The call that opened ``taken`` fails: give up its takes and close it.
+    Called in the call's ``except``: the takes count as interrupted when the
+    exception being handled is a KeyboardInterrupt, as cancelled otherwise.
+    None, or NESTED, does nothing (the outermost call gives back)."""
+    if taken is None or taken is NESTED:
+        return
+    reason = "interrupted" if isinstance(sys.exc_info()[1], KeyboardInterrupt) else "cancelled"
+    try:
+        for rounds, attempt in taken:
+            rounds.cancel(attempt, reason)
+    finally:
+        if getattr(_local, "open", None) is taken:
+            _local.open = None
+
+
+def delivered(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)`` as a public take call: in a delivery of its own
+    (or the outermost one open), closed as its last step, its takes given back if
+    an exception leaves it."""
+    taken = None
+    try:
+        taken = open_delivery()
+        result = call(*args, **kwargs)
+        close_delivery(taken)  # last: nothing runs between this and the return
+        return result
+    except BaseException:
+        give_back(taken)
+        raise
+
+
+def joined(rounds: Any, attempt: Any) -> None:
+    """Enter ``attempt`` (a take attempt of ``rounds``) in this thread's open
+    delivery, if any: it is given up if that call fails before returning."""
+    taken: list[tuple[Any, Any]] | None = getattr(_local, "open", None)
+    if taken is not None:
+        taken.append((rounds, attempt))
+
+
 # A second Ctrl-C this long after a deferred one is delivered at once.
 FORCE_AFTER = 1.0  # seconds
 
@@ -53,8 +132,6 @@ _NOT_CALLS = ("tf_accum.examples", "tf_accum.__main__")
 # Code that waits for other threads or processes: an interrupt there is
 # delivered at once (a take then withdraws or puts its round back).
 _WAITS: set[CodeType] = set()
-
-Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 def interruptible(function: Function) -> Function:

@@ -44,8 +44,7 @@ from tf_accum.accumulators.attempts import (
     TakeAttempt,
     copy_error,
 )
-from tf_accum.accumulators.delivery import joined
-from tf_accum.accumulators.interrupts import holding, interruptible
+from tf_accum.accumulators.interrupts import holding, interruptible, joined
 from tf_accum.accumulators.missing import missing_resource_error
 
 INT64_MIN = -(2**63)
@@ -287,7 +286,7 @@ class Rounds(ABC, Generic[Round]):
             NotFoundError: the accumulator was already destroyed.
             KeyboardInterrupt: Ctrl-C (or whatever else a SIGINT handler
                 raises) before the result was returned (by the outermost
-                public call, when a delivery is open: see delivery.py): the
+                public call, when a delivery is open: see interrupts.py): the
                 attempt is withdrawn, or, if it was served already, its round goes back:
                 undone when nothing has happened since, else merged into the
                 current round (the step staying where the takes moved it).

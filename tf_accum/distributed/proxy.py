@@ -20,8 +20,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.attempts import Cancellation, copy_error
-from tf_accum.accumulators.delivery import joined
-from tf_accum.accumulators.interrupts import holding, interruptible
+from tf_accum.accumulators.interrupts import holding, interruptible, joined
 from tf_accum.accumulators.spec import AccumulatorSpec
 from tf_accum.distributed import bulk
 from tf_accum.distributed.process_exit import hold_thread_when_exiting, refuse_when_exiting
@@ -199,7 +198,7 @@ class HostLink:
 
 class _HostRounds:
     """What a delivery gives a remote take's round back through (see
-    tf_accum/accumulators/delivery.py): its host, which puts the round back
+    tf_accum/accumulators/interrupts.py): its host, which puts the round back
     if it still has it."""
 
     __slots__ = ("link",)

@@ -43,8 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from tf_accum import errors
 from tf_accum.accumulators.attempts import Cancellation, cancelled_by
-from tf_accum.accumulators.delivery import joined
-from tf_accum.accumulators.interrupts import interruptible
+from tf_accum.accumulators.interrupts import interruptible, joined
 from tf_accum.accumulators.threads import start_thread
 from tf_accum.raw_ops.take_attempts import TAKE_OPS, StartedTake
 from tf_accum.resources import using_table

@@ -21,7 +21,7 @@ import numpy as np
 
 from tf_accum import errors
 from tf_accum.accumulators.attempts import Cancellation
-from tf_accum.accumulators.delivery import delivered
+from tf_accum.accumulators.interrupts import delivered
 from tf_accum.dtypes import string
 from tf_accum.graph import mode
 from tf_accum.graph.executor import Plan, execute, make_plan

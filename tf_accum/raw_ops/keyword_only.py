@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tf_accum.accumulators.delivery import delivered
+from tf_accum.accumulators.interrupts import delivered
 
 F = TypeVar("F", bound=Callable[..., Any])
 GraphBuilder = Callable[[str, Callable[..., Any], dict[str, Any]], Any]
@@ -65,7 +65,7 @@ def raw_op(func: F) -> F:
 
 def raw_take_op(func: F) -> F:
     """As :func:`raw_op`, for a take: the call is a delivery (see
-    tf_accum/accumulators/delivery.py), so that a round it took goes back if
+    tf_accum/accumulators/interrupts.py), so that a round it took goes back if
     an exception leaves the call before it returned (or the outermost public
     call it runs in)."""
     op = raw_op(func)

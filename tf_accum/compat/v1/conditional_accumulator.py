@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tf_accum import raw_ops
-from tf_accum.accumulators.delivery import delivered
+from tf_accum.accumulators.interrupts import delivered
 from tf_accum.compat.v1 import _symbolic
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
 from tf_accum.graph.graph import is_symbolic

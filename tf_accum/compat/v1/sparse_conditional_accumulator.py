@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tf_accum import raw_ops
-from tf_accum.accumulators.delivery import delivered
+from tf_accum.accumulators.interrupts import delivered
 from tf_accum.accumulators.sparse import SparseTakeResult
 from tf_accum.compat.v1 import _symbolic
 from tf_accum.compat.v1.accumulator_base import ConditionalAccumulatorBase
