@@ -210,6 +210,22 @@ class Spy:
         self.kernels = type(kernels)(*(counted(name) for name in kernels._fields))
 
 
+def run_traced(
+    call: Callable[[], Any], tracer: Any, error: type[BaseException]
+) -> tuple[bool, Any]:
+    """``call()`` with ``tracer`` as the thread's trace function (``sys.settrace``):
+    (True, what it returned), or (False, None) when it raised ``error``. The trace
+    and profile functions are unset after (see line_injector)."""
+    sys.settrace(tracer)
+    try:
+        return True, call()
+    except error:
+        return False, None
+    finally:
+        sys.settrace(None)
+        sys.setprofile(None)
+
+
 def line_injector(
     traced: Callable[[str], bool],
     first: int,

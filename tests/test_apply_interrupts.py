@@ -6,7 +6,6 @@ injected by a trace function, at the start of each line in turn."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import line_injector, lock_is_free
+from tests.helpers import line_injector, lock_is_free, run_traced
 from tf_accum.accumulators import half_kernel
 from tf_accum.accumulators.narrow_sum import NarrowSum
 from tf_accum.accumulators.threads import run_uninterrupted
@@ -153,15 +152,7 @@ def _walk(kind: _Kind, before: int, times: int, check: Callable[[int], None]) ->
         for _ in range(before):
             kind.apply()
         where: list[str] = []
-        sys.settrace(_inject(first, times, where))
-        try:
-            kind.apply()
-            finished = True
-        except _Injected:
-            finished = False
-        finally:
-            sys.settrace(None)
-            sys.setprofile(None)  # see tests.helpers.line_injector
+        finished, _ = run_traced(kind.apply, _inject(first, times, where), _Injected)
         # an apply of several calls from the main thread goes on on the helper
         # thread even when its wait was interrupted: let it end
         run_uninterrupted(lambda: None)
@@ -225,15 +216,10 @@ def test_an_exception_in_the_finishing_of_an_interrupted_apply_leaves_it_to_the_
                 finish()
                 return
             cut.append(False)
-            sys.settrace(_inject(line, 1))
-            try:
-                finish()
-            except _Injected:
+            whole, _ = run_traced(finish, _inject(line, 1), _Injected)
+            if not whole:
                 cut[0] = True
-                raise
-            finally:
-                sys.settrace(None)
-                sys.setprofile(None)  # see tests.helpers.line_injector
+                raise _Injected(line)  # on, into the apply that called it
 
         return cut_short
 
@@ -248,16 +234,8 @@ def test_an_exception_in_the_finishing_of_an_interrupted_apply_leaves_it_to_the_
             cut.clear()
             monkeypatch.setattr(acc, "_settle_locked", finish_cut_at(line))
             applying[0] = True
-            sys.settrace(_inject(first, 1))
-            try:
-                kind.apply()
-                finished = True
-            except _Injected:
-                finished = False
-            finally:
-                sys.settrace(None)
-                sys.setprofile(None)  # see tests.helpers.line_injector
-                applying[0] = False
+            finished, _ = run_traced(kind.apply, _inject(first, 1), _Injected)
+            applying[0] = False
             assert lock_is_free(acc) and acc.num_waiting() == 0
             count = acc.num_accumulated()
             assert count in (before, before + 1), f"lines {first}, {line}: {count} counted"

@@ -34,6 +34,7 @@ from tests.helpers import (
     Background,
     line_injector,
     lock_is_free,
+    run_traced,
     wait_for_waiting,
     wait_until,
 )
@@ -805,15 +806,7 @@ def _walk_injections(call: Any, acc: Any, after: Any) -> int:
     while True:
         k += 1
         assert k < 500
-        sys.settrace(_inject_at_line(k))
-        try:
-            call()
-            finished = True
-        except _Injected:
-            finished = False
-        finally:
-            sys.settrace(None)
-            sys.setprofile(None)  # see tests.helpers.line_injector
+        finished, _ = run_traced(call, _inject_at_line(k), _Injected)
         after()
         assert lock_is_free(acc)
         assert acc.num_waiting() == 0  # no dead take left in the queue
@@ -922,14 +915,7 @@ def test_an_exception_at_any_line_of_a_take_loses_at_most_a_whole_round(
         apply(1.0)
         apply(2.0)
         where: list[str] = []
-        sys.settrace(_recording_injection(k, where, times))
-        try:
-            taken: float | None = take(2)
-        except _Injected:
-            taken = None
-        finally:
-            sys.settrace(None)
-            sys.setprofile(None)  # see tests.helpers.line_injector
+        _, taken = run_traced(lambda: take(2), _recording_injection(k, where, times), _Injected)
         left = acc.num_accumulated()
         if taken is not None:
             assert taken == (1.5 if mean else 3.0) and left == 0
@@ -1000,13 +986,10 @@ def test_an_apply_interrupted_just_after_serving_a_take_still_delivers_its_round
     acc = current_table().lookup(h)
     taker = Background(_take, h, 1, None)
     wait_for_waiting(h, 1)
-    sys.settrace(_raising_at("_flush_locked", text))
-    try:
-        with pytest.raises(_Injected):
-            _apply(h, 3.0)
-    finally:
-        sys.settrace(None)
-        sys.setprofile(None)  # see tests.helpers.line_injector
+    assert run_traced(lambda: _apply(h, 3.0), _raising_at("_flush_locked", text), _Injected) == (
+        False,
+        None,
+    )
     np.testing.assert_array_equal(taker.result(), np.full(4, 3.0, np.float32))
     stats = _stats(h)
     assert stats["takes_served"] == 1 and stats["waiting"] == 0 and acc.num_waiting() == 0
@@ -1025,13 +1008,8 @@ def test_a_destroy_cut_short_fails_the_takes_it_reached_and_can_be_done_again() 
     wait_for_waiting(h, 1)
     second = Background(_take, h, 1, None)
     wait_for_waiting(h, 2)
-    sys.settrace(_raising_at("close", "attempt._complete(CANCELLED)  # wakes its owner"))
-    try:
-        with pytest.raises(_Injected):
-            acc.close()
-    finally:
-        sys.settrace(None)
-        sys.setprofile(None)  # see tests.helpers.line_injector
+    raising = _raising_at("close", "attempt._complete(CANCELLED)  # wakes its owner")
+    assert run_traced(acc.close, raising, _Injected) == (False, None)
     assert isinstance(first.error(), tfa.errors.CancelledError)  # its wait looked again
     stats = _stats(h)
     assert stats["waiting"] == 1 and stats["takes_cancelled"] == 1 and not acc.closed

@@ -4,7 +4,6 @@ op's wrapper, the compat class's ``take_grad`` after the op) gives it back."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 import tf_accum as tfa
-from tests.helpers import line_injector, lock_is_free
+from tests.helpers import line_injector, lock_is_free, run_traced
 from tests.test_interrupts import DELIVERY, _Injected
 from tf_accum import raw_ops as raw
 from tf_accum.accumulators import interrupts
@@ -91,14 +90,7 @@ def test_an_exception_at_any_line_before_the_take_returns_gives_the_round_back(
         apply(1.0)
         apply(2.0)
         where: list[str] = []
-        sys.settrace(_inject_anywhere(k, where))
-        try:
-            taken: float | None = take(2)
-        except _Injected:
-            taken = None
-        finally:
-            sys.settrace(None)
-            sys.setprofile(None)  # see tests.helpers.line_injector
+        _, taken = run_traced(lambda: take(2), _inject_anywhere(k, where), _Injected)
         left = int(acc.num_accumulated())
         if taken is not None:
             assert taken == (1.5 if mean else 3.0) and left == 0
@@ -158,14 +150,7 @@ def test_an_exception_at_any_line_of_a_session_run_fetching_takes_gives_the_roun
         for k in range(1, 2000):
             sess.run(applies)
             where: list[str] = []
-            sys.settrace(_inject_anywhere(k, where))
-            try:
-                taken: Any = sess.run(fetch)
-            except _Injected:
-                taken = None
-            finally:
-                sys.settrace(None)
-                sys.setprofile(None)  # see tests.helpers.line_injector
+            _, taken = run_traced(lambda: sess.run(fetch), _inject_anywhere(k, where), _Injected)
             left = sess.run(counts)
             if taken is not None:
                 assert [t.tolist() for t in taken] == [[1.0] * 4] * takes and left == [0] * takes

@@ -75,9 +75,10 @@ class Requests:
 
 
 @pytest.fixture
-def pool() -> Iterator[concurrent.futures.ThreadPoolExecutor]:
-    with concurrent.futures.ThreadPoolExecutor(8) as found:
-        yield found
+def requests() -> Iterator[Requests]:
+    """Requests to a ps task's host, sent from a pool of threads."""
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        yield Requests(_Host("/job:ps/task:0"), pool)
 
 
 def until(condition: Callable[[], bool]) -> None:
@@ -88,10 +89,9 @@ def until(condition: Callable[[], bool]) -> None:
 
 
 def test_takes_wait_counted_by_their_accumulator_and_withdrawn_ones_consume_nothing(
-    pool: concurrent.futures.ThreadPoolExecutor,
+    requests: Requests,
 ) -> None:
-    host = _Host("/job:ps/task:0")
-    requests = Requests(host, pool)
+    host = requests.host
     handle = requests.make()
     requests.apply(handle, [1, 1])
     first = requests.take(handle, 2)
@@ -124,10 +124,9 @@ def test_takes_wait_counted_by_their_accumulator_and_withdrawn_ones_consume_noth
 
 
 def test_a_take_waiting_when_its_accumulator_is_destroyed_fails_and_the_host_forgets_it(
-    pool: concurrent.futures.ThreadPoolExecutor,
+    requests: Requests,
 ) -> None:
-    host = _Host("/job:ps/task:0")
-    requests = Requests(host, pool)
+    host = requests.host
     handle = requests.make()
     waiting = requests.take(handle, 1)
     until(lambda: host._takes_waiting == 1)
@@ -137,10 +136,9 @@ def test_a_take_waiting_when_its_accumulator_is_destroyed_fails_and_the_host_for
 
 
 def test_a_request_cancelled_before_it_arrives_takes_only_a_round_ready_at_once(
-    pool: concurrent.futures.ThreadPoolExecutor,
+    requests: Requests,
 ) -> None:
-    host = _Host("/job:ps/task:0")
-    requests = Requests(host, pool)
+    host = requests.host
     handle = requests.make()
     requests.apply(handle, [2, 3])
     for required, ready in ((2, False), (1, True)):
@@ -156,14 +154,13 @@ def test_a_request_cancelled_before_it_arrives_takes_only_a_round_ready_at_once(
 
 
 def test_a_request_given_back_after_its_answer_puts_its_round_back(
-    pool: concurrent.futures.ThreadPoolExecutor,
+    requests: Requests,
 ) -> None:
     """A caller whose run failed after its take's answer came (Ctrl-C as the
     answer arrived) gives the request back: the round goes back into the
     accumulator, counted as interrupted, and the next take gets it whole."""
 
-    host = _Host("/job:ps/task:0")
-    requests = Requests(host, pool)
+    host = requests.host
     handle = requests.make()
     requests.apply(handle, [2, 3])
     outcome = requests.take(handle, 1).result(WAIT)
@@ -189,10 +186,9 @@ def test_a_request_given_back_after_its_answer_puts_its_round_back(
 
 
 def test_a_request_given_back_while_it_waits_or_before_it_comes_consumes_nothing(
-    pool: concurrent.futures.ThreadPoolExecutor,
+    requests: Requests,
 ) -> None:
-    host = _Host("/job:ps/task:0")
-    requests = Requests(host, pool)
+    host = requests.host
     handle = requests.make()
     # waiting: cancelled, consumes nothing
     waiting = requests.take(handle, 1)
@@ -211,15 +207,14 @@ def test_a_request_given_back_while_it_waits_or_before_it_comes_consumes_nothing
 
 
 def test_a_take_past_the_most_that_may_wait_is_refused_and_consumes_nothing(
-    pool: concurrent.futures.ThreadPoolExecutor, monkeypatch: pytest.MonkeyPatch
+    requests: Requests, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each waiting call holds one of the host actor's threads: past the most
     that may wait at once, a take that would wait is refused with
     ResourceExhaustedError saying why, rather than leaving no thread for the
     applies that would serve the others. A take served at once still is."""
     monkeypatch.setattr(host_module, "MOST_WAITING", 2)
-    host = _Host("/job:ps/task:0")
-    requests = Requests(host, pool)
+    host = requests.host
     handle = requests.make()
     waiting = [requests.take(handle, 1) for _ in range(2)]
     until(lambda: host._takes_waiting == 2)
