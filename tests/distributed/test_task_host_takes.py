@@ -69,6 +69,15 @@ class Requests:
         step = (RAW, "AccumulatorTakeGradient", names, attrs, sources, 1)
         return self.send([step], **options)
 
+    def waiting_take(
+        self, handle: int, required: int = 1, **options: Any
+    ) -> concurrent.futures.Future[Any]:
+        """A take that waits: returned once the host counts it as waiting."""
+        before = self.host._takes_waiting
+        found = self.take(handle, required, **options)
+        until(lambda: self.host._takes_waiting > before)
+        return found
+
     def stats(self, handle: int) -> dict[str, Any]:
         found: dict[str, Any] = self.call(self.host.accumulator_report, [handle])[handle]
         return found
@@ -94,9 +103,8 @@ def test_takes_wait_counted_by_their_accumulator_and_withdrawn_ones_consume_noth
     host = requests.host
     handle = requests.make()
     requests.apply(handle, [1, 1])
-    first = requests.take(handle, 2)
+    first = requests.waiting_take(handle, 2)
     first_request = requests.last
-    until(lambda: host._takes_waiting == 1)
     stats = requests.stats(handle)
     assert stats["waiting"] == 1 and stats["head_num_required"] == 2
     assert requests.call(host.counts)["waiting"] == 1
@@ -105,9 +113,8 @@ def test_takes_wait_counted_by_their_accumulator_and_withdrawn_ones_consume_noth
     assert late == StepFailed(0, TIMED_OUT)
     assert (requests.stats(handle))["takes_timed_out"] == 1
     # a dead caller's take is cancelled
-    dead = requests.take(handle, 2, caller="dead")
-    behind = requests.take(handle, 1)
-    until(lambda: host._takes_waiting == 3)
+    dead = requests.waiting_take(handle, 2, caller="dead")
+    behind = requests.waiting_take(handle, 1)
     requests.call(host._caller_died, "dead")
     assert dead.result(WAIT) == StepFailed(0, CANCELLED)
     assert not behind.done()  # the first still waits, ahead of it
@@ -127,9 +134,7 @@ def test_a_take_waiting_when_its_accumulator_is_destroyed_fails_and_the_host_for
     requests: Requests,
 ) -> None:
     host = requests.host
-    handle = requests.make()
-    waiting = requests.take(handle, 1)
-    until(lambda: host._takes_waiting == 1)
+    waiting = requests.waiting_take(requests.make())
     requests.call(host.reset)
     assert waiting.result(WAIT) == StepFailed(0, CANCELLED)
     assert requests.call(host.counts)["waiting"] == 0
@@ -191,8 +196,7 @@ def test_a_request_given_back_while_it_waits_or_before_it_comes_consumes_nothing
     host = requests.host
     handle = requests.make()
     # waiting: cancelled, consumes nothing
-    waiting = requests.take(handle, 1)
-    until(lambda: host._takes_waiting == 1)
+    waiting = requests.waiting_take(handle)
     requests.call(host.give_back, requests.last)
     assert waiting.result(WAIT) == StepFailed(0, CANCELLED)
     # given back before it came: a round ready at once is served, then goes back
@@ -216,8 +220,7 @@ def test_a_take_past_the_most_that_may_wait_is_refused_and_consumes_nothing(
     monkeypatch.setattr(host_module, "MOST_WAITING", 2)
     host = requests.host
     handle = requests.make()
-    waiting = [requests.take(handle, 1) for _ in range(2)]
-    until(lambda: host._takes_waiting == 2)
+    waiting = [requests.waiting_take(handle) for _ in range(2)]
     refused = requests.take(handle, 1).result(WAIT)
     assert type(refused) is StepFailed and refused.failure.kind == "ResourceExhaustedError"
     assert "2 calls already wait" in refused.failure.message, refused.failure.message
