@@ -312,9 +312,11 @@ def job_line(launch: Launch) -> str:
 def test_each_task_gets_an_equal_share_of_the_cores_for_blas_threads(
     tmp_path: Path, role_program: str
 ) -> None:
+    barrier = tmp_path / "started"  # the workers exit once the ps task has printed too
+    barrier.mkdir()
     with launched(
         tmp_path, "--ps", "1", "--workers", "2", "--address", NO_CLUSTER,
-        role_program, "--exit", "0,0", unset=THREAD_VARIABLES,
+        role_program, "--", "--exit", "0,0", f"--barrier={barrier}", unset=THREAD_VARIABLES,
     ) as launch:  # fmt: skip
         assert launch.finish() == 0, "\n".join(launch.err)
         cores = len(os.sched_getaffinity(0))
