@@ -387,8 +387,8 @@ def load() -> Kernels | None:
 
 def load_pending(dtype: np.dtype[Any], size: int) -> bool:
     """Whether a round of ``size`` elements of ``dtype`` would call :func:`load`
-    before it has been tried: callers that must not block (a lock holder, an
-    event loop) load first, elsewhere."""
+    before it has been tried: callers that must not block (a lock holder, such
+    as a host serving other calls) load first, elsewhere."""
     return not LOADER.tried and size >= MIN_ELEMENTS and is_narrow(dtype)
 
 

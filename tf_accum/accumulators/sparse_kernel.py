@@ -270,7 +270,7 @@ def load() -> Kernels | None:
 def load_pending(dtype: np.dtype[Any], size: int) -> bool:
     """Whether a sparse gradient of ``size`` elements of ``dtype`` should call
     :func:`load` before it has been tried: callers that must not block (a lock
-    holder, an event loop) load first, elsewhere."""
+    holder) load first, elsewhere."""
     return not LOADER.tried and size >= MIN_ELEMENTS and dtype in KERNEL_DTYPES
 
 

@@ -214,7 +214,7 @@ def take_attempt(
 ) -> tuple[AccumulatorBase[Any], TakeAttempt[Any]]:
     """The take op ``op_type`` queued as a take attempt instead of waited for.
 
-    Not a TensorFlow op: for a caller that must not block (an event loop).
+    Not a TensorFlow op: for a caller that must not block (a host holding its lock).
     The arguments are checked as the op checks them; the take is then queued
     with ``Rounds.try_take(num_required, callback, cancellation)``. The
     caller waits for ``callback``, then collects the attempt (its result is
