@@ -119,10 +119,11 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
                 item.add_marker(skip)
 
 
-def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter; bounded, so a hang fails the test."""
+def run_python(code: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (with ``args`` as its ``sys.argv[1:]``) in a fresh interpreter;
+    bounded, so a hang fails the test."""
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

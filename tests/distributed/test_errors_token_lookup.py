@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.distributed.conftest import PROCESS_WAIT, ROOT
+from tests.distributed.conftest import ROOT, run_python
 from tf_accum import errors
 from tf_accum.distributed import auth
 
@@ -150,14 +149,7 @@ def test_the_token_presented_is_the_one_ray_presents(tmp_path):
         "PYTHONPATH": str(ROOT),
         "HOME": str(tmp_path),
     }
-    done = subprocess.run(
-        [sys.executable, "-c", AGREEMENT, json.dumps([s for s, _ in cases.values()])],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_WAIT,
-    )
+    done = run_python(AGREEMENT, env, json.dumps([s for s, _ in cases.values()]))
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.splitlines()[-1])
     for (case, (_, expected)), (by_ray, by_tf_accum) in zip(cases.items(), seen, strict=True):

@@ -48,7 +48,7 @@ class Requests:
         # every step's outputs answered; its takes may go back (a run only fetches them)
         blob = pickle.dumps((steps, (), True))
         message = Request(self.host._instance, "s#1", caller, None, request, blob, [], remaining, 1)
-        return self.pool.submit(self.call, self.host._run, message)
+        return self.pool.submit(self.call, self.host.run, message)
 
     def make(self) -> int:
         attrs = {"dtype": tfa.int64, "shape": [2], "shared_name": "g", "reduction_type": "SUM"}

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.distributed.conftest import PROCESS_WAIT, ROOT, Cluster
+from tests.distributed.conftest import PROCESS_WAIT, ROOT, Cluster, run_python
 
 JOIN_BOUND = 20.0  # seconds to attach to a running loopback cluster
 STOP_BOUND = 10.0  # seconds for a ps process to end after SIGTERM, or join() to return
@@ -90,14 +90,7 @@ def clean_env(home: Path, **settings: str) -> dict[str, str]:
 
 
 def _run(code: str, env: dict[str, str]) -> tuple[dict[str, Any], str]:
-    done = subprocess.run(
-        [sys.executable, "-c", code + REPORT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=PROCESS_WAIT,
-    )
+    done = run_python(code + REPORT, env)
     assert done.returncode == 0, done.stderr[-3000:]
     return _last_json(done.stdout), done.stderr
 

@@ -363,11 +363,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
         count, accepted = self._count, self._n_accepted
         self._change = (count, accepted, total, gradient, index, before)
         self._count = count + 1  # the change is made: see _settle_locked
-        if CONTEXT_LOCAL_ERRORS:
-            runner_ignoring_float_errors()(np.add, total, gradient, total)
-        else:
-            with np.errstate(all="ignore"):
-                np.add(total, gradient, total)
+        self._add(total, gradient)
         self._n_accepted = accepted + 1
         self._change = None
 
@@ -396,7 +392,7 @@ class DenseAccumulator(AccumulatorBase[_Sum]):
             else:
                 total, gradient, index, before = change[2:]
                 if total[index] == before:
-                    ignoring_float_errors(np.add, total, gradient, total)
+                    self._add(total, gradient)
             self._n_accepted = accepted + 1
         self._change = None
 

@@ -440,18 +440,13 @@ class _Host:
 
     # --- requests -------------------------------------------------------------------
 
-    def run(self, message: Request) -> Any:
+    def run(self, message: Request) -> Outcome:
         """Run a request's steps in order: Done, or the first failing step's StepFailed
-        or StepRefused.
+        or StepRefused (``ResourceHost.run`` packs the answer).
 
         A step the request's steps leave unanswered answers nothing but, for a
-        take, its accumulator's stale count and global step. An answer whose
-        outputs are small comes packed; with ``answer_pieces`` above 1, packed
-        and split into that many pieces.
+        take, its accumulator's stale count and global step.
         """
-        return self._run(message)
-
-    def _run(self, message: Request) -> Outcome:
         instance, session, caller, life, request, blob, values, remaining = message[:8]
         if instance != self._instance:
             return StepFailed(0, Failure(RESTARTED))
