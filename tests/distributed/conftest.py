@@ -227,16 +227,22 @@ def serve_ps(ray_cluster: Cluster) -> Iterator[Callable[[dict[str, list[str]]], 
 
 @pytest.fixture
 def task(serve_ps: Any) -> Iterator[Callable[..., tuple[Any, Any]]]:
-    """``task(spec, index, graph)``: this process as the spec's worker task ``index``,
-    the spec's ps tasks served here (see ``serve_ps``): (its Server, a Session on its
-    target); the sessions are closed after the test."""
+    """``task(spec, index, graph, ps=True)``: this process as the spec's worker task
+    ``index`` (one Server per task), unless ``ps=False`` the spec's ps tasks served
+    here too (see ``serve_ps``): (its Server, a new Session on its target); the
+    sessions are closed after the test."""
     import tf_accum.compat.v1 as tf
 
     sessions: list[Any] = []
+    servers: dict[tuple[str, int], Any] = {}
 
-    def start(spec: Any, index: int, graph: Any) -> tuple[Any, Any]:
-        serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
-        server = tf.train.Server(spec, job_name="worker", task_index=index)
+    def start(spec: Any, index: int = 0, graph: Any = None, ps: bool = True) -> tuple[Any, Any]:
+        if ps:
+            serve_ps(spec)  # the ps tasks' hosts, made as their processes make them
+        key = (json.dumps(spec, sort_keys=True), index)
+        if key not in servers:
+            servers[key] = tf.train.Server(spec, job_name="worker", task_index=index)
+        server = servers[key]
         sess = tf.Session(server.target, graph=graph)
         sessions.append(sess)
         return server, sess

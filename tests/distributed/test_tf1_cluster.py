@@ -9,9 +9,8 @@ of its own, so its ps hosts are new.
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,40 +32,6 @@ def cluster_of(ps: int, workers: int) -> dict[str, list[str]]:
         "ps": [f"ps{i}-{tag}:2222" for i in range(ps)],
         "worker": [f"worker{i}-{tag}:2222" for i in range(workers)],
     }
-
-
-@pytest.fixture
-def task(ray_cluster) -> Iterator[Callable[..., tuple[Any, Any]]]:
-    """A worker task of this process: its Server (one per task) and a Session on its
-    target (closed after). Unless ``ps=False``, this process also serves the spec's ps
-    tasks (their hosts are ended after the test)."""
-    import ray
-
-    sessions: list[Any] = []
-    servers: dict[tuple[str, str, int], Any] = {}
-
-    def server_of(spec: Any, job: str, index: int) -> Any:
-        key = (json.dumps(spec, sort_keys=True), job, index)
-        if key not in servers:
-            servers[key] = tf.train.Server(spec, job_name=job, task_index=index)
-        return servers[key]
-
-    def start(spec: Any, index: int = 0, graph: Any = None, ps: bool = True) -> tuple[Any, Any]:
-        if ps:
-            for k in range(len(spec["ps"])):
-                server_of(spec, "ps", k)
-        server = server_of(spec, "worker", index)
-        sess = tf.Session(server.target, graph=graph)
-        sessions.append(sess)
-        return server, sess
-
-    yield start
-    for sess in sessions:
-        sess.close()
-    for (_, job, index), server in servers.items():
-        link = server.runtime.link(job, index)
-        if link is not None:
-            ray.kill(link.actor, no_restart=True)
 
 
 def chief_of(
